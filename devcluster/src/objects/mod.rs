@@ -1,0 +1,7 @@
+//! Pure algorithms over JSON objects: patches, server-side apply, CRD schema handling and
+//! metadata validation. No I/O and no server state: the HTTP layer loads, calls these, stores.
+
+pub mod apply;
+pub mod patch;
+pub mod schema;
+pub mod validate;
