@@ -1,0 +1,12 @@
+//! Process plumbing shared by atoll's binaries, written once: command-line argument groups,
+//! tracing, the admin server (`/metrics`, `/healthz`, `/readyz`), leader election through a
+//! `Lease`, and the kube client.
+
+pub mod admin;
+pub mod args;
+pub mod client;
+mod error;
+pub mod leader;
+pub mod telemetry;
+
+pub use error::Error;
