@@ -37,7 +37,9 @@ pub fn server_side_apply(
     now: &str,
 ) -> Result<Value, ApplyError> {
     let _ = (live, applied, manager, force, now);
-    Err(ApplyError::Invalid("server-side apply: not implemented yet".into()))
+    Err(ApplyError::Invalid(
+        "server-side apply: not implemented yet".into(),
+    ))
 }
 
 /// Records a non-apply write (create, update, patch) by `manager` in `new`'s

@@ -4,4 +4,5 @@
 pub mod apply;
 pub mod patch;
 pub mod schema;
+mod smp;
 pub mod validate;

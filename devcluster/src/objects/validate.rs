@@ -19,7 +19,9 @@ pub fn validate_name(name: &str, rule: NameRule) -> Option<String> {
 }
 
 /// Validates `metadata.labels`; returns field errors as (field, message).
-pub fn validate_labels(labels: &serde_json::Map<String, serde_json::Value>) -> Vec<(String, String)> {
+pub fn validate_labels(
+    labels: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(String, String)> {
     let _ = labels;
     Vec::new()
 }
