@@ -1,0 +1,1 @@
+//! atoll agent (placeholder until the hub client and applier land).

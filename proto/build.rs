@@ -1,0 +1,10 @@
+//! Generates the tonic/prost code for `proto/hub.proto` with a vendored protoc, so that no
+//! system package is needed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut config = prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    tonic_prost_build::configure().compile_with_config(config, &["proto/hub.proto"], &["proto"])?;
+    println!("cargo:rerun-if-changed=proto/hub.proto");
+    Ok(())
+}
