@@ -1,1 +1,19 @@
-//! placeholder
+//! Clusternet-compatible API types for atoll, the well-known names they use, and the helpers the
+//! `crdgen` binary needs to write `manifests/crds/`.
+//!
+//! - [`apps`]: `apps.clusternet.io/v1alpha1` (Subscription, Localization, Globalization,
+//!   Description, Manifest).
+//! - [`clusters`]: `clusters.clusternet.io/v1beta1` (ManagedCluster, ClusterRegistrationRequest).
+//! - [`known`]: label, annotation, finalizer, namespace and taint keys, and generated names.
+//! - [`conditions`]: `metav1.Condition` lists keyed by `type`.
+//! - [`crdgen`]: the CRD set, rendered as YAML files, and drift detection.
+
+pub mod apps;
+pub mod clusters;
+pub mod conditions;
+pub mod crdgen;
+mod error;
+pub mod known;
+mod schema;
+
+pub use error::Error;

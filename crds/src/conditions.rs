@@ -1,0 +1,70 @@
+//! Helpers for `metav1.Condition` lists keyed by `type` (as in `status.conditions`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The condition of type `type_`, if present.
+pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// The status (`"True"`, `"False"`, `"Unknown"`) of the condition of type `type_`, if present.
+pub fn status<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
+    get(conditions, type_).map(|c| c.status.as_str())
+}
+
+/// Whether the condition of type `type_` is present with status `"True"`.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    status(conditions, type_) == Some("True")
+}
+
+/// Sets `condition` in `conditions`, replacing the one with the same `type`. When the status is
+/// unchanged, the existing `lastTransitionTime` is kept, so that it records when the status last
+/// changed, not when the condition was last written. Returns whether anything changed, so that
+/// callers write status only when needed.
+pub fn set(conditions: &mut Vec<Condition>, mut condition: Condition) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => {
+            if existing.status == condition.status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            if *existing == condition {
+                false
+            } else {
+                *existing = condition;
+                true
+            }
+        }
+        None => {
+            conditions.push(condition);
+            true
+        }
+    }
+}
+
+/// Removes the condition of type `type_`. Returns whether one was removed.
+pub fn remove(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.type_ != type_);
+    conditions.len() != before
+}
+
+/// Builds a condition. `status` is `"True"`, `"False"` or `"Unknown"`; `now` becomes its
+/// `lastTransitionTime` (kept from the existing condition by [`set`] when the status is
+/// unchanged).
+pub fn new(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation,
+        last_transition_time: now,
+    }
+}

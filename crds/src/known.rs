@@ -1,0 +1,182 @@
+//! Well-known names: label, annotation, finalizer, namespace and taint keys (Clusternet's
+//! `pkg/known`), atoll's own names, and the functions that build generated names.
+
+// ----- namespaces -----------------------------------------------------------------------------
+
+/// Namespace the Clusternet/atoll components run in.
+pub const NAMESPACE_SYSTEM: &str = "clusternet-system";
+/// Namespace holding Manifests (workload templates that never run in the parent).
+pub const NAMESPACE_RESERVED: &str = "clusternet-reserved";
+/// Namespace of multi-cluster services.
+pub const NAMESPACE_MCS: &str = "clusternet-mcs";
+/// Prefix (`metadata.generateName`) of each child cluster's dedicated namespace,
+/// `clusternet-xxxxx`.
+pub const DEDICATED_NAMESPACE_PREFIX: &str = "clusternet-";
+
+// ----- labels ---------------------------------------------------------------------------------
+
+/// Label on a ClusterRegistrationRequest: who registered it (value [`CREATED_BY_AGENT`]).
+pub const LABEL_REGISTERED_BY: &str = "clusters.clusternet.io/registered-by";
+/// Label: the child cluster's id (on CRRs, dedicated namespaces, ManagedClusters, Descriptions).
+pub const LABEL_CLUSTER_ID: &str = "clusters.clusternet.io/cluster-id";
+/// Label: the child cluster's name (on CRRs, dedicated namespaces, ManagedClusters, Descriptions).
+pub const LABEL_CLUSTER_NAME: &str = "clusters.clusternet.io/cluster-name";
+/// Label on credentials and RBAC objects: `credentials-auto` or `rbac-defaults`.
+pub const LABEL_CLUSTER_BOOTSTRAPPING: &str = "clusters.clusternet.io/bootstrapping";
+/// Value of [`LABEL_CLUSTER_BOOTSTRAPPING`] on credential Secrets.
+pub const BOOTSTRAPPING_CREDENTIALS_AUTO: &str = "credentials-auto";
+/// Value of [`LABEL_CLUSTER_BOOTSTRAPPING`] on RBAC objects.
+pub const BOOTSTRAPPING_RBAC_DEFAULTS: &str = "rbac-defaults";
+/// Label: the component that created the object.
+pub const LABEL_CREATED_BY: &str = "clusternet.io/created-by";
+/// Value of [`LABEL_CREATED_BY`] / [`LABEL_REGISTERED_BY`] for the agent.
+pub const CREATED_BY_AGENT: &str = "clusternet-agent";
+/// Value of [`LABEL_CREATED_BY`] for the hub.
+pub const CREATED_BY_HUB: &str = "clusternet-hub";
+/// Value of [`LABEL_CREATED_BY`] for Clusternet's controller manager.
+pub const CREATED_BY_CONTROLLER_MANAGER: &str = "clusternet-controller-manager";
+/// Value of [`LABEL_CREATED_BY`] for the atoll scheduler.
+pub const CREATED_BY_SCHEDULER: &str = "clusternet-scheduler";
+
+/// Label: API group of the source object (`""` for the core group), on Manifests.
+pub const LABEL_CONFIG_GROUP: &str = "apps.clusternet.io/config.group";
+/// Label: API version of the source object, on Manifests.
+pub const LABEL_CONFIG_VERSION: &str = "apps.clusternet.io/config.version";
+/// Label: kind of the source/owner object.
+pub const LABEL_CONFIG_KIND: &str = "apps.clusternet.io/config.kind";
+/// Label: name of the source/owner object.
+pub const LABEL_CONFIG_NAME: &str = "apps.clusternet.io/config.name";
+/// Label: namespace of the source/owner object (`""` for cluster-scoped objects).
+pub const LABEL_CONFIG_NAMESPACE: &str = "apps.clusternet.io/config.namespace";
+/// Label: uid of the source/owner object.
+pub const LABEL_CONFIG_UID: &str = "apps.clusternet.io/config.uid";
+/// Label: name of the Subscription an object was generated for (atoll always sets it on
+/// Descriptions; Clusternet forgot to).
+pub const LABEL_SUBS_NAME: &str = "apps.clusternet.io/subs.name";
+/// Label: namespace of the Subscription an object was generated for.
+pub const LABEL_SUBS_NAMESPACE: &str = "apps.clusternet.io/subs.namespace";
+/// Label: uid of the Subscription an object was generated for.
+pub const LABEL_SUBS_UID: &str = "apps.clusternet.io/subs.uid";
+/// Prefix of node labels aggregated onto ManagedClusters.
+pub const LABEL_PREFIX_NODE: &str = "node.clusternet.io/";
+/// Label on multi-cluster service objects: the service name.
+pub const LABEL_MCS_NAME: &str = "services.clusternet.io/multi-cluster-service-name";
+/// Label on multi-cluster service objects: the service namespace.
+pub const LABEL_MCS_NAMESPACE: &str = "services.clusternet.io/multi-cluster-service-namespace";
+
+// ----- annotations ----------------------------------------------------------------------------
+
+/// Annotation: `"false"` stops the system from reconciling the object (RBAC, secrets).
+pub const ANNOTATION_AUTO_UPDATE: &str = "clusternet.io/autoupdate";
+/// Annotation on a Manifest/HelmChart whose deletion is blocked: why.
+pub const ANNOTATION_FEED_PROTECTION: &str = "apps.clusternet.io/feed-protection";
+/// Annotation on a shadow object: `"true"` skips dry-run validation.
+pub const ANNOTATION_SKIP_VALIDATING: &str = "apps.clusternet.io/skip-validating";
+/// Annotation on every object deployed to a child: `<description-namespace>.<description-name>`.
+pub const ANNOTATION_OWNED_BY_DESCRIPTION: &str = "apps.clusternet.io/owned-by-description";
+/// Annotation on deployed objects: the last applied configuration, for three-way patches.
+pub const ANNOTATION_LAST_APPLIED_CONFIG: &str = "clusternet.io/last-applied-configuration";
+/// Annotation on a Subscription: `"true"` marks the default ClusterInit workload.
+pub const ANNOTATION_IS_DEFAULT_CLUSTER_INIT: &str = "apps.clusternet.io/is-default-cluster-init";
+/// Annotation on a ManagedCluster: the Base to use for ClusterInit.
+pub const ANNOTATION_CLUSTER_INIT_BASE: &str = "apps.clusternet.io/cluster-init-base";
+/// Annotation on a ManagedCluster: `"true"` skips ClusterInit.
+pub const ANNOTATION_SKIP_CLUSTER_INIT: &str = "clusters.clusternet.io/skip-cluster-init";
+
+// ----- finalizers -----------------------------------------------------------------------------
+
+/// The finalizer on Subscriptions, Descriptions, Manifests, Localizations, Globalizations.
+pub const FINALIZER: &str = "apps.clusternet.io/finalizer";
+/// The finalizer protecting a feed (Manifest, HelmChart) still used by a Subscription.
+pub const FINALIZER_FEED_PROTECTION: &str = "apps.clusternet.io/feed-protection";
+
+// ----- taints and conditions ------------------------------------------------------------------
+
+/// Taint (effect `NoSchedule`, value = the Ready condition's reason) on a cluster whose Ready
+/// condition is not True.
+pub const TAINT_UNSCHEDULABLE: &str = "clusters.clusternet.io/unschedulable";
+/// Taint (effect `NoSchedule`, value `ClusterInitWaiting`) on a cluster not yet initialized.
+pub const TAINT_INITIALIZATION: &str = "clusters.clusternet.io/initialization";
+
+/// Condition type: the cluster (or object) is ready.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type: the cluster finished ClusterInit.
+pub const CONDITION_CLUSTER_INIT: &str = "ClusterInit";
+/// Condition type on a Subscription: it has been scheduled.
+pub const CONDITION_SCHEDULED: &str = "Scheduled";
+/// Ready reason: the agent reports a healthy cluster.
+pub const REASON_MANAGED_CLUSTER_READY: &str = "ManagedClusterReady";
+/// Ready reason: the agent reports an unhealthy cluster.
+pub const REASON_MANAGED_CLUSTER_NOT_READY: &str = "ManagedClusterNotReady";
+/// Ready reason: the cluster never reported status.
+pub const REASON_CLUSTER_STATUS_NEVER_UPDATED: &str = "ClusterStatusNeverUpdated";
+/// Ready reason: the cluster stopped reporting status (or its agent stream dropped).
+pub const REASON_CLUSTER_STATUS_UNKNOWN: &str = "ClusterStatusUnknown";
+/// ClusterInit reason: waiting for the init workload.
+pub const REASON_CLUSTER_INIT_WAITING: &str = "ClusterInitWaiting";
+/// ClusterInit reason: ClusterInit is disabled.
+pub const REASON_CLUSTER_INIT_DISABLED: &str = "ClusterInitDisabled";
+/// ClusterInit reason: the init workload is deployed.
+pub const REASON_CLUSTER_INIT_DONE: &str = "ClusterInitDone";
+
+// ----- headers --------------------------------------------------------------------------------
+
+/// Proxy header carrying a child-cluster bearer token.
+pub const HEADER_TOKEN: &str = "Clusternet-Token";
+/// Proxy header carrying a child-cluster client certificate.
+pub const HEADER_CERTIFICATE: &str = "Clusternet-Certificate";
+/// Proxy header carrying a child-cluster client key.
+pub const HEADER_PRIVATE_KEY: &str = "Clusternet-PrivateKey";
+
+// ----- field managers -------------------------------------------------------------------------
+
+/// Server-side apply field manager of the scheduler.
+pub const FIELD_MANAGER_SCHEDULER: &str = "atoll-scheduler";
+/// Server-side apply field manager of the hub.
+pub const FIELD_MANAGER_HUB: &str = "atoll-hub";
+/// Server-side apply field manager of the agent (in child clusters).
+pub const FIELD_MANAGER_AGENT: &str = "atoll-agent";
+
+// ----- generated names ------------------------------------------------------------------------
+
+/// Prefix of a ClusterRegistrationRequest's name.
+pub const CRR_NAME_PREFIX: &str = "clusternet-";
+
+/// The name of the Description rendered for a Subscription: `<sub-namespace>.<sub-name>` (in
+/// each bound cluster's dedicated namespace).
+pub fn description_name(sub_namespace: &str, sub_name: &str) -> String {
+    format!("{sub_namespace}.{sub_name}")
+}
+
+/// The Subscription a Description name was built from (the inverse of [`description_name`]),
+/// as `(namespace, name)`. Namespaces cannot contain dots, so the first dot splits the two.
+pub fn parse_description_name(description_name: &str) -> Option<(&str, &str)> {
+    match description_name.split_once('.') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
+        _ => None,
+    }
+}
+
+/// The name of a cluster's ClusterRegistrationRequest: `clusternet-<clusterId>`.
+pub fn cluster_registration_request_name(cluster_id: &str) -> String {
+    format!("{CRR_NAME_PREFIX}{cluster_id}")
+}
+
+/// The value of [`ANNOTATION_OWNED_BY_DESCRIPTION`]: `<description-namespace>.<description-name>`.
+pub fn owned_by_description(description_namespace: &str, description_name: &str) -> String {
+    format!("{description_namespace}.{description_name}")
+}
+
+/// A binding cluster entry of `Subscription.status.bindingClusters`:
+/// `<dedicated-namespace>/<managedcluster-name>`.
+pub fn binding_cluster(dedicated_namespace: &str, managed_cluster_name: &str) -> String {
+    format!("{dedicated_namespace}/{managed_cluster_name}")
+}
+
+/// Splits a `bindingClusters` entry into `(dedicated namespace, ManagedCluster name)`.
+pub fn parse_binding_cluster(entry: &str) -> Option<(&str, &str)> {
+    match entry.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
+        _ => None,
+    }
+}

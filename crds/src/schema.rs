@@ -1,0 +1,50 @@
+//! Hand-written schema fragments for fields schemars cannot describe the Kubernetes way.
+
+use schemars::{Schema, SchemaGenerator, json_schema};
+
+/// A list of embedded Kubernetes objects (`apiVersion`, `kind`, `metadata` validated by the API
+/// server, every other field kept as is).
+pub(crate) fn embedded_objects(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "x-kubernetes-embedded-resource": true,
+            "x-kubernetes-preserve-unknown-fields": true,
+        },
+    })
+}
+
+/// An arbitrary JSON object kept as is (for example an object's `.status`).
+pub(crate) fn free_form_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Marks `fields` as required in an object schema (used where the Rust side keeps a lenient
+/// `#[serde(default)]` but the API server must insist on the field).
+pub(crate) fn require(schema: &mut Schema, fields: &[&str]) {
+    if let Some(obj) = schema.as_object_mut() {
+        let required = obj
+            .entry("required")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        if let Some(list) = required.as_array_mut() {
+            for field in fields {
+                let value = serde_json::Value::String((*field).to_string());
+                if !list.contains(&value) {
+                    list.push(value);
+                }
+            }
+        }
+    }
+}
+
+/// Bytes, base64-encoded in JSON (`[]byte` in Go).
+pub(crate) fn bytes(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "format": "byte",
+    })
+}
