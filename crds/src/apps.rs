@@ -1,6 +1,9 @@
 //! `apps.clusternet.io/v1alpha1`: what to distribute (feeds), where (subscribers), how
 //! (scheduling strategy), per-cluster overrides, and the rendered per-cluster Descriptions.
 
+// kube's `printcolumn(...)` attributes repeat `type_ = "string"`; that is not a mistake.
+#![allow(clippy::duplicated_attributes)]
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -127,7 +130,7 @@ pub struct SubscriptionSpec {
     /// Whether this Subscription may preempt lower-priority Subscriptions (reserved, not
     /// enforced yet). One of `PreemptLowerPriority` (default) or `PreemptNever`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "PreemptLowerPriority"))]
+    #[schemars(with = "PreemptionPolicy", extend("default" = "PreemptLowerPriority"))]
     pub preemption_policy: Option<PreemptionPolicy>,
 
     /// Subscribers select the child clusters (ManagedClusters, by their labels) to distribute
@@ -314,6 +317,7 @@ pub struct AggregatedStatus {
     /// Summary over all bound clusters: available only if available everywhere; replica counts
     /// summed; observedGeneration the maximum.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub feed_status_summary: FeedStatus,
 
     /// The status of the feed in each bound cluster.
@@ -327,10 +331,12 @@ pub struct AggregatedStatus {
 pub struct FeedStatus {
     /// Whether the object exists (and reports status) in the cluster(s).
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub available: bool,
 
     /// Replica counts of the object, for workloads.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub replica_status: ReplicaStatus,
 }
 
@@ -353,10 +359,12 @@ pub struct FeedStatusPerCluster {
 
     /// Whether the object exists (and reports status) in this cluster.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub available: bool,
 
     /// Replica counts of the object in this cluster, for workloads.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub replica_status: ReplicaStatus,
 }
 
@@ -527,6 +535,7 @@ pub struct OverrideConfig {
     /// `FieldJSONPatch` / `FieldMergePatch` only: the format of the document at `fieldPath`,
     /// `YAML` or `JSON`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "FieldFormat")]
     pub field_format: Option<FieldFormat>,
 }
 
@@ -644,6 +653,7 @@ pub struct DescriptionStatus {
     /// The deployment phase: `Pending`, `Success`, `Failure`, `Installing`, `Upgrading`,
     /// `Uninstalling`, `Superseded` or `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DescriptionPhase")]
     pub phase: Option<DescriptionPhase>,
 
     /// Why the Description is in this phase (for example the aggregated apply errors).

@@ -1,6 +1,9 @@
 //! `clusters.clusternet.io/v1beta1`: child cluster registration and the parent's record of each
 //! child cluster.
 
+// kube's `printcolumn(...)` attributes repeat `type_ = "string"`; that is not a mistake.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
@@ -122,6 +125,7 @@ pub struct ClusterRegistrationRequestStatus {
 
     /// The result of the request: `Approved`, `Denied` or `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ApprovedResult")]
     pub result: Option<ApprovedResult>,
 
     /// Why the request was denied or failed.
@@ -274,14 +278,17 @@ pub struct ManagedClusterStatus {
 
     /// Whether the child API server's `/healthz` answered 200.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub healthz: bool,
 
     /// Whether the child API server's `/livez` answered 200.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub livez: bool,
 
     /// Whether the child API server's `/readyz` answered 200.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub readyz: bool,
 
     /// Whether the agent pushes applications itself (its AppPusher feature).
@@ -355,6 +362,7 @@ pub struct ManagedClusterStatus {
 
     /// Whether the predictor is reached directly rather than through the hub.
     #[serde(default)]
+    #[schemars(transform = crate::schema::no_default)]
     pub predictor_direct_access: bool,
 }
 

@@ -48,3 +48,12 @@ pub(crate) fn bytes(_: &mut SchemaGenerator) -> Schema {
         "format": "byte",
     })
 }
+
+/// Drops the `default` schemars derives from `#[serde(default)]`, for fields whose Rust default
+/// is only a deserialization convenience (status booleans and nested status objects), so that
+/// the API server does not invent values nobody reported.
+pub(crate) fn no_default(schema: &mut Schema) {
+    if let Some(obj) = schema.as_object_mut() {
+        obj.remove("default");
+    }
+}
