@@ -4,3 +4,4 @@ pub mod builtin;
 pub mod crd;
 pub mod discovery;
 pub mod resource;
+pub mod table;
