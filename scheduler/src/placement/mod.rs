@@ -248,14 +248,13 @@ pub fn schedule(
         )?);
     }
     let by_subgroup = sub.scheduling_by_sub_group == Some(true);
-    if by_subgroup {
-        if let Some(index) = sub
+    if by_subgroup
+        && let Some(index) = sub
             .subscribers
             .iter()
             .position(|s| s.sub_group_strategy.is_none())
-        {
-            return Err(Error::GroupSubscribers { index });
-        }
+    {
+        return Err(Error::GroupSubscribers { index });
     }
 
     // which feeds are divisible, in spec order, keyed once
@@ -397,10 +396,10 @@ impl Mode {
                         if let Some(m) = max.filter(|m| *m < 1) {
                             return bad(format!("maxClusters is {m}"));
                         }
-                        if let (Some(lo), Some(hi)) = (min, max) {
-                            if lo > hi {
-                                return bad(format!("minClusters {lo} > maxClusters {hi}"));
-                            }
+                        if let (Some(lo), Some(hi)) = (min, max)
+                            && lo > hi
+                        {
+                            return bad(format!("minClusters {lo} > maxClusters {hi}"));
                         }
                         Ok(Mode::Dynamic { min, max })
                     }
@@ -500,47 +499,49 @@ fn dynamic(
         }
         kept.push((c, caps));
     }
-    if let Some(max) = max.and_then(|m| usize::try_from(m).ok()) {
-        if kept.len() > max {
-            let clusters: Vec<&ClusterInfo> = kept.iter().map(|(c, _)| c.cluster).collect();
-            let scores = total_scores(input, &clusters);
-            let mut order: Vec<usize> = (0..kept.len()).collect();
-            let total_cap =
-                |i: usize| -> i64 { kept[i].1.iter().fold(0i64, |a, b| a.saturating_add(*b)) };
-            // largest total capacity first, then best score, then binding name (stable sort)
-            order.sort_by(|a, b| {
-                total_cap(*b)
-                    .cmp(&total_cap(*a))
-                    .then(scores[*b].cmp(&scores[*a]))
-            });
-            let mut keep = vec![false; kept.len()];
-            for idx in order.into_iter().take(max) {
-                keep[idx] = true;
-            }
-            let mut next = Vec::with_capacity(max);
-            for ((c, caps), k) in kept.into_iter().zip(keep) {
-                if k {
-                    next.push((c, caps));
-                } else {
-                    placement.unschedulable.push((
-                        c.key,
-                        format!(
-                            "MaxClusters: not among the {max} clusters with the most capacity \
-                             (dynamicDividing.maxClusters)"
-                        ),
-                    ));
-                }
-            }
-            kept = next;
+    if let Some(max) = max.and_then(|m| usize::try_from(m).ok())
+        && kept.len() > max
+    {
+        let clusters: Vec<&ClusterInfo> = kept.iter().map(|(c, _)| c.cluster).collect();
+        let scores = total_scores(input, &clusters);
+        let mut order: Vec<usize> = (0..kept.len()).collect();
+        let total_cap: Vec<i64> = kept
+            .iter()
+            .map(|(_, caps)| caps.iter().fold(0i64, |a, b| a.saturating_add(*b)))
+            .collect();
+        // largest total capacity first, then best score, then binding name (stable sort)
+        order.sort_by(|a, b| {
+            total_cap[*b]
+                .cmp(&total_cap[*a])
+                .then(scores[*b].cmp(&scores[*a]))
+        });
+        let mut keep = vec![false; kept.len()];
+        for idx in order.into_iter().take(max) {
+            keep[idx] = true;
         }
+        let mut next = Vec::with_capacity(max);
+        for ((c, caps), k) in kept.into_iter().zip(keep) {
+            if k {
+                next.push((c, caps));
+            } else {
+                placement.unschedulable.push((
+                    c.key,
+                    format!(
+                        "MaxClusters: not among the {max} clusters with the most capacity \
+                         (dynamicDividing.maxClusters)"
+                    ),
+                ));
+            }
+        }
+        kept = next;
     }
-    if let Some(min) = min {
-        if kept.len() < usize::try_from(min).unwrap_or(0) {
-            return Err(Error::SelectClusters {
-                feasible: kept.len(),
-                min,
-            });
-        }
+    if let Some(min) = min
+        && kept.len() < usize::try_from(min).unwrap_or(0)
+    {
+        return Err(Error::SelectClusters {
+            feasible: kept.len(),
+            min,
+        });
     }
     let mut divisible_index = 0;
     for (key, fact) in feed_plan {

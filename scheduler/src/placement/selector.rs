@@ -136,7 +136,8 @@ mod tests {
 
     #[test]
     fn selector_matching_follows_kubernetes_semantics() {
-        let cases: Vec<(&str, LabelSelector, &[(&str, &str)], bool)> = vec![
+        type Case<'a> = (&'a str, LabelSelector, &'a [(&'a str, &'a str)], bool);
+        let cases: Vec<Case<'_>> = vec![
             ("empty matches everything", selector(&[], vec![]), &[], true),
             (
                 "empty matches labelled",

@@ -1,0 +1,276 @@
+//! What one Subscription should look like in the parent, computed from plain inputs: the
+//! placement, each bound cluster's rendered objects, and the status conditions. No I/O, so the
+//! whole decision is unit-tested without a server; the reconciler only gathers inputs and writes
+//! the plan out.
+
+use crate::Error;
+use crate::overrides::{self, DividedReplicas};
+use crate::placement::{self, ClusterInfo, FeedReplicas, Placement};
+use atoll_crds::apps::{Feed, Globalization, Localization, SubscriptionSpec};
+use serde_json::Value;
+
+/// More feeds than this in one Subscription are refused with a condition, before any write.
+pub const MAX_FEEDS: usize = 1000;
+/// A rendered Description larger than this (serialized) is refused with a condition rather than
+/// sent to an API server that would reject it.
+pub const MAX_DESCRIPTION_BYTES: usize = 1024 * 1024;
+
+/// Condition types the scheduler owns on a Subscription.
+pub mod condition {
+    /// The Subscription was placed on clusters.
+    pub const SCHEDULED: &str = "Scheduled";
+    /// Every feed resolved to an object.
+    pub const FEEDS_RESOLVED: &str = "FeedsResolved";
+    /// Every override applied cleanly to every bound cluster.
+    pub const OVERRIDES_APPLIED: &str = "OverridesApplied";
+}
+
+/// A feed and what it resolved to.
+#[derive(Debug, Clone)]
+pub struct ResolvedFeed {
+    /// The feed as written in the Subscription.
+    pub feed: Feed,
+    /// Its object (Manifest template or live object), or why there is none.
+    pub object: Result<Value, String>,
+}
+
+/// One status condition as the plan wants it (`type`, `status`, `reason`, `message`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCondition {
+    /// Condition type, one of [`condition`].
+    pub type_: &'static str,
+    /// `True` or `False`.
+    pub status: bool,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What happened, and for failures what to change.
+    pub message: String,
+}
+
+/// The rendered objects of one bound cluster, or why they could not be rendered.
+#[derive(Debug, Clone)]
+pub struct ClusterPlan {
+    /// The bound cluster.
+    pub cluster: ClusterInfo,
+    /// The objects for its Description, in feed order; an error keeps the cluster's current
+    /// Description untouched.
+    pub objects: Result<Vec<Value>, String>,
+}
+
+/// The plan for one Subscription.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The new placement; `None` keeps the current binding and Descriptions (an invalid spec or
+    /// unresolved feeds must not remove what already runs).
+    pub placement: Option<Placement>,
+    /// Bound clusters and their rendered objects, in binding order.
+    pub clusters: Vec<ClusterPlan>,
+    /// Conditions to set.
+    pub conditions: Vec<PlannedCondition>,
+}
+
+fn cond(type_: &'static str, status: bool, reason: &'static str, message: String) -> PlannedCondition {
+    PlannedCondition {
+        type_,
+        status,
+        reason,
+        message,
+    }
+}
+
+/// Plans one Subscription.
+pub fn plan(
+    spec: &SubscriptionSpec,
+    feeds: &[ResolvedFeed],
+    clusters: &[ClusterInfo],
+    globalizations: &[&Globalization],
+    localizations: &[&Localization],
+) -> Plan {
+    let keep = |conditions: Vec<PlannedCondition>| Plan {
+        placement: None,
+        clusters: Vec::new(),
+        conditions,
+    };
+    if spec.feeds.len() > MAX_FEEDS {
+        return keep(vec![cond(
+            condition::SCHEDULED,
+            false,
+            "TooManyFeeds",
+            format!(
+                "spec.feeds has {} entries, more than the {MAX_FEEDS} atoll accepts in one \
+                 Subscription; split it into several Subscriptions",
+                spec.feeds.len()
+            ),
+        )]);
+    }
+
+    let missing: Vec<String> = feeds
+        .iter()
+        .filter_map(|f| f.object.as_ref().err().cloned())
+        .collect();
+    if !missing.is_empty() {
+        return keep(vec![
+            cond(
+                condition::FEEDS_RESOLVED,
+                false,
+                "FeedNotFound",
+                missing.join("; "),
+            ),
+            cond(
+                condition::SCHEDULED,
+                false,
+                "FeedsNotResolved",
+                "waiting for every feed to exist; the current placement is kept".to_owned(),
+            ),
+        ]);
+    }
+    let feeds_resolved = cond(
+        condition::FEEDS_RESOLVED,
+        true,
+        "FeedsResolved",
+        format!("all {} feeds resolved", feeds.len()),
+    );
+
+    let mut replica_facts = Vec::with_capacity(feeds.len());
+    for f in feeds {
+        let Ok(object) = &f.object else { continue };
+        match FeedReplicas::from_object(&f.feed, object) {
+            Ok(facts) => replica_facts.push(facts),
+            Err(e) => return keep(vec![feeds_resolved, invalid_spec(&e)]),
+        }
+    }
+    let placement = match placement::schedule(spec, clusters, &replica_facts) {
+        Ok(placement) => placement,
+        Err(e) => return keep(vec![feeds_resolved, invalid_spec(&e)]),
+    };
+
+    let mut conditions = vec![feeds_resolved, scheduled_condition(&placement)];
+    let mut cluster_plans = Vec::with_capacity(placement.binding_clusters.len());
+    let mut override_errors = Vec::new();
+    for (index, key) in placement.binding_clusters.iter().enumerate() {
+        let Some(cluster) = clusters.iter().find(|c| &c.key() == key) else {
+            continue;
+        };
+        let objects = render_cluster(
+            cluster,
+            index,
+            feeds,
+            &placement,
+            globalizations,
+            localizations,
+        );
+        if let Err(message) = &objects {
+            override_errors.push(format!("cluster {key}: {message}"));
+        }
+        cluster_plans.push(ClusterPlan {
+            cluster: cluster.clone(),
+            objects,
+        });
+    }
+    conditions.push(if override_errors.is_empty() {
+        cond(
+            condition::OVERRIDES_APPLIED,
+            true,
+            "OverridesApplied",
+            "every override applied to every bound cluster".to_owned(),
+        )
+    } else {
+        cond(
+            condition::OVERRIDES_APPLIED,
+            false,
+            "InvalidOverride",
+            format!(
+                "{}; those clusters keep their previous objects",
+                override_errors.join("; ")
+            ),
+        )
+    });
+    Plan {
+        placement: Some(placement),
+        clusters: cluster_plans,
+        conditions,
+    }
+}
+
+fn invalid_spec(e: &Error) -> PlannedCondition {
+    cond(condition::SCHEDULED, false, "InvalidSpec", e.to_string())
+}
+
+fn scheduled_condition(placement: &Placement) -> PlannedCondition {
+    if placement.binding_clusters.is_empty() {
+        let reasons: Vec<String> = placement
+            .unschedulable
+            .iter()
+            .map(|(cluster, reason)| format!("{cluster}: {reason}"))
+            .collect();
+        let message = if placement.matched == 0 {
+            "0 clusters match any subscriber's clusterAffinity; check the selectors and the \
+             ManagedCluster labels (kubectl get mcls -A --show-labels)"
+                .to_owned()
+        } else {
+            format!(
+                "0/{} matching clusters are available: {}",
+                placement.matched,
+                reasons.join("; ")
+            )
+        };
+        return cond(condition::SCHEDULED, false, "NoClusterAvailable", message);
+    }
+    let mut message = format!(
+        "bound to {} cluster(s): {}",
+        placement.binding_clusters.len(),
+        placement.binding_clusters.join(", ")
+    );
+    if !placement.unplaced.is_empty() {
+        let unplaced: Vec<String> = placement
+            .unplaced
+            .iter()
+            .map(|(feed, n)| format!("{feed}: {n}"))
+            .collect();
+        message.push_str(&format!(
+            "; replicas that found no capacity: {}",
+            unplaced.join(", ")
+        ));
+    }
+    cond(condition::SCHEDULED, true, "Scheduled", message)
+}
+
+/// Renders every feed for the cluster at binding `index`.
+fn render_cluster(
+    cluster: &ClusterInfo,
+    index: usize,
+    feeds: &[ResolvedFeed],
+    placement: &Placement,
+    globalizations: &[&Globalization],
+    localizations: &[&Localization],
+) -> Result<Vec<Value>, String> {
+    let mut objects = Vec::with_capacity(feeds.len());
+    for f in feeds {
+        let Ok(template) = &f.object else {
+            return Err(format!("feed {} is not resolved", f.feed.key()));
+        };
+        let sets = overrides::select_overrides(
+            &f.feed,
+            &cluster.namespace,
+            &cluster.labels,
+            globalizations.iter().copied(),
+            localizations.iter().copied(),
+        )
+        .map_err(|e| e.to_string())?;
+        let divided = placement
+            .replicas
+            .get(&f.feed.key())
+            .and_then(|per_cluster| per_cluster.get(index))
+            .map(|&replicas| DividedReplicas { replicas });
+        let object = overrides::render(template, &sets, divided).map_err(|e| e.to_string())?;
+        objects.push(object);
+    }
+    let size = serde_json::to_vec(&objects).map(|b| b.len()).unwrap_or(0);
+    if size > MAX_DESCRIPTION_BYTES {
+        return Err(format!(
+            "the rendered objects take {size} bytes, more than the {MAX_DESCRIPTION_BYTES} a \
+             Description may hold; split the Subscription"
+        ));
+    }
+    Ok(objects)
+}
