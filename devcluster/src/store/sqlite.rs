@@ -57,10 +57,13 @@ fn sql_err(e: rusqlite::Error) -> Error {
 impl Db {
     /// Opens (or creates) `<dir>/devcluster.db` in WAL mode with `synchronous=NORMAL`.
     pub(crate) fn open(dir: &Path) -> Result<Db, Error> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::OpenStore(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::OpenStore(format!("{}: {e}", dir.display())))?;
         let conn = Connection::open(dir.join("devcluster.db")).map_err(sql_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql_err)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS objects (
                 grp TEXT NOT NULL, resource TEXT NOT NULL, namespace TEXT NOT NULL,

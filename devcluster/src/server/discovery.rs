@@ -1,0 +1,107 @@
+//! Discovery and OpenAPI endpoints, wired to the documents of [`crate::api`].
+
+use axum::body::Body;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use serde_json::Value;
+use sha2::{Digest, Sha512};
+
+use super::State;
+use super::error::ApiError;
+use super::request::Query;
+use crate::api::discovery as disc;
+
+fn etag_of(body: &[u8]) -> String {
+    let digest = Sha512::digest(body);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+fn with_type(body: Vec<u8>, content_type: &str, headers: &HeaderMap) -> Response<Body> {
+    let etag = etag_of(&body);
+    let not_modified = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == etag);
+    let mut resp = if not_modified {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        Response::new(Body::from(body))
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public"));
+    resp
+}
+
+fn json_doc(v: &Value, content_type: &str, headers: &HeaderMap) -> Response<Body> {
+    with_type(
+        serde_json::to_vec(v).unwrap_or_default(),
+        content_type,
+        headers,
+    )
+}
+
+/// Answers discovery and OpenAPI paths; `None` for everything else.
+pub(crate) fn route(
+    state: &State,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Option<Result<Response<Body>, ApiError>> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let resources = || state.registry.read().all();
+    let _ = query;
+    match segs.as_slice() {
+        ["api"] => Some(Ok(if disc::wants_aggregated(accept) {
+            json_doc(
+                &disc::aggregated_discovery(&resources(), true),
+                disc::AGGREGATED_CONTENT_TYPE,
+                headers,
+            )
+        } else {
+            json_doc(&disc::legacy_api_versions(), "application/json", headers)
+        })),
+        ["apis"] => Some(Ok(if disc::wants_aggregated(accept) {
+            json_doc(
+                &disc::aggregated_discovery(&resources(), false),
+                disc::AGGREGATED_CONTENT_TYPE,
+                headers,
+            )
+        } else {
+            json_doc(
+                &disc::legacy_group_list(&resources()),
+                "application/json",
+                headers,
+            )
+        })),
+        ["api", v] => Some(
+            disc::legacy_resource_list(&resources(), "", v)
+                .map(|d| json_doc(&d, "application/json", headers))
+                .ok_or_else(ApiError::unknown_path),
+        ),
+        ["apis", g] => Some(
+            disc::legacy_group(&resources(), g)
+                .map(|d| json_doc(&d, "application/json", headers))
+                .ok_or_else(ApiError::unknown_path),
+        ),
+        ["apis", g, v] => Some(
+            disc::legacy_resource_list(&resources(), g, v)
+                .map(|d| json_doc(&d, "application/json", headers))
+                .ok_or_else(ApiError::unknown_path),
+        ),
+        ["openapi", ..] => Some(Err(ApiError::unknown_path())),
+        _ => None,
+    }
+}

@@ -1,0 +1,107 @@
+//! The resource registry: built-in kinds plus the served versions of Established CRDs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::api::resource::ResourceInfo;
+use crate::store::ResKey;
+
+/// Resources currently served.
+pub struct Registry {
+    builtins: Vec<Arc<ResourceInfo>>,
+    crds: BTreeMap<String, Vec<Arc<ResourceInfo>>>,
+    index: HashMap<(String, String, String), Arc<ResourceInfo>>,
+    all: Arc<Vec<ResourceInfo>>,
+}
+
+/// The storage key of a resource. Both Event APIs share one storage.
+pub fn storage_key(info: &ResourceInfo) -> ResKey {
+    ResKey::new(&info.group, &info.plural)
+}
+
+impl Registry {
+    /// A registry with the given built-ins.
+    pub fn new(builtins: Vec<ResourceInfo>) -> Registry {
+        let mut r = Registry {
+            builtins: builtins.into_iter().map(Arc::new).collect(),
+            crds: BTreeMap::new(),
+            index: HashMap::new(),
+            all: Arc::new(Vec::new()),
+        };
+        r.rebuild();
+        r
+    }
+
+    fn rebuild(&mut self) {
+        self.index.clear();
+        let mut all = Vec::new();
+        for info in self.builtins.iter().chain(self.crds.values().flatten()) {
+            self.index.insert(
+                (
+                    info.group.clone(),
+                    info.version.clone(),
+                    info.plural.clone(),
+                ),
+                info.clone(),
+            );
+            all.push((**info).clone());
+        }
+        self.all = Arc::new(all);
+    }
+
+    /// Serves the resources of CRD `name` (replacing what it served before).
+    pub fn set_crd(&mut self, name: &str, infos: Vec<ResourceInfo>) {
+        self.crds
+            .insert(name.to_string(), infos.into_iter().map(Arc::new).collect());
+        self.rebuild();
+    }
+
+    /// Stops serving CRD `name`.
+    pub fn remove_crd(&mut self, name: &str) {
+        if self.crds.remove(name).is_some() {
+            self.rebuild();
+        }
+    }
+
+    /// The resources of CRD `name`.
+    pub fn crd_resources(&self, name: &str) -> Vec<Arc<ResourceInfo>> {
+        self.crds.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Finds a served resource.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.index
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Whether any version of `group` is served.
+    pub fn has_group_version(&self, group: &str, version: &str) -> bool {
+        self.all
+            .iter()
+            .any(|r| r.group == group && r.version == version)
+    }
+
+    /// Every served resource (built-ins first, in registration order).
+    pub fn all(&self) -> Arc<Vec<ResourceInfo>> {
+        self.all.clone()
+    }
+
+    /// The preferred served resource of a storage key.
+    pub fn by_key(&self, key: &ResKey) -> Option<Arc<ResourceInfo>> {
+        self.builtins
+            .iter()
+            .chain(self.crds.values().flatten())
+            .find(|r| r.group == key.group && r.plural == key.resource)
+            .cloned()
+    }
+
+    /// The served resource for a kind (`apiVersion` + `kind`).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
+        self.builtins
+            .iter()
+            .chain(self.crds.values().flatten())
+            .find(|r| r.api_version() == api_version && r.kind == kind)
+            .cloned()
+    }
+}

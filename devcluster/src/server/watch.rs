@@ -1,0 +1,250 @@
+//! Watch streams: newline-delimited JSON events, flushed one by one, with bookmarks, initial
+//! events (and the `k8s.io/initial-events-end` bookmark), resumption from a resourceVersion,
+//! `410 Expired` as an ERROR event, and a clean close at `timeoutSeconds`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderValue, Response, header};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::error::ApiError;
+use super::handlers::{Selectors, mstr, partial_metadata, present};
+use super::registry::storage_key;
+use super::request::{self, Output};
+use super::{Ctx, State, table};
+use crate::api::resource::ResourceInfo;
+use crate::store::{EventType, Obj, WatchEvent};
+
+/// How events are rendered for one watch.
+struct Renderer {
+    info: Arc<ResourceInfo>,
+    output: Output,
+    include: crate::server::table::Include,
+    first_table: bool,
+}
+
+impl Renderer {
+    fn line(&mut self, type_: &str, obj: &Obj) -> Bytes {
+        let object = match self.output {
+            Output::Plain => (*present(&self.info, obj)).clone(),
+            Output::Metadata => partial_metadata(obj),
+            Output::Table => {
+                let mut t = table::table(
+                    &self.info,
+                    std::slice::from_ref(&*present(&self.info, obj)),
+                    self.include,
+                    json!({"resourceVersion": mstr(obj, "resourceVersion")}),
+                );
+                if !self.first_table
+                    && let Some(m) = t.as_object_mut()
+                {
+                    m.remove("columnDefinitions");
+                }
+                self.first_table = false;
+                t
+            }
+        };
+        let mut buf =
+            serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap_or_default();
+        buf.push(b'\n');
+        Bytes::from(buf)
+    }
+
+    /// The shared pre-serialised line when the plain form is wanted and the object already
+    /// carries this version's apiVersion and kind.
+    fn event_line(&mut self, ev: &WatchEvent, type_: EventType) -> Bytes {
+        if self.output == Output::Plain
+            && type_ == ev.type_
+            && ev.object.get("apiVersion").and_then(Value::as_str)
+                == Some(self.info.api_version().as_str())
+        {
+            return ev.line();
+        }
+        self.line(type_.as_str(), &ev.object)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
+        let mut buf =
+            serde_json::to_vec(&json!({"type":"BOOKMARK","object": obj})).unwrap_or_default();
+        buf.push(b'\n');
+        Bytes::from(buf)
+    }
+}
+
+fn error_line(code: u16, reason: &str, message: &str) -> Bytes {
+    let mut buf = serde_json::to_vec(&json!({"type":"ERROR","object":{
+        "kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+        "message": message,"reason": reason,"code": code}}))
+    .unwrap_or_default();
+    buf.push(b'\n');
+    Bytes::from(buf)
+}
+
+/// Serves `?watch=true`.
+pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>, ApiError> {
+    let sel = Selectors::parse(&ctx)?;
+    let q = &ctx.query;
+    if q.has("sendInitialEvents") && q.non_empty("resourceVersionMatch") != Some("NotOlderThan") {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    let rv_param = q.non_empty("resourceVersion").map(str::to_string);
+    let from: Option<u64> = match rv_param.as_deref() {
+        None | Some("0") => None,
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v}")))?,
+        ),
+    };
+    let send_initial = match q.get("sendInitialEvents") {
+        Some("true") => true,
+        Some(_) => false,
+        None => from.is_none(),
+    };
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let timeout = q
+        .non_empty("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or_else(|| {
+            use rand::Rng;
+            Duration::from_secs(rand::rng().random_range(1800..3600))
+        });
+    let key = storage_key(&ctx.info);
+    let namespace = ctx.namespace.clone();
+    let mut renderer = Renderer {
+        info: ctx.info.clone(),
+        output: request::output(&ctx.headers),
+        include: table::include_object(&ctx.query),
+        first_table: true,
+    };
+
+    let mut initial: Vec<Bytes> = Vec::new();
+    let (mut rx, mut last_rv) = if send_initial || from.is_none() {
+        let (objs, rx, rv) = state
+            .store
+            .snapshot_and_subscribe(&key, namespace.as_deref());
+        if send_initial {
+            for o in objs.iter().filter(|o| sel.matches(o)) {
+                initial.push(renderer.line("ADDED", o));
+            }
+            if bookmarks {
+                initial.push(renderer.bookmark(rv, true));
+            }
+        }
+        (rx, rv)
+    } else {
+        let n = from.unwrap_or(0);
+        match state.store.watch_from(&key, n) {
+            Ok((events, rx, rv)) => {
+                for ev in events {
+                    if let Some(line) = filter_event(&ev, &sel, namespace.as_deref(), &mut renderer)
+                    {
+                        initial.push(line);
+                    }
+                }
+                (rx, rv.max(n))
+            }
+            Err(floor) => {
+                let line = error_line(
+                    410,
+                    "Expired",
+                    &format!("too old resource version: {n} ({floor})"),
+                );
+                return Ok(stream_response(Body::from(line)));
+            }
+        }
+    };
+
+    let mut shutdown = state.shutdown_rx();
+    let stream = async_stream::stream! {
+        for line in initial {
+            yield Ok::<Bytes, std::io::Error>(line);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let bookmark_every = Duration::from_secs(60);
+        let mut next_bookmark = tokio::time::Instant::now() + bookmark_every;
+        loop {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Ok(ev) => {
+                        if ev.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = ev.rv;
+                        if ev.key != key {
+                            continue;
+                        }
+                        if let Some(line) = filter_event(&ev, &sel, namespace.as_deref(), &mut renderer) {
+                            yield Ok(line);
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        yield Ok(error_line(410, "Expired", &format!("too old resource version: {last_rv} (watch fell behind)")));
+                        break;
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+                _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
+                    next_bookmark = tokio::time::Instant::now() + bookmark_every;
+                    yield Ok(renderer.bookmark(last_rv, false));
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+    };
+    Ok(stream_response(Body::from_stream(stream)))
+}
+
+fn stream_response(body: Body) -> Response<Body> {
+    let mut resp = Response::new(body);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}
+
+/// Applies namespace and selector filtering, turning selector transitions into ADDED/DELETED.
+fn filter_event(
+    ev: &WatchEvent,
+    sel: &Selectors,
+    namespace: Option<&str>,
+    r: &mut Renderer,
+) -> Option<Bytes> {
+    if let Some(ns) = namespace
+        && ev.namespace != ns
+    {
+        return None;
+    }
+    let new_matches = sel.matches(&ev.object);
+    let old_matches = ev.prev.as_ref().is_some_and(|p| sel.matches(p));
+    let type_ = match ev.type_ {
+        EventType::Added => new_matches.then_some(EventType::Added)?,
+        EventType::Deleted => old_matches.then_some(EventType::Deleted)?,
+        EventType::Modified => match (old_matches, new_matches) {
+            (true, true) => EventType::Modified,
+            (false, true) => EventType::Added,
+            (true, false) => EventType::Deleted,
+            (false, false) => return None,
+        },
+    };
+    Some(r.event_line(ev, type_))
+}

@@ -1,0 +1,708 @@
+//! Object storage: one global, monotonically increasing resourceVersion; objects keyed by
+//! (group, resource, namespace, name) in memory, optionally persisted to SQLite; a bounded
+//! event history per resource and a broadcast channel for watch fan-out.
+//!
+//! All writes go through a [`Txn`], which holds the store lock: a request's reads and writes
+//! are serialised, get consecutive resourceVersions, land in SQLite in one transaction and are
+//! broadcast in order.
+
+mod sqlite;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, MutexGuard};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::Error;
+use sqlite::{Db, DbOp};
+
+/// A stored object (immutable once stored; writes replace it).
+pub type Obj = Arc<Value>;
+
+/// Storage identity of a resource: group and plural, independent of the version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResKey {
+    /// API group, `""` for core.
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+}
+
+impl ResKey {
+    /// Builds a key.
+    pub fn new(group: &str, resource: &str) -> ResKey {
+        ResKey {
+            group: group.to_string(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
+/// A reference to one stored object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjRef {
+    /// Its resource.
+    pub key: ResKey,
+    /// Namespace, `""` when cluster-scoped.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// Watch event types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created.
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed (the object is its last state, stamped with the deletion's RV).
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name (`ADDED`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as kept in the history and broadcast to watchers.
+#[derive(Debug)]
+pub struct WatchEvent {
+    /// resourceVersion of the change.
+    pub rv: u64,
+    /// The resource.
+    pub key: ResKey,
+    /// Namespace of the object (`""` for cluster-scoped).
+    pub namespace: String,
+    /// What happened.
+    pub type_: EventType,
+    /// The new state (for `Deleted`, the last state with the new RV).
+    pub object: Obj,
+    /// The state before the change (for selector watches), if any.
+    pub prev: Option<Obj>,
+    line: OnceLock<Bytes>,
+}
+
+impl WatchEvent {
+    /// The event as one newline-terminated JSON line, serialised once and shared by watchers.
+    pub fn line(&self) -> Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut buf = Vec::with_capacity(256);
+                buf.extend_from_slice(b"{\"type\":\"");
+                buf.extend_from_slice(self.type_.as_str().as_bytes());
+                buf.extend_from_slice(b"\",\"object\":");
+                if serde_json::to_writer(&mut buf, &*self.object).is_err() {
+                    buf.extend_from_slice(b"{}");
+                }
+                buf.extend_from_slice(b"}\n");
+                Bytes::from(buf)
+            })
+            .clone()
+    }
+}
+
+/// A page of a list.
+pub struct Page {
+    /// Matching objects, in (namespace, name) order.
+    pub items: Vec<Obj>,
+    /// The store's resourceVersion at read time.
+    pub rv: u64,
+    /// `(namespace, name)` of the last returned item when more matching items follow.
+    pub next: Option<(String, String)>,
+    /// How many matching items follow (when `next` is set).
+    pub remaining: usize,
+}
+
+#[derive(Default)]
+struct Table {
+    objects: BTreeMap<(String, String), Obj>,
+    history: VecDeque<Arc<WatchEvent>>,
+    /// Every event with an RV above this is in `history`.
+    floor: u64,
+}
+
+struct Inner {
+    rv: u64,
+    tables: HashMap<ResKey, Table>,
+    uids: HashMap<String, ObjRef>,
+    owners: HashMap<String, BTreeSet<ObjRef>>,
+    db: Option<Db>,
+    count: usize,
+}
+
+/// The store.
+pub struct Store {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Arc<WatchEvent>>,
+    history_limit: usize,
+}
+
+/// Default number of events kept per resource for watch resumption.
+pub const DEFAULT_HISTORY: usize = 10_000;
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// An in-memory store (nothing persisted).
+    pub fn memory() -> Store {
+        Store::with_db(None, 0, Vec::new(), Vec::new())
+    }
+
+    /// A store persisted in `<dir>/devcluster.db`; loads everything stored there.
+    pub fn open(dir: &Path) -> Result<Store, Error> {
+        let db = Db::open(dir)?;
+        let rv = db.load_rv()?;
+        let rows = db.load_objects()?;
+        let last = db.load_last_changes()?;
+        let mut objects = Vec::with_capacity(rows.len());
+        for row in rows {
+            let obj: Value = serde_json::from_slice(&row.data)
+                .map_err(|e| Error::OpenStore(format!("corrupt object in database: {e}")))?;
+            objects.push((ResKey::new(&row.group, &row.resource), obj));
+        }
+        Ok(Store::with_db(Some(db), rv, objects, last))
+    }
+
+    fn with_db(
+        db: Option<Db>,
+        rv: u64,
+        objects: Vec<(ResKey, Value)>,
+        last: Vec<(String, String, u64)>,
+    ) -> Store {
+        let (events, _) = broadcast::channel(16_384);
+        let mut inner = Inner {
+            rv,
+            tables: HashMap::new(),
+            uids: HashMap::new(),
+            owners: HashMap::new(),
+            db,
+            count: 0,
+        };
+        for (g, r, lrv) in last {
+            inner.tables.entry(ResKey::new(&g, &r)).or_default().floor = lrv;
+        }
+        for (key, obj) in objects {
+            let r = ObjRef {
+                key: key.clone(),
+                namespace: meta_str(&obj, "namespace").to_string(),
+                name: meta_str(&obj, "name").to_string(),
+            };
+            let obj = Arc::new(obj);
+            inner.index(&r, None, Some(&obj));
+            inner
+                .tables
+                .entry(key)
+                .or_default()
+                .objects
+                .insert((r.namespace, r.name), obj);
+            inner.count += 1;
+        }
+        Store {
+            inner: Mutex::new(inner),
+            events,
+            history_limit: DEFAULT_HISTORY,
+        }
+    }
+
+    /// Starts a transaction (takes the store lock until the [`Txn`] is dropped).
+    pub fn begin(&self) -> Txn<'_> {
+        Txn {
+            guard: self.inner.lock(),
+            store: self,
+            ops: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.inner.lock().rv
+    }
+
+    /// Number of stored objects.
+    pub fn len(&self) -> usize {
+        self.inner.lock().count
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads one object.
+    pub fn get(&self, key: &ResKey, namespace: &str, name: &str) -> Option<Obj> {
+        let inner = self.inner.lock();
+        inner
+            .tables
+            .get(key)
+            .and_then(|t| t.objects.get(&(namespace.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    /// Lists one page. `namespace: None` = all namespaces; `after` = continue after this key;
+    /// `limit` 0 = everything.
+    pub fn list_page(
+        &self,
+        key: &ResKey,
+        namespace: Option<&str>,
+        after: Option<(String, String)>,
+        limit: usize,
+        filter: &dyn Fn(&Value) -> bool,
+    ) -> Page {
+        let inner = self.inner.lock();
+        let rv = inner.rv;
+        let Some(table) = inner.tables.get(key) else {
+            return Page {
+                items: Vec::new(),
+                rv,
+                next: None,
+                remaining: 0,
+            };
+        };
+        let lower = match (&after, namespace) {
+            (Some(a), _) => Bound::Excluded(a.clone()),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let mut items = Vec::new();
+        let mut next = None;
+        let mut remaining = 0;
+        for ((ns, name), obj) in table.objects.range((lower, Bound::Unbounded)) {
+            if let Some(want) = namespace
+                && ns != want
+            {
+                break;
+            }
+            if !filter(obj) {
+                continue;
+            }
+            if limit > 0 && items.len() >= limit {
+                remaining += 1;
+                continue;
+            }
+            items.push(obj.clone());
+            if limit > 0 && items.len() == limit {
+                next = Some((ns.clone(), name.clone()));
+            }
+        }
+        if remaining == 0 {
+            next = None;
+        }
+        Page {
+            items,
+            rv,
+            next,
+            remaining,
+        }
+    }
+
+    /// Subscribes to changes of `key` after `from` (exclusive). Returns the buffered events
+    /// after `from`, a receiver for later ones and the current RV; `Err(floor)` when events
+    /// after `from` are no longer all in the history.
+    pub fn watch_from(
+        &self,
+        key: &ResKey,
+        from: u64,
+    ) -> Result<
+        (
+            Vec<Arc<WatchEvent>>,
+            broadcast::Receiver<Arc<WatchEvent>>,
+            u64,
+        ),
+        u64,
+    > {
+        let inner = self.inner.lock();
+        let rx = self.events.subscribe();
+        let Some(table) = inner.tables.get(key) else {
+            return Ok((Vec::new(), rx, inner.rv));
+        };
+        if from < table.floor {
+            return Err(table.floor);
+        }
+        let start = table.history.partition_point(|e| e.rv <= from);
+        let events = table.history.iter().skip(start).cloned().collect();
+        Ok((events, rx, inner.rv))
+    }
+
+    /// Subscribes to changes and returns the current objects of `key` (optionally one
+    /// namespace) atomically, with the RV they are valid at.
+    pub fn snapshot_and_subscribe(
+        &self,
+        key: &ResKey,
+        namespace: Option<&str>,
+    ) -> (Vec<Obj>, broadcast::Receiver<Arc<WatchEvent>>, u64) {
+        let inner = self.inner.lock();
+        let rx = self.events.subscribe();
+        let objs = inner
+            .tables
+            .get(key)
+            .map(|t| {
+                t.objects
+                    .iter()
+                    .filter(|((ns, _), _)| namespace.is_none_or(|want| ns == want))
+                    .map(|(_, o)| o.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (objs, rx, inner.rv)
+    }
+
+    /// A receiver of every future event.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
+        self.events.subscribe()
+    }
+}
+
+impl Inner {
+    fn index(&mut self, r: &ObjRef, old: Option<&Value>, new: Option<&Value>) {
+        if let Some(old) = old {
+            for uid in owner_uids(old) {
+                if let Some(set) = self.owners.get_mut(&uid) {
+                    set.remove(r);
+                    if set.is_empty() {
+                        self.owners.remove(&uid);
+                    }
+                }
+            }
+            let uid = meta_str(old, "uid");
+            if !uid.is_empty() && new.is_none() {
+                self.uids.remove(uid);
+            }
+        }
+        if let Some(new) = new {
+            for uid in owner_uids(new) {
+                self.owners.entry(uid).or_default().insert(r.clone());
+            }
+            let uid = meta_str(new, "uid");
+            if !uid.is_empty() {
+                self.uids.insert(uid.to_string(), r.clone());
+            }
+        }
+    }
+}
+
+/// A write transaction: holds the store lock; writes become visible at once in memory and
+/// are persisted and broadcast when the transaction is committed or dropped.
+pub struct Txn<'a> {
+    guard: MutexGuard<'a, Inner>,
+    store: &'a Store,
+    ops: Vec<DbOp>,
+    events: Vec<Arc<WatchEvent>>,
+}
+
+impl Txn<'_> {
+    /// Reads one object.
+    pub fn get(&self, key: &ResKey, namespace: &str, name: &str) -> Option<Obj> {
+        self.guard
+            .tables
+            .get(key)
+            .and_then(|t| t.objects.get(&(namespace.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    /// All objects of a resource (optionally one namespace).
+    pub fn list(&self, key: &ResKey, namespace: Option<&str>) -> Vec<Obj> {
+        self.guard
+            .tables
+            .get(key)
+            .map(|t| {
+                t.objects
+                    .iter()
+                    .filter(|((ns, _), _)| namespace.is_none_or(|want| ns == want))
+                    .map(|(_, o)| o.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Resources that have at least one object in `namespace`.
+    pub fn keys_with_objects_in(&self, namespace: &str) -> Vec<ResKey> {
+        self.guard
+            .tables
+            .iter()
+            .filter(|(_, t)| {
+                t.objects
+                    .range((namespace.to_string(), String::new())..)
+                    .next()
+                    .is_some_and(|((ns, _), _)| ns == namespace)
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The object with this uid, if stored.
+    pub fn by_uid(&self, uid: &str) -> Option<ObjRef> {
+        self.guard.uids.get(uid).cloned()
+    }
+
+    /// Objects whose `ownerReferences` name `uid`.
+    pub fn dependents(&self, uid: &str) -> Vec<ObjRef> {
+        self.guard
+            .owners
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The latest resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.guard.rv
+    }
+
+    /// Stores `obj` (create or replace), stamping a new resourceVersion. Returns the stored
+    /// object.
+    pub fn put(&mut self, key: &ResKey, mut obj: Value) -> Obj {
+        self.guard.rv += 1;
+        let rv = self.guard.rv;
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let r = ObjRef {
+            key: key.clone(),
+            namespace: meta_str(&obj, "namespace").to_string(),
+            name: meta_str(&obj, "name").to_string(),
+        };
+        let obj = Arc::new(obj);
+        let prev = self
+            .guard
+            .tables
+            .entry(key.clone())
+            .or_default()
+            .objects
+            .insert((r.namespace.clone(), r.name.clone()), obj.clone());
+        if prev.is_none() {
+            self.guard.count += 1;
+        }
+        self.guard.index(&r, prev.as_deref(), Some(&obj));
+        if self.guard.db.is_some() {
+            self.ops.push(DbOp::Put {
+                group: key.group.clone(),
+                resource: key.resource.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                rv,
+                data: serde_json::to_vec(&*obj).unwrap_or_default(),
+            });
+        }
+        let type_ = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.record(key, r.namespace, type_, obj.clone(), prev, rv);
+        obj
+    }
+
+    /// Removes an object; the DELETED event carries its last state with a new RV.
+    pub fn remove(&mut self, key: &ResKey, namespace: &str, name: &str) -> Option<Obj> {
+        let k = (namespace.to_string(), name.to_string());
+        let prev = self.guard.tables.get_mut(key)?.objects.remove(&k)?;
+        self.guard.count = self.guard.count.saturating_sub(1);
+        self.guard.rv += 1;
+        let rv = self.guard.rv;
+        let r = ObjRef {
+            key: key.clone(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        self.guard.index(&r, Some(&prev), None);
+        let mut last = (*prev).clone();
+        if let Some(meta) = last.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let last = Arc::new(last);
+        if self.guard.db.is_some() {
+            self.ops.push(DbOp::Delete {
+                group: key.group.clone(),
+                resource: key.resource.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            });
+        }
+        self.record(
+            key,
+            namespace.to_string(),
+            EventType::Deleted,
+            last.clone(),
+            Some(prev),
+            rv,
+        );
+        Some(last)
+    }
+
+    fn record(
+        &mut self,
+        key: &ResKey,
+        namespace: String,
+        type_: EventType,
+        object: Obj,
+        prev: Option<Obj>,
+        rv: u64,
+    ) {
+        let ev = Arc::new(WatchEvent {
+            rv,
+            key: key.clone(),
+            namespace,
+            type_,
+            object,
+            prev,
+            line: OnceLock::new(),
+        });
+        let limit = self.store.history_limit;
+        if let Some(table) = self.guard.tables.get_mut(key) {
+            table.history.push_back(ev.clone());
+            while table.history.len() > limit {
+                if let Some(old) = table.history.pop_front() {
+                    table.floor = old.rv;
+                }
+            }
+        }
+        if self.guard.db.is_some() {
+            self.ops.push(DbOp::LastChange {
+                group: key.group.clone(),
+                resource: key.resource.clone(),
+                rv,
+            });
+        }
+        self.events.push(ev);
+    }
+
+    /// Persists the staged writes and broadcasts the events.
+    pub fn commit(mut self) -> Result<(), Error> {
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        let mut result = Ok(());
+        if !self.ops.is_empty() {
+            let rv = self.guard.rv;
+            let ops = std::mem::take(&mut self.ops);
+            if let Some(db) = self.guard.db.as_mut() {
+                result = db.write(&ops, rv);
+            }
+        }
+        for ev in self.events.drain(..) {
+            // No receivers is fine.
+            let _ = self.store.events.send(ev);
+        }
+        result
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::error!(error = %e, "persisting a write failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cm(ns: &str, name: &str) -> Value {
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":name,"namespace":ns}})
+    }
+
+    #[test]
+    fn resource_versions_are_global_and_increasing() {
+        let s = Store::memory();
+        let k1 = ResKey::new("", "configmaps");
+        let k2 = ResKey::new("apps", "deployments");
+        let mut tx = s.begin();
+        let a = tx.put(&k1, cm("a", "x"));
+        let b = tx.put(&k2, cm("a", "y"));
+        drop(tx);
+        assert_eq!(meta_str(&a, "resourceVersion"), "1");
+        assert_eq!(meta_str(&b, "resourceVersion"), "2");
+        assert_eq!(s.current_rv(), 2);
+    }
+
+    #[test]
+    fn list_pages_follow_each_other() {
+        let s = Store::memory();
+        let k = ResKey::new("", "configmaps");
+        let mut tx = s.begin();
+        for i in 0..5 {
+            tx.put(&k, cm("ns", &format!("c{i}")));
+        }
+        tx.put(&k, cm("other", "z"));
+        drop(tx);
+        let p1 = s.list_page(&k, Some("ns"), None, 2, &|_| true);
+        assert_eq!(p1.items.len(), 2);
+        assert_eq!(p1.remaining, 3);
+        let p2 = s.list_page(&k, Some("ns"), p1.next.clone(), 2, &|_| true);
+        let p3 = s.list_page(&k, Some("ns"), p2.next.clone(), 2, &|_| true);
+        assert_eq!(p3.items.len(), 1);
+        assert!(p3.next.is_none());
+        assert_eq!(s.list_page(&k, None, None, 0, &|_| true).items.len(), 6);
+    }
+
+    #[test]
+    fn watch_history_is_bounded_and_reports_expiry() {
+        let mut s = Store::memory();
+        s.history_limit = 3;
+        let k = ResKey::new("", "configmaps");
+        for i in 0..5 {
+            let mut tx = s.begin();
+            tx.put(&k, cm("ns", &format!("c{i}")));
+        }
+        assert_eq!(s.watch_from(&k, 1).err(), Some(2));
+        let (evs, _, rv) = s.watch_from(&k, 3).ok().unwrap();
+        assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![4, 5]);
+        assert_eq!(rv, 5);
+    }
+
+    #[test]
+    fn sqlite_store_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = ResKey::new("", "configmaps");
+        {
+            let s = Store::open(dir.path()).unwrap();
+            let mut tx = s.begin();
+            tx.put(&k, cm("ns", "a"));
+            tx.put(&k, cm("ns", "b"));
+            tx.remove(&k, "ns", "a");
+            tx.commit().unwrap();
+        }
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.current_rv(), 3);
+        assert!(s.get(&k, "ns", "a").is_none());
+        assert!(s.get(&k, "ns", "b").is_some());
+        // The history is gone, but nothing changed after RV 3.
+        assert!(s.watch_from(&k, 3).is_ok());
+        assert_eq!(s.watch_from(&k, 2).err(), Some(3));
+    }
+}
