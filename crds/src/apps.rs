@@ -806,3 +806,48 @@ impl<'de> Deserialize<'de> for Manifest {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_key_includes_the_namespace_only_when_set() {
+        let feed = |ns: Option<&str>, kind: &str, name: &str, api: &str| Feed {
+            api_version: api.to_string(),
+            kind: kind.to_string(),
+            namespace: ns.map(str::to_string),
+            name: name.to_string(),
+        };
+        let cases = [
+            (
+                feed(Some("bar"), "Deployment", "my-nginx", "apps/v1"),
+                "apps/v1/Deployment/bar/my-nginx",
+            ),
+            (feed(None, "Namespace", "bar", "v1"), "v1/Namespace/bar"),
+            (feed(Some(""), "Namespace", "bar", "v1"), "v1/Namespace/bar"),
+            (
+                feed(Some("bar"), "Service", "my-nginx-svc", "v1"),
+                "v1/Service/bar/my-nginx-svc",
+            ),
+        ];
+        for (f, want) in cases {
+            assert_eq!(f.key(), want);
+        }
+    }
+
+    #[test]
+    fn manifest_serializes_with_api_version_kind_and_top_level_template() {
+        let m = Manifest::new(
+            "deployments.qux.my-nginx",
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+        );
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["apiVersion"], "apps.clusternet.io/v1alpha1");
+        assert_eq!(v["kind"], "Manifest");
+        assert_eq!(v["template"]["kind"], "Deployment");
+        assert!(v.get("spec").is_none());
+        let back: Manifest = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+    }
+}

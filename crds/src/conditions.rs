@@ -68,3 +68,88 @@ pub fn new(
         last_transition_time: now,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn ready(status: &str, reason: &str, secs: i64) -> Condition {
+        new("Ready", status, reason, "", Some(1), at(secs))
+    }
+
+    #[test]
+    fn set_keeps_last_transition_time_when_status_is_unchanged() {
+        let mut list = vec![ready("True", "ManagedClusterReady", 100)];
+        let changed = set(&mut list, ready("True", "StillReady", 200));
+        assert!(changed, "the reason changed");
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].reason, "StillReady");
+        assert_eq!(list[0].last_transition_time, at(100));
+    }
+
+    #[test]
+    fn set_moves_last_transition_time_when_status_changes() {
+        let mut list = vec![ready("True", "ManagedClusterReady", 100)];
+        assert!(set(
+            &mut list,
+            ready("Unknown", "ClusterStatusUnknown", 200)
+        ));
+        assert_eq!(list[0].status, "Unknown");
+        assert_eq!(list[0].last_transition_time, at(200));
+    }
+
+    #[test]
+    fn set_reports_no_change_for_an_identical_condition_written_later() {
+        let mut list = vec![ready("True", "ManagedClusterReady", 100)];
+        assert!(!set(&mut list, ready("True", "ManagedClusterReady", 300)));
+        assert_eq!(list[0].last_transition_time, at(100));
+    }
+
+    #[test]
+    fn set_appends_a_new_type_and_get_finds_each_by_type() {
+        let mut list = vec![ready("True", "ManagedClusterReady", 100)];
+        assert!(set(
+            &mut list,
+            new(
+                "ClusterInit",
+                "False",
+                "ClusterInitWaiting",
+                "",
+                None,
+                at(150)
+            )
+        ));
+        assert_eq!(list.len(), 2);
+        let cases = [
+            ("Ready", Some("True")),
+            ("ClusterInit", Some("False")),
+            ("Missing", None),
+        ];
+        for (type_, want) in cases {
+            assert_eq!(status(&list, type_), want, "{type_}");
+            assert_eq!(
+                get(&list, type_).map(|c| c.type_.as_str()),
+                want.map(|_| type_)
+            );
+        }
+        assert!(is_true(&list, "Ready"));
+        assert!(!is_true(&list, "ClusterInit"));
+    }
+
+    #[test]
+    fn remove_drops_only_the_named_type() {
+        let mut list = vec![
+            ready("True", "ManagedClusterReady", 100),
+            new("ClusterInit", "True", "ClusterInitDone", "", None, at(100)),
+        ];
+        assert!(remove(&mut list, "Ready"));
+        assert!(!remove(&mut list, "Ready"));
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].type_, "ClusterInit");
+    }
+}

@@ -180,3 +180,73 @@ pub fn parse_binding_cluster(entry: &str) -> Option<(&str, &str)> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn description_name_joins_subscription_namespace_and_name_with_a_dot() {
+        let cases = [
+            ("default", "app-demo", "default.app-demo"),
+            ("qux", "nginx", "qux.nginx"),
+        ];
+        for (ns, name, want) in cases {
+            assert_eq!(description_name(ns, name), want);
+            assert_eq!(parse_description_name(want), Some((ns, name)));
+        }
+    }
+
+    #[test]
+    fn parse_description_name_splits_at_the_first_dot_and_rejects_malformed_names() {
+        let cases = [
+            ("ns.a.b", Some(("ns", "a.b"))),
+            ("nodot", None),
+            (".name", None),
+            ("ns.", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_description_name(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn crr_name_is_clusternet_dash_cluster_id() {
+        let id = "dc91021d-2361-4f6d-a404-7c33b9e01118";
+        assert_eq!(
+            cluster_registration_request_name(id),
+            format!("clusternet-{id}")
+        );
+    }
+
+    #[test]
+    fn binding_cluster_round_trips_namespace_and_name() {
+        let entry = binding_cluster("clusternet-qm42m", "child1");
+        assert_eq!(entry, "clusternet-qm42m/child1");
+        assert_eq!(
+            parse_binding_cluster(&entry),
+            Some(("clusternet-qm42m", "child1"))
+        );
+        assert_eq!(parse_binding_cluster("no-slash"), None);
+    }
+
+    #[test]
+    fn keys_match_clusternet_pkg_known() {
+        let cases = [
+            (TAINT_UNSCHEDULABLE, "clusters.clusternet.io/unschedulable"),
+            (LABEL_CLUSTER_ID, "clusters.clusternet.io/cluster-id"),
+            (LABEL_CLUSTER_NAME, "clusters.clusternet.io/cluster-name"),
+            (LABEL_SUBS_NAME, "apps.clusternet.io/subs.name"),
+            (FINALIZER, "apps.clusternet.io/finalizer"),
+            (NAMESPACE_RESERVED, "clusternet-reserved"),
+            (NAMESPACE_SYSTEM, "clusternet-system"),
+            (
+                ANNOTATION_OWNED_BY_DESCRIPTION,
+                "apps.clusternet.io/owned-by-description",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+    }
+}
