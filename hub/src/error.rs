@@ -1,0 +1,113 @@
+//! The one error type of the hub crate.
+//!
+//! Variants are named after the operation that failed; every message says what to change.
+//! [`Error::label`] gives a short stable label for metrics.
+
+/// Everything that can go wrong in the hub.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The agent's token was refused (bad, expired or revoked). The message never holds the
+    /// token.
+    #[error(
+        "cluster {cluster_id}: the token was refused: {reason}; give the agent a valid bootstrap \
+         token (a bootstrap.kubernetes.io/token Secret in clusternet-system)"
+    )]
+    Authenticate {
+        /// The cluster id the agent claimed.
+        cluster_id: String,
+        /// Why (without the token).
+        reason: String,
+    },
+    /// The cluster's ClusterRegistrationRequest was denied.
+    #[error("cluster {cluster_id}: registration denied: {reason}")]
+    RegistrationDenied {
+        /// The cluster id.
+        cluster_id: String,
+        /// The reason recorded on the ClusterRegistrationRequest.
+        reason: String,
+    },
+    /// The agent speaks a protocol version this hub does not.
+    #[error(
+        "unsupported protocol version {got}; this hub speaks protocol version 1 (V1): run an \
+         agent built for it"
+    )]
+    CheckProtocolVersion {
+        /// The version the agent sent.
+        got: i32,
+    },
+    /// The first message of a stream was not a valid Hello.
+    #[error("invalid Hello: {reason}")]
+    ParseHello {
+        /// What is wrong.
+        reason: String,
+    },
+    /// An agent reported on a Description that is not its cluster's.
+    #[error(
+        "Description {name} is not in namespace {namespace} of this cluster; an agent may only \
+         report on its own cluster's Descriptions"
+    )]
+    AuthoriseReport {
+        /// The Description named in the report.
+        name: String,
+        /// The stream's cluster namespace.
+        namespace: String,
+    },
+    /// A request to the parent API server failed.
+    #[error("{operation} {object}: {message}")]
+    CallApiServer {
+        /// What the hub was doing, e.g. `create namespace`.
+        operation: String,
+        /// The object, `namespace/name`.
+        object: String,
+        /// The API server's answer.
+        message: String,
+    },
+    /// Loading the TLS certificate or key failed.
+    #[error(
+        "loading TLS material from {path}: {message}; pass PEM files with --tls-cert/--tls-key, or --insecure for plaintext"
+    )]
+    LoadTls {
+        /// The file.
+        path: String,
+        /// The cause.
+        message: String,
+    },
+    /// Serving gRPC failed.
+    #[error("serving gRPC on {addr}: {message}")]
+    ServeGrpc {
+        /// The listen address.
+        addr: String,
+        /// The cause.
+        message: String,
+    },
+    /// A field of an object's reported `.status` has the wrong type.
+    #[error(
+        "the status reported for {kind} has field {field} = {found}, expected a whole number; \
+         the agent reporting it is out of date or the object's status is corrupt"
+    )]
+    ParseObservedStatus {
+        /// `apiVersion/kind` of the object.
+        kind: String,
+        /// The status field.
+        field: String,
+        /// The value found, as JSON.
+        found: String,
+    },
+}
+
+impl Error {
+    /// A short stable label for metrics (`error="..."`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Authenticate { .. } => "authenticate",
+            Error::RegistrationDenied { .. } => "registration_denied",
+            Error::CheckProtocolVersion { .. } => "check_protocol_version",
+            Error::ParseHello { .. } => "parse_hello",
+            Error::AuthoriseReport { .. } => "authorise_report",
+            Error::CallApiServer { .. } => "call_api_server",
+            Error::LoadTls { .. } => "load_tls",
+            Error::ServeGrpc { .. } => "serve_grpc",
+            Error::ParseObservedStatus { .. } => "parse_observed_status",
+        }
+    }
+}
