@@ -106,12 +106,23 @@ impl DevCluster {
         let state = Arc::new(server::State::new(store, config.token.clone()));
         state.bootstrap()?;
         let bind = format!("127.0.0.1:{}", config.port);
-        let listener = tokio::net::TcpListener::bind(&bind)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: bind.clone(),
-                source,
-            })?;
+        // A fixed port may still be held for a moment by a server that was just dropped.
+        let mut attempts = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(&bind).await {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 40 => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(source) => {
+                    return Err(Error::Bind {
+                        addr: bind.clone(),
+                        source,
+                    });
+                }
+            }
+        };
         let addr = listener.local_addr().map_err(|source| Error::Bind {
             addr: bind.clone(),
             source,
