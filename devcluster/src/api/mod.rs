@@ -3,5 +3,6 @@
 pub mod builtin;
 pub mod crd;
 pub mod discovery;
+pub mod openapi;
 pub mod resource;
 pub mod table;
