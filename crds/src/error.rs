@@ -44,3 +44,16 @@ pub enum Error {
         files: Vec<String>,
     },
 }
+
+impl Error {
+    /// A short, stable label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::RenderCrd { .. } => "render_crd",
+            Self::CreateDir { .. } => "create_dir",
+            Self::WriteFile { .. } => "write_file",
+            Self::ReadFile { .. } => "read_file",
+            Self::CheckDrift { .. } => "check_drift",
+        }
+    }
+}
