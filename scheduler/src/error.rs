@@ -185,6 +185,49 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+
+    /// A call to the parent's API server failed (transient: retried with backoff).
+    #[error("failed to {operation} {target}: {source}")]
+    KubeApi {
+        /// What was attempted, e.g. `apply Description`.
+        operation: &'static str,
+        /// The object, `namespace/name`.
+        target: String,
+        /// The API error.
+        source: KubeError,
+    },
+
+    /// Discovery of a feed's kind failed for another reason than "not served".
+    #[error("failed to discover {kind} in the parent cluster: {source}")]
+    DiscoverFeedKind {
+        /// `apiVersion Kind` of the feed.
+        kind: String,
+        /// The API error.
+        source: KubeError,
+    },
+
+    /// The watch of a newly named feed kind did not sync in time.
+    #[error("the watch of {kind} did not sync in time; retrying")]
+    SyncFeedKind {
+        /// `apiVersion Kind` of the feed.
+        kind: String,
+    },
+
+    /// A cache of the scheduler ended before it synced (the process is shutting down).
+    #[error("the {kind} cache stopped before it synced")]
+    SyncCache {
+        /// The kind whose cache failed.
+        kind: &'static str,
+    },
+
+    /// An object could not be encoded as JSON.
+    #[error("failed to encode {what}: {reason}")]
+    EncodeObject {
+        /// What was encoded.
+        what: String,
+        /// The serde error.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -210,14 +253,25 @@ impl Error {
             Error::WriteField { .. } => "write_field",
             Error::ApplyHelmOverride { .. } => "apply_helm_override",
             Error::PlaceReplicas { .. } => "place_replicas",
+            Error::KubeApi { .. } => "kube_api",
+            Error::DiscoverFeedKind { .. } => "discover_feed_kind",
+            Error::SyncFeedKind { .. } => "sync_feed_kind",
+            Error::SyncCache { .. } => "sync_cache",
+            Error::EncodeObject { .. } => "encode_object",
         }
     }
 
     /// True when the error comes from the user's objects (spec or overrides) and retrying without
     /// a change cannot help: report it as a condition and wait for the next change.
     pub fn is_permanent(&self) -> bool {
-        // Every error of the pure core is a property of its inputs.
-        true
+        // Every error of the pure core is a property of its inputs; API failures are transient.
+        !matches!(
+            self,
+            Error::KubeApi { .. }
+                | Error::DiscoverFeedKind { .. }
+                | Error::SyncFeedKind { .. }
+                | Error::SyncCache { .. }
+        )
     }
 }
 
@@ -226,3 +280,33 @@ pub type ScheduleError = Error;
 
 /// Rendering errors: the crate's one [`Error`] type, named for the `render` contract.
 pub type OverrideError = Error;
+
+/// A kube client error, shared so that [`Error`] stays `Clone` and comparable (by message).
+#[derive(Debug, Clone)]
+pub struct KubeError(pub std::sync::Arc<kube::Error>);
+
+impl From<kube::Error> for KubeError {
+    fn from(e: kube::Error) -> Self {
+        KubeError(std::sync::Arc::new(e))
+    }
+}
+
+impl std::fmt::Display for KubeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for KubeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.0.as_ref())
+    }
+}
+
+impl PartialEq for KubeError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for KubeError {}

@@ -5,6 +5,8 @@
 //! - [`overrides`]: rendering a feed's object for one cluster through its overrides (pure).
 //! - [`error`]: the crate's one error type.
 
+pub mod app;
+pub mod controller;
 pub mod error;
 pub mod overrides;
 pub mod placement;

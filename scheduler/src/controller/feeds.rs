@@ -79,31 +79,32 @@ impl FeedWatches {
         {
             return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
         }
-        let (resource, capabilities) =
-            match kube::discovery::pinned_kind(&self.client, &gvk).await {
-                Ok(found) => found,
-                Err(kube::Error::Api(status)) if status.code == 404 => {
-                    self.missing.lock().await.insert(gvk, Instant::now());
-                    return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
-                }
-                Err(kube::Error::Discovery(_)) => {
-                    self.missing.lock().await.insert(gvk, Instant::now());
-                    return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
-                }
-                Err(source) => {
-                    return Err(Error::DiscoverFeedKind {
-                        kind: kind_text(feed),
-                        source: KubeError::from(source),
-                    });
-                }
-            };
+        let (resource, capabilities) = match kube::discovery::pinned_kind(&self.client, &gvk).await
+        {
+            Ok(found) => found,
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.missing.lock().await.insert(gvk, Instant::now());
+                return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
+            }
+            Err(kube::Error::Discovery(_)) => {
+                self.missing.lock().await.insert(gvk, Instant::now());
+                return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
+            }
+            Err(source) => {
+                return Err(Error::DiscoverFeedKind {
+                    kind: kind_text(feed),
+                    source: KubeError::from(source),
+                });
+            }
+        };
         let mut kinds = self.kinds.lock().await;
         if let Some(existing) = kinds.get(&gvk) {
             return Ok(Ok(existing.clone()));
         }
         let namespaced = capabilities.scope == kube::discovery::Scope::Namespaced;
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let (store, writer) = reflector::store_with(resource.clone());
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
         let watch = Arc::new(KindWatch {
             resource: resource.clone(),
             namespaced,

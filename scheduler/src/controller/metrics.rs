@@ -48,7 +48,11 @@ impl Metrics {
     /// Registers the metrics under the `scheduler` prefix.
     pub fn register(&self, registry: &mut Registry) {
         let r = registry.sub_registry_with_prefix("atoll_scheduler");
-        r.register("reconciles", "Subscription reconciles run", self.reconciles.clone());
+        r.register(
+            "reconciles",
+            "Subscription reconciles run",
+            self.reconciles.clone(),
+        );
         r.register(
             "reconcile_errors",
             "Subscription reconcile failures by error",

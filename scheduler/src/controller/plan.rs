@@ -69,7 +69,12 @@ pub struct Plan {
     pub conditions: Vec<PlannedCondition>,
 }
 
-fn cond(type_: &'static str, status: bool, reason: &'static str, message: String) -> PlannedCondition {
+fn cond(
+    type_: &'static str,
+    status: bool,
+    reason: &'static str,
+    message: String,
+) -> PlannedCondition {
     PlannedCondition {
         type_,
         status,

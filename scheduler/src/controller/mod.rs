@@ -1,0 +1,321 @@
+//! The scheduler's control loop: one shared watch per kind feeding indexed stores, a
+//! `kube::runtime::Controller` over Subscriptions, and triggers from every other kind mapped to
+//! the Subscriptions they affect.
+//!
+//! Triggers:
+//! - a ManagedCluster whose labels, taints, readiness or allocatable changed (not its heartbeat
+//!   timestamps): every Subscription is reconciled again, so Replication adds or drops the
+//!   cluster and Dividing rebalances over the clusters now eligible;
+//! - a Globalization or Localization with `overridePolicy: ApplyNow` created, changed or
+//!   deleted: the Subscriptions whose feeds it targets. `ApplyLater` overrides take effect on the
+//!   next render of the Subscription for any other reason (or the periodic resync);
+//! - a Manifest or a live feed object created, changed or deleted: the Subscriptions naming it;
+//! - a Description deleted by someone else: its Subscription, which writes it again.
+
+mod feeds;
+mod metrics;
+pub mod plan;
+mod reconcile;
+
+pub use metrics::Metrics;
+pub use reconcile::{Config, Context, Stores, error_policy, reconcile};
+
+use crate::Error;
+use crate::placement::ClusterInfo;
+use atoll_crds::apps::{
+    Description, Globalization, Localization, Manifest, OverridePolicy, Subscription,
+};
+use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::known;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{Controller, WatchStreamExt};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Capacity of the trigger queue between the watches and the reconcile loop.
+const TRIGGER_QUEUE: usize = 4096;
+
+/// Starts a reflector for `api`, calling `on_event` for every change after the initial list.
+fn spawn_reflector<K, F>(api: Api<K>, config: watcher::Config, mut on_event: F) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    F: FnMut(&Event<K>) -> Vec<Trigger> + Send + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher::watcher(api, config)
+        .default_backoff()
+        .reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    for trigger in on_event(&event) {
+                        if trigger.send().await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed"),
+            }
+        }
+    });
+    store
+}
+
+/// What a watch event asks of the reconcile loop.
+enum Trigger {
+    One(
+        mpsc::Sender<ObjectRef<Subscription>>,
+        ObjectRef<Subscription>,
+    ),
+    All(mpsc::Sender<()>),
+}
+
+impl Trigger {
+    async fn send(self) -> Result<(), ()> {
+        match self {
+            Trigger::One(tx, r) => tx.send(r).await.map_err(|_| ()),
+            // A full queue already holds a reconcile-all; dropping this one loses nothing.
+            Trigger::All(tx) => match tx.try_send(()) {
+                Ok(()) | Err(mpsc::error::TrySendError::Full(())) => Ok(()),
+                Err(mpsc::error::TrySendError::Closed(())) => Err(()),
+            },
+        }
+    }
+}
+
+/// What of a ManagedCluster affects scheduling (not its heartbeat timestamps).
+fn cluster_fingerprint(cluster: &ManagedCluster) -> u64 {
+    let info = ClusterInfo::from_managed_cluster(cluster);
+    let mut hasher = DefaultHasher::new();
+    info.labels.hash(&mut hasher);
+    info.ready.hash(&mut hasher);
+    info.allocatable.hash(&mut hasher);
+    for taint in &info.taints {
+        (&taint.key, &taint.value, &taint.effect).hash(&mut hasher);
+    }
+    cluster
+        .metadata
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The objects of `event` that changed (not the initial list).
+fn changed<K>(event: &Event<K>) -> Option<&K> {
+    match event {
+        Event::Apply(k) | Event::Delete(k) => Some(k),
+        _ => None,
+    }
+}
+
+/// Runs the scheduler until the process stops. `ready` is called once every cache has synced.
+pub async fn run(
+    client: Client,
+    config: Config,
+    metrics: Metrics,
+    reporter: Reporter,
+    ready: impl FnOnce() + Send,
+) -> Result<(), Error> {
+    let (one_tx, one_rx) = mpsc::channel::<ObjectRef<Subscription>>(TRIGGER_QUEUE);
+    let (all_tx, all_rx) = mpsc::channel::<()>(1);
+
+    let controller = Controller::new(
+        Api::<Subscription>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let subscriptions = controller.store();
+
+    let mut fingerprints: HashMap<String, u64> = HashMap::new();
+    let all = all_tx.clone();
+    let clusters = spawn_reflector(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+        move |event| {
+            let (cluster, initial) = match event {
+                Event::Apply(c) | Event::Delete(c) => (c, false),
+                Event::InitApply(c) => (c, true),
+                _ => return Vec::new(),
+            };
+            let key = format!(
+                "{}/{}",
+                cluster.namespace().unwrap_or_default(),
+                cluster.name_any()
+            );
+            let fingerprint = match event {
+                Event::Delete(_) => 0,
+                _ => cluster_fingerprint(cluster),
+            };
+            let previous = fingerprints.insert(key, fingerprint);
+            if initial || previous == Some(fingerprint) {
+                return Vec::new();
+            }
+            vec![Trigger::All(all.clone())]
+        },
+    );
+
+    let override_subs = subscriptions.clone();
+    let tx = one_tx.clone();
+    let globalizations = spawn_reflector(
+        Api::<Globalization>::all(client.clone()),
+        watcher::Config::default(),
+        move |event| {
+            changed(event)
+                .filter(|g| g.spec.override_policy == OverridePolicy::ApplyNow)
+                .map(|g| feed_triggers(&override_subs, &g.spec.feed, &tx))
+                .unwrap_or_default()
+        },
+    );
+    let override_subs = subscriptions.clone();
+    let tx = one_tx.clone();
+    let localizations = spawn_reflector(
+        Api::<Localization>::all(client.clone()),
+        watcher::Config::default(),
+        move |event| {
+            changed(event)
+                .filter(|l| l.spec.override_policy == OverridePolicy::ApplyNow)
+                .map(|l| feed_triggers(&override_subs, &l.spec.feed, &tx))
+                .unwrap_or_default()
+        },
+    );
+    let manifest_subs = subscriptions.clone();
+    let tx = one_tx.clone();
+    let manifests = spawn_reflector(
+        Api::<Manifest>::namespaced(client.clone(), known::NAMESPACE_RESERVED),
+        watcher::Config::default(),
+        move |event| {
+            let Some(manifest) = changed(event) else {
+                return Vec::new();
+            };
+            let labels = manifest.labels();
+            let label = |k: &str| labels.get(k).map_or("", String::as_str);
+            let group = label(known::LABEL_CONFIG_GROUP);
+            let version = label(known::LABEL_CONFIG_VERSION);
+            let api_version = if group.is_empty() {
+                version.to_owned()
+            } else {
+                format!("{group}/{version}")
+            };
+            feeds::subscriptions_naming(
+                &manifest_subs,
+                &api_version,
+                label(known::LABEL_CONFIG_KIND),
+                label(known::LABEL_CONFIG_NAMESPACE),
+                label(known::LABEL_CONFIG_NAME),
+            )
+            .into_iter()
+            .map(|r| Trigger::One(tx.clone(), r))
+            .collect()
+        },
+    );
+    let tx = one_tx.clone();
+    let descriptions = spawn_reflector(
+        Api::<Description>::all(client.clone()),
+        watcher::Config::default().labels(known::LABEL_SUBS_UID),
+        move |event| {
+            let Event::Delete(description) = event else {
+                return Vec::new();
+            };
+            let labels = description.labels();
+            match (
+                labels.get(known::LABEL_SUBS_NAMESPACE),
+                labels.get(known::LABEL_SUBS_NAME),
+            ) {
+                (Some(ns), Some(name)) => {
+                    vec![Trigger::One(tx.clone(), ObjectRef::new(name).within(ns))]
+                }
+                _ => Vec::new(),
+            }
+        },
+    );
+
+    let stores = Stores {
+        subscriptions: subscriptions.clone(),
+        clusters,
+        globalizations,
+        localizations,
+        manifests,
+        descriptions,
+    };
+    // Reconciling before every cache is complete would unbind clusters not yet seen.
+    for (kind, wait) in [
+        ("ManagedCluster", stores.clusters.wait_until_ready().boxed()),
+        (
+            "Globalization",
+            stores.globalizations.wait_until_ready().boxed(),
+        ),
+        (
+            "Localization",
+            stores.localizations.wait_until_ready().boxed(),
+        ),
+        ("Manifest", stores.manifests.wait_until_ready().boxed()),
+        (
+            "Description",
+            stores.descriptions.wait_until_ready().boxed(),
+        ),
+    ] {
+        wait.await.map_err(|_| Error::SyncCache { kind })?;
+        tracing::debug!(kind, "cache synced");
+    }
+    ready();
+
+    let context = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        feeds: feeds::FeedWatches::new(
+            client.clone(),
+            subscriptions.clone(),
+            one_tx.clone(),
+            config.feed_ready_timeout,
+        ),
+        client,
+        stores,
+        metrics: metrics.clone(),
+        config,
+    });
+    let depth_tx = one_tx.clone();
+    let depth = metrics.queue_depth.clone();
+    controller
+        .reconcile_on(ReceiverStream::new(one_rx).inspect(move |_| {
+            let queued = depth_tx.max_capacity() - depth_tx.capacity();
+            depth.set(i64::try_from(queued).unwrap_or(i64::MAX));
+        }))
+        .reconcile_all_on(ReceiverStream::new(all_rx))
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+    drop(all_tx);
+    Ok(())
+}
+
+fn feed_triggers(
+    subscriptions: &Store<Subscription>,
+    feed: &atoll_crds::apps::Feed,
+    tx: &mpsc::Sender<ObjectRef<Subscription>>,
+) -> Vec<Trigger> {
+    feeds::subscriptions_naming(
+        subscriptions,
+        &feed.api_version,
+        &feed.kind,
+        feed.namespace.as_deref().unwrap_or(""),
+        &feed.name,
+    )
+    .into_iter()
+    .map(|r| Trigger::One(tx.clone(), r))
+    .collect()
+}

@@ -1,0 +1,529 @@
+//! The Subscription reconciler: gathers inputs from the shared stores, asks [`plan`] what the
+//! parent should hold, and writes Descriptions and status with server-side apply.
+
+use super::feeds::{FeedProblem, FeedWatches};
+use super::metrics::{ErrorLabels, Metrics};
+use super::plan::{self, Plan, PlannedCondition, ResolvedFeed};
+use crate::Error;
+use crate::error::KubeError;
+use crate::placement::{self, ClusterInfo};
+use atoll_crds::apps::{
+    Description, Globalization, Localization, Manifest, Subscription, SubscriptionStatus,
+};
+use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::{conditions, known};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Tunables of the reconcile loop.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Every Subscription is reconciled at least this often, repairing drift.
+    pub resync: Duration,
+    /// How long to wait for a newly watched feed kind to sync.
+    pub feed_ready_timeout: Duration,
+    /// How often to look again while a feed is missing or Descriptions are being removed.
+    pub retry: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(300),
+            feed_ready_timeout: Duration::from_secs(10),
+            retry: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The shared, indexed caches of every kind the scheduler reads (one watch each).
+#[derive(Clone)]
+pub struct Stores {
+    /// Subscriptions, all namespaces.
+    pub subscriptions: Store<Subscription>,
+    /// ManagedClusters, all namespaces.
+    pub clusters: Store<ManagedCluster>,
+    /// Globalizations (cluster-scoped).
+    pub globalizations: Store<Globalization>,
+    /// Localizations, all namespaces.
+    pub localizations: Store<Localization>,
+    /// Manifests in `clusternet-reserved`.
+    pub manifests: Store<Manifest>,
+    /// Descriptions written by the scheduler, all namespaces.
+    pub descriptions: Store<Description>,
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    /// Client of the parent cluster.
+    pub client: Client,
+    /// Publishes Events on Subscriptions.
+    pub recorder: Recorder,
+    /// The shared caches.
+    pub stores: Stores,
+    /// Live feed objects, per kind.
+    pub feeds: FeedWatches,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Tunables.
+    pub config: Config,
+}
+
+/// Reconciles one Subscription.
+#[tracing::instrument(skip_all, fields(namespace = sub.namespace().unwrap_or_default(), name = sub.name_any()))]
+pub async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.reconciles.inc();
+    let result = if sub.meta().deletion_timestamp.is_some() {
+        cleanup(&sub, &ctx).await
+    } else {
+        apply(&sub, &ctx).await
+    };
+    ctx.metrics
+        .schedule_duration
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Logs and counts a failed reconcile, and retries it after a short delay.
+pub fn error_policy(sub: Arc<Subscription>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(
+        namespace = sub.namespace().unwrap_or_default(),
+        name = sub.name_any(),
+        error = %error,
+        "reconcile failed"
+    );
+    ctx.metrics
+        .errors
+        .get_or_create(&ErrorLabels {
+            error: error.label().to_owned(),
+        })
+        .inc();
+    Action::requeue(Duration::from_secs(5))
+}
+
+fn subscription_api(client: &Client, sub: &Subscription) -> Api<Subscription> {
+    Api::namespaced(client.clone(), &sub.namespace().unwrap_or_default())
+}
+
+fn api_error(operation: &'static str, target: String) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::KubeApi {
+        operation,
+        target,
+        source: KubeError::from(source),
+    }
+}
+
+fn sub_key(sub: &Subscription) -> String {
+    format!("{}/{}", sub.namespace().unwrap_or_default(), sub.name_any())
+}
+
+async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
+    ensure_finalizer(sub, ctx).await?;
+
+    let mut resolved = Vec::with_capacity(sub.spec.feeds.len());
+    if sub.spec.feeds.len() <= plan::MAX_FEEDS {
+        for feed in &sub.spec.feeds {
+            let object = match ctx.feeds.resolve(feed, &ctx.stores.manifests).await? {
+                Ok(object) => Ok(object),
+                Err(FeedProblem::KindNotServed(kind)) => Err(format!(
+                    "{} {}: the parent cluster does not serve {kind}; install its CRD first",
+                    feed.kind,
+                    feed_location(feed)
+                )),
+                Err(FeedProblem::NotFound) => Err(format!(
+                    "{} {} not found: create it in the parent, or a Manifest for it in {}",
+                    feed.kind,
+                    feed_location(feed),
+                    known::NAMESPACE_RESERVED
+                )),
+            };
+            resolved.push(ResolvedFeed {
+                feed: feed.clone(),
+                object,
+            });
+        }
+    }
+    let clusters: Vec<ClusterInfo> = ctx
+        .stores
+        .clusters
+        .state()
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .map(|c| ClusterInfo::from_managed_cluster(c))
+        .collect();
+    let globalizations = ctx.stores.globalizations.state();
+    let localizations = ctx.stores.localizations.state();
+    let globs: Vec<&Globalization> = globalizations.iter().map(AsRef::as_ref).collect();
+    let locs: Vec<&Localization> = localizations.iter().map(AsRef::as_ref).collect();
+
+    let plan = plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs);
+    let mut waiting = resolved.iter().any(|f| f.object.is_err());
+    if let Some(placement) = &plan.placement {
+        waiting |= write_descriptions(sub, &plan, ctx).await?;
+        remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
+    }
+    write_status(sub, &plan, ctx).await?;
+
+    Ok(if waiting {
+        Action::requeue(ctx.config.retry.max(Duration::from_secs(1)) * 5)
+    } else {
+        Action::requeue(ctx.config.resync)
+    })
+}
+
+fn feed_location(feed: &atoll_crds::apps::Feed) -> String {
+    match &feed.namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", feed.name),
+        _ => feed.name.clone(),
+    }
+}
+
+/// Adds the scheduler's finalizer, so that deleting the Subscription waits for its Descriptions.
+async fn ensure_finalizer(sub: &Subscription, ctx: &Context) -> Result<(), Error> {
+    if sub.finalizers().iter().any(|f| f == known::FINALIZER) {
+        return Ok(());
+    }
+    let patch = if sub.finalizers().is_empty() {
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [known::FINALIZER]}
+        ])
+    } else {
+        json!([{"op": "add", "path": "/metadata/finalizers/-", "value": known::FINALIZER}])
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| Error::EncodeObject {
+            what: "finalizer patch".to_owned(),
+            reason: e.to_string(),
+        })?;
+    subscription_api(&ctx.client, sub)
+        .patch(
+            &sub.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+        .map_err(api_error("add finalizer to Subscription", sub_key(sub)))?;
+    Ok(())
+}
+
+/// The labels every Description of `sub` for `cluster` carries.
+fn description_labels(sub: &Subscription, cluster: &ClusterInfo) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (known::LABEL_SUBS_NAME.to_owned(), sub.name_any()),
+        (
+            known::LABEL_SUBS_NAMESPACE.to_owned(),
+            sub.namespace().unwrap_or_default(),
+        ),
+        (
+            known::LABEL_SUBS_UID.to_owned(),
+            sub.uid().unwrap_or_default(),
+        ),
+        (known::LABEL_CLUSTER_ID.to_owned(), cluster.id.clone()),
+        (known::LABEL_CLUSTER_NAME.to_owned(), cluster.name.clone()),
+        (
+            known::LABEL_CREATED_BY.to_owned(),
+            known::CREATED_BY_SCHEDULER.to_owned(),
+        ),
+    ])
+}
+
+/// Writes the Description of every bound cluster whose objects rendered and changed. Returns
+/// true when some cluster must be looked at again (its old Description is still being deleted).
+async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> Result<bool, Error> {
+    let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
+    let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
+    let mut waiting = false;
+    for cluster_plan in &plan.clusters {
+        let Ok(objects) = &cluster_plan.objects else {
+            continue;
+        };
+        let namespace = &cluster_plan.cluster.namespace;
+        let labels = description_labels(sub, &cluster_plan.cluster);
+        let existing = ctx
+            .stores
+            .descriptions
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(namespace));
+        if let Some(existing) = &existing {
+            if existing.metadata.deletion_timestamp.is_some() {
+                // It is being removed (e.g. the cluster was unbound a moment ago); write it anew
+                // once it is gone.
+                waiting = true;
+                continue;
+            }
+            let labels_match = existing
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|have| labels.iter().all(|(k, v)| have.get(k) == Some(v)));
+            if labels_match && existing.spec.raw == *objects && existing.spec.charts.is_empty() {
+                continue;
+            }
+        }
+        let description = json!({
+            "apiVersion": Description::api_version(&()),
+            "kind": Description::kind(&()),
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"deployer": "Generic", "raw": objects},
+        });
+        Api::<Description>::namespaced(ctx.client.clone(), namespace)
+            .patch(&name, &params, &Patch::Apply(&description))
+            .await
+            .map_err(api_error(
+                "apply Description",
+                format!("{namespace}/{name}"),
+            ))?;
+        ctx.metrics.descriptions_written.inc();
+    }
+    Ok(waiting)
+}
+
+/// Deletes the Descriptions of `sub` in clusters that are no longer bound.
+async fn remove_unbound_descriptions(
+    sub: &Subscription,
+    binding_clusters: &[String],
+    ctx: &Context,
+) -> Result<(), Error> {
+    let bound: BTreeSet<&str> = binding_clusters
+        .iter()
+        .filter_map(|key| key.split_once('/').map(|(ns, _)| ns))
+        .collect();
+    let uid = sub.uid().unwrap_or_default();
+    for description in descriptions_of(&ctx.stores.descriptions, &uid) {
+        let namespace = description.namespace().unwrap_or_default();
+        if bound.contains(namespace.as_str()) || description.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        delete_description(&ctx.client, &namespace, &description.name_any(), ctx).await?;
+    }
+    Ok(())
+}
+
+fn descriptions_of(store: &Store<Description>, uid: &str) -> Vec<Arc<Description>> {
+    store.state_filter(|d| {
+        d.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(known::LABEL_SUBS_UID))
+            .is_some_and(|v| v == uid)
+    })
+}
+
+async fn delete_description(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    ctx: &Context,
+) -> Result<(), Error> {
+    match Api::<Description>::namespaced(client.clone(), namespace)
+        .delete(name, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.descriptions_deleted.inc();
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(api_error(
+            "delete Description",
+            format!("{namespace}/{name}"),
+        )(e)),
+    }
+}
+
+/// Deletes every Description of a deleted Subscription and releases it once they are gone.
+async fn cleanup(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
+    if !sub.finalizers().iter().any(|f| f == known::FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let uid = sub.uid().unwrap_or_default();
+    // Not from the cache: releasing the Subscription too early would orphan child objects.
+    let remaining = Api::<Description>::all(ctx.client.clone())
+        .list(&ListParams::default().labels(&format!("{}={uid}", known::LABEL_SUBS_UID)))
+        .await
+        .map_err(api_error("list Descriptions", sub_key(sub)))?;
+    if !remaining.items.is_empty() {
+        for description in &remaining.items {
+            if description.metadata.deletion_timestamp.is_none() {
+                let namespace = description.namespace().unwrap_or_default();
+                delete_description(&ctx.client, &namespace, &description.name_any(), ctx).await?;
+            }
+        }
+        return Ok(Action::requeue(ctx.config.retry));
+    }
+    let finalizers = sub.finalizers();
+    let Some(index) = finalizers.iter().position(|f| f == known::FINALIZER) else {
+        return Ok(Action::await_change());
+    };
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": known::FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")}
+    ]))
+    .map_err(|e| Error::EncodeObject {
+        what: "finalizer patch".to_owned(),
+        reason: e.to_string(),
+    })?;
+    match subscription_api(&ctx.client, sub)
+        .patch(
+            &sub.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(Action::await_change()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
+        Err(e) => Err(api_error(
+            "remove finalizer from Subscription",
+            sub_key(sub),
+        )(e)),
+    }
+}
+
+/// The status fields the scheduler owns, as they should be after `plan`.
+fn desired_status(sub: &Subscription, plan: &Plan, now: &Time) -> SubscriptionStatus {
+    let current = sub.status.clone().unwrap_or_default();
+    let generation = sub.metadata.generation;
+    let mut status = SubscriptionStatus {
+        conditions: current.conditions.clone(),
+        observed_generation: generation,
+        ..SubscriptionStatus::default()
+    };
+    match &plan.placement {
+        Some(placement) => {
+            status.binding_clusters = placement.binding_clusters.clone();
+            status.replicas = placement.replicas.clone();
+            status.spec_hash = Some(placement::spec_hash(&sub.spec));
+            status.desired_releases = i32::try_from(placement.binding_clusters.len()).ok();
+        }
+        None => {
+            status.binding_clusters = current.binding_clusters.clone();
+            status.replicas = current.replicas.clone();
+            status.spec_hash = current.spec_hash;
+            status.desired_releases = current.desired_releases;
+        }
+    }
+    for planned in &plan.conditions {
+        conditions::set(
+            &mut status.conditions,
+            to_condition(planned, generation, now),
+        );
+    }
+    status
+}
+
+fn to_condition(planned: &PlannedCondition, generation: Option<i64>, now: &Time) -> Condition {
+    conditions::new(
+        planned.type_,
+        if planned.status { "True" } else { "False" },
+        planned.reason,
+        &planned.message,
+        generation,
+        now.clone(),
+    )
+}
+
+/// The part of the status the scheduler owns, for comparison and for the apply patch.
+fn owned_status(status: &SubscriptionStatus) -> Value {
+    json!({
+        "bindingClusters": status.binding_clusters,
+        "replicas": status.replicas,
+        "specHash": status.spec_hash,
+        "desiredReleases": status.desired_releases,
+        "conditions": status.conditions,
+        "observedGeneration": status.observed_generation,
+    })
+}
+
+/// Writes the scheduler's status fields when they changed, and publishes an Event for each
+/// condition that changed.
+async fn write_status(sub: &Subscription, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+    let now = Time(Timestamp::now());
+    let desired = desired_status(sub, plan, &now);
+    let current = sub.status.clone().unwrap_or_default();
+    if owned_status(&desired) == owned_status(&current) {
+        return Ok(());
+    }
+    let mut status = owned_status(&desired);
+    if let Some(map) = status.as_object_mut() {
+        // Server-side apply must not see nulls: leave out what is unset.
+        map.retain(|_, v| !v.is_null());
+    }
+    let patch = json!({
+        "apiVersion": Subscription::api_version(&()),
+        "kind": Subscription::kind(&()),
+        "metadata": {"name": sub.name_any(), "namespace": sub.namespace()},
+        "status": status,
+    });
+    subscription_api(&ctx.client, sub)
+        .patch_status(
+            &sub.name_any(),
+            &PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(api_error("apply Subscription status", sub_key(sub)))?;
+
+    for planned in &plan.conditions {
+        let before = conditions::get(&current.conditions, planned.type_);
+        let unchanged = before.is_some_and(|c| {
+            (c.status == "True") == planned.status
+                && c.reason == planned.reason
+                && c.message == planned.message
+        });
+        if !unchanged {
+            publish(sub, planned, ctx).await;
+        }
+    }
+    Ok(())
+}
+
+/// The Event reason for a condition change.
+fn event_reason(planned: &PlannedCondition) -> &'static str {
+    match (planned.type_, planned.status, planned.reason) {
+        (plan::condition::SCHEDULED, true, _) => "Scheduled",
+        (plan::condition::SCHEDULED, false, _) => "FailedScheduling",
+        (plan::condition::FEEDS_RESOLVED, false, _) => "FeedNotFound",
+        (plan::condition::FEEDS_RESOLVED, true, _) => "FeedsResolved",
+        (plan::condition::OVERRIDES_APPLIED, false, _) => "InvalidOverride",
+        _ => "OverridesApplied",
+    }
+}
+
+async fn publish(sub: &Subscription, planned: &PlannedCondition, ctx: &Context) {
+    let event = Event {
+        type_: if planned.status {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: event_reason(planned).to_owned(),
+        note: Some(truncate(&planned.message, 1000)),
+        action: "Schedule".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &sub.object_ref(&())).await {
+        tracing::warn!(error = %e, "publishing an Event failed");
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
