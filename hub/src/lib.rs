@@ -2,8 +2,16 @@
 //!
 //! - [`aggregation`]: Subscription status aggregated from the Descriptions' reports (pure).
 //! - [`error`]: the crate's one error type.
+//! - [`token`], [`flow`], [`domain`], [`status`]: pure pieces (tokens, flow control, protocol
+//!   conversion, status builders).
+//! - [`index`]: the in-memory Description index and its fan-out to streams.
 
 pub mod aggregation;
+pub mod domain;
 pub mod error;
+pub mod flow;
+pub mod index;
+pub mod status;
+pub mod token;
 
 pub use error::Error;

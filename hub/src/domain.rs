@@ -1,0 +1,367 @@
+//! Domain types of the hub-agent conversation, and their conversion from the protocol's prost
+//! types. Conversion happens here, at the gRPC edge; nothing below this module sees prost types.
+
+use crate::Error;
+use atoll_proto::v1;
+use std::collections::BTreeMap;
+
+/// Longest ManagedCluster name an agent may ask for.
+pub const MAX_CLUSTER_NAME: usize = 30;
+
+/// A secret string: never shown by `Debug`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretString(pub String);
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The agent's Hello, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentHello {
+    /// The uid of the child's kube-system namespace.
+    pub cluster_id: String,
+    /// The ManagedCluster name (defaulted from the id when the agent sent none).
+    pub cluster_name: String,
+    /// Labels for the ManagedCluster.
+    pub cluster_labels: BTreeMap<String, String>,
+    /// Bootstrap or cluster token.
+    pub token: SecretString,
+    /// The agent's version.
+    pub agent_version: String,
+    /// `StandardCluster` or `EdgeCluster` (defaulted to `StandardCluster`).
+    pub cluster_type: String,
+}
+
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn is_dns_label(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// The ManagedCluster name used when the agent sends none: `cluster-` and the first eight
+/// characters of the cluster id.
+pub fn default_cluster_name(cluster_id: &str) -> String {
+    let short: String = cluster_id.chars().take(8).collect();
+    format!("cluster-{}", short.to_ascii_lowercase())
+}
+
+impl AgentHello {
+    /// Validates a Hello: protocol version first (FAILED_PRECONDITION), then the fields
+    /// (INVALID_ARGUMENT), then the presence of a token (UNAUTHENTICATED).
+    pub fn from_proto(hello: v1::Hello) -> Result<AgentHello, Error> {
+        if hello.protocol_version != v1::ProtocolVersion::V1 as i32 {
+            return Err(Error::CheckProtocolVersion {
+                got: hello.protocol_version,
+            });
+        }
+        if !is_uuid(&hello.cluster_id) {
+            return Err(Error::ParseHello {
+                reason: format!(
+                    "cluster_id {:?} is not a UUID; send the uid of the child's kube-system namespace",
+                    hello.cluster_id
+                ),
+            });
+        }
+        let cluster_name = if hello.cluster_name.is_empty() {
+            default_cluster_name(&hello.cluster_id)
+        } else {
+            hello.cluster_name
+        };
+        if !is_dns_label(&cluster_name, MAX_CLUSTER_NAME) {
+            return Err(Error::ParseHello {
+                reason: format!(
+                    "cluster_name {cluster_name:?} must be a DNS label of at most {MAX_CLUSTER_NAME} \
+                     characters (lower-case letters, digits, '-')"
+                ),
+            });
+        }
+        if hello.token.is_empty() {
+            return Err(Error::Authenticate {
+                cluster_id: hello.cluster_id,
+                reason: "no token was sent".into(),
+            });
+        }
+        let cluster_type = match hello.cluster_type.as_str() {
+            "" => "StandardCluster".to_string(),
+            "StandardCluster" | "EdgeCluster" => hello.cluster_type,
+            other => {
+                return Err(Error::ParseHello {
+                    reason: format!(
+                        "cluster_type {other:?} is neither StandardCluster nor EdgeCluster"
+                    ),
+                });
+            }
+        };
+        Ok(AgentHello {
+            cluster_id: hello.cluster_id.to_ascii_lowercase(),
+            cluster_name,
+            cluster_labels: hello.cluster_labels.into_iter().collect(),
+            token: SecretString(hello.token),
+            agent_version: hello.agent_version,
+            cluster_type,
+        })
+    }
+}
+
+/// The hub's decision on a Hello.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admission {
+    /// The cluster's dedicated namespace.
+    pub namespace: String,
+    /// The ManagedCluster name.
+    pub managed_cluster_name: String,
+    /// A newly minted cluster token (registration only).
+    pub cluster_token: Option<SecretString>,
+}
+
+/// One connected stream's cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The cluster id.
+    pub cluster_id: String,
+    /// The dedicated namespace.
+    pub namespace: String,
+    /// The ManagedCluster name.
+    pub managed_cluster_name: String,
+    /// The stream's epoch.
+    pub epoch: u64,
+}
+
+/// A heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterHeartbeat {
+    /// Kubernetes gitVersion.
+    pub k8s_version: String,
+    /// e.g. `linux/amd64`.
+    pub platform: String,
+    /// The agent's version.
+    pub agent_version: String,
+    /// Ready nodes.
+    pub ready_nodes: i32,
+    /// Not-ready nodes.
+    pub not_ready_nodes: i32,
+    /// Nodes in unknown state.
+    pub unknown_nodes: i32,
+    /// Summed capacity, quantity strings.
+    pub capacity: BTreeMap<String, String>,
+    /// Summed allocatable, quantity strings.
+    pub allocatable: BTreeMap<String, String>,
+    /// `/healthz` answered 200.
+    pub healthz: bool,
+    /// `/livez` answered 200.
+    pub livez: bool,
+    /// `/readyz` answered 200.
+    pub readyz: bool,
+    /// The agent's heartbeat period, seconds.
+    pub heartbeat_seconds: u32,
+}
+
+impl From<v1::Heartbeat> for ClusterHeartbeat {
+    fn from(h: v1::Heartbeat) -> Self {
+        let n = h.node_statistics.unwrap_or_default();
+        ClusterHeartbeat {
+            k8s_version: h.k8s_version,
+            platform: h.platform,
+            agent_version: h.agent_version,
+            ready_nodes: n.ready_nodes,
+            not_ready_nodes: n.not_ready_nodes,
+            unknown_nodes: n.unknown_nodes,
+            capacity: h.capacity.into_iter().collect(),
+            allocatable: h.allocatable.into_iter().collect(),
+            healthz: h.healthz,
+            livez: h.livez,
+            readyz: h.readyz,
+            heartbeat_seconds: h.heartbeat_seconds,
+        }
+    }
+}
+
+/// One object's state in a report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObjectReport {
+    /// apiVersion.
+    pub api_version: String,
+    /// kind.
+    pub kind: String,
+    /// namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// name.
+    pub name: String,
+    /// The object's `.status`, when it has one and it is valid JSON.
+    pub status: Option<serde_json::Value>,
+    /// Why the object could not be applied (empty when applied).
+    pub error: String,
+}
+
+/// A Description report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// The Description's name.
+    pub name: String,
+    /// The Description's uid as the agent knows it.
+    pub uid: String,
+    /// The generation the agent applied.
+    pub observed_generation: i64,
+    /// `Success` or `Failure`.
+    pub phase: String,
+    /// Why, when failed.
+    pub reason: String,
+    /// Each object's state.
+    pub objects: Vec<ObjectReport>,
+    /// The objects are gone from the child after a deletion.
+    pub deleted: bool,
+}
+
+impl From<v1::DescriptionReport> for Report {
+    fn from(r: v1::DescriptionReport) -> Self {
+        Report {
+            name: r.name,
+            uid: r.uid,
+            observed_generation: r.observed_generation,
+            phase: r.phase,
+            reason: r.reason,
+            objects: r
+                .objects
+                .into_iter()
+                .map(|o| ObjectReport {
+                    api_version: o.api_version,
+                    kind: o.kind,
+                    namespace: o.namespace,
+                    name: o.name,
+                    status: if o.status.is_empty() {
+                        None
+                    } else {
+                        serde_json::from_slice(&o.status).ok()
+                    },
+                    error: o.error,
+                })
+                .collect(),
+            deleted: r.deleted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> v1::Hello {
+        v1::Hello {
+            protocol_version: v1::ProtocolVersion::V1 as i32,
+            cluster_id: "3f2c1b9e-0d4a-4c8e-9f1a-2b3c4d5e6f70".into(),
+            cluster_name: "edge-1".into(),
+            cluster_labels: [("env".to_string(), "dev".to_string())].into(),
+            token: "07401b.f395accd246ae52d".into(),
+            agent_version: "0.1.0".into(),
+            cluster_type: String::new(),
+        }
+    }
+
+    #[test]
+    fn hello_validation_maps_each_fault_to_its_error() {
+        type Edit = fn(&mut v1::Hello);
+        let cases: Vec<(&str, Edit, Option<&str>)> = vec![
+            ("valid", |_| {}, None),
+            (
+                "old version",
+                |h| h.protocol_version = 0,
+                Some("check_protocol_version"),
+            ),
+            (
+                "future version",
+                |h| h.protocol_version = 7,
+                Some("check_protocol_version"),
+            ),
+            (
+                "bad id",
+                |h| h.cluster_id = "not-a-uuid".into(),
+                Some("parse_hello"),
+            ),
+            (
+                "bad name",
+                |h| h.cluster_name = "Edge_1".into(),
+                Some("parse_hello"),
+            ),
+            (
+                "long name",
+                |h| h.cluster_name = "a".repeat(31),
+                Some("parse_hello"),
+            ),
+            ("no token", |h| h.token.clear(), Some("authenticate")),
+            (
+                "bad type",
+                |h| h.cluster_type = "Big".into(),
+                Some("parse_hello"),
+            ),
+        ];
+        for (what, edit, want) in cases {
+            let mut h = hello();
+            edit(&mut h);
+            let got = AgentHello::from_proto(h).err().map(|e| e.label());
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn hello_defaults_name_and_type_and_hides_token() {
+        let mut h = hello();
+        h.cluster_name.clear();
+        let a = AgentHello::from_proto(h).unwrap();
+        assert_eq!(a.cluster_name, "cluster-3f2c1b9e");
+        assert_eq!(a.cluster_type, "StandardCluster");
+        assert!(!format!("{a:?}").contains("f395accd246ae52d"));
+    }
+
+    #[test]
+    fn protocol_version_error_message_is_clear() {
+        let mut h = hello();
+        h.protocol_version = 2;
+        let msg = AgentHello::from_proto(h).unwrap_err().to_string();
+        assert!(msg.contains("unsupported protocol version 2"), "{msg}");
+    }
+
+    #[test]
+    fn report_conversion_parses_object_status_json() {
+        let r = Report::from(v1::DescriptionReport {
+            name: "apps.web".into(),
+            objects: vec![
+                v1::ObjectStatus {
+                    kind: "Deployment".into(),
+                    status: br#"{"replicas":2}"#.to_vec(),
+                    ..Default::default()
+                },
+                v1::ObjectStatus {
+                    kind: "ConfigMap".into(),
+                    status: vec![],
+                    ..Default::default()
+                },
+                v1::ObjectStatus {
+                    kind: "Bad".into(),
+                    status: b"{not json".to_vec(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        let statuses: Vec<_> = r.objects.iter().map(|o| o.status.clone()).collect();
+        assert_eq!(
+            statuses,
+            vec![Some(serde_json::json!({"replicas": 2})), None, None]
+        );
+    }
+}

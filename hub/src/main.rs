@@ -1,0 +1,3 @@
+//! The `atoll-hub` binary (being written).
+
+fn main() {}

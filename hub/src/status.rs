@@ -1,0 +1,647 @@
+//! Pure builders of what the hub writes: ManagedCluster status from heartbeats (and when a
+//! stream ends), the unschedulable taint, Description status from reports, the finalizer
+//! decision, lost-cluster detection and the Subscription's aggregated status.
+
+use crate::aggregation::{self, ClusterRef, DescriptionReport};
+use crate::domain::{ClusterHeartbeat, Report};
+use crate::index::DescEntry;
+use atoll_crds::apps::{DescriptionPhase, DescriptionStatus, Feed, ManifestStatus, Subscription};
+use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
+use atoll_crds::{conditions, known};
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Ready condition a heartbeat implies: `(status, reason, message)`.
+pub fn ready_from_heartbeat(hb: &ClusterHeartbeat) -> (&'static str, &'static str, String) {
+    let failing: Vec<&str> = [
+        ("healthz", hb.healthz),
+        ("livez", hb.livez),
+        ("readyz", hb.readyz),
+    ]
+    .into_iter()
+    .filter(|(_, ok)| !ok)
+    .map(|(n, _)| n)
+    .collect();
+    if failing.is_empty() {
+        (
+            "True",
+            known::REASON_MANAGED_CLUSTER_READY,
+            "the agent is connected and the child API server is healthy".into(),
+        )
+    } else {
+        (
+            "False",
+            known::REASON_MANAGED_CLUSTER_NOT_READY,
+            format!("the child API server's {} check failed", failing.join(", ")),
+        )
+    }
+}
+
+fn quantities(m: &BTreeMap<String, String>) -> BTreeMap<String, Quantity> {
+    m.iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+        .collect()
+}
+
+/// The ManagedCluster status after heartbeat `hb` at `now`, starting from `existing` (kept:
+/// fields the hub does not derive from heartbeats, and condition transition times).
+pub fn status_from_heartbeat(
+    hb: &ClusterHeartbeat,
+    existing: Option<&ManagedClusterStatus>,
+    now: Timestamp,
+) -> ManagedClusterStatus {
+    let mut s = existing.cloned().unwrap_or_default();
+    s.last_observed_time = Some(Time(now));
+    s.k8s_version = Some(hb.k8s_version.clone()).filter(|v| !v.is_empty());
+    s.platform = Some(hb.platform.clone()).filter(|v| !v.is_empty());
+    s.agent_version = Some(hb.agent_version.clone()).filter(|v| !v.is_empty());
+    s.node_statistics = Some(NodeStatistics {
+        ready_nodes: Some(hb.ready_nodes),
+        not_ready_nodes: Some(hb.not_ready_nodes),
+        unknown_nodes: Some(hb.unknown_nodes),
+        lost_nodes: None,
+    });
+    s.capacity = quantities(&hb.capacity);
+    s.allocatable = quantities(&hb.allocatable);
+    s.healthz = hb.healthz;
+    s.livez = hb.livez;
+    s.readyz = hb.readyz;
+    s.heartbeat_frequency_seconds = Some(i64::from(hb.heartbeat_seconds)).filter(|v| *v > 0);
+    let (status, reason, message) = ready_from_heartbeat(hb);
+    conditions::set(
+        &mut s.conditions,
+        conditions::new(
+            known::CONDITION_READY,
+            status,
+            reason,
+            &message,
+            None,
+            Time(now),
+        ),
+    );
+    s
+}
+
+/// The ManagedCluster status once its agent's stream ended: `Ready=Unknown`
+/// (`ClusterStatusUnknown`), everything else kept.
+pub fn status_disconnected(
+    existing: Option<&ManagedClusterStatus>,
+    now: Timestamp,
+) -> ManagedClusterStatus {
+    let mut s = existing.cloned().unwrap_or_default();
+    conditions::set(
+        &mut s.conditions,
+        conditions::new(
+            known::CONDITION_READY,
+            "Unknown",
+            known::REASON_CLUSTER_STATUS_UNKNOWN,
+            "the agent's stream to the hub ended and it has not reconnected",
+            None,
+            Time(now),
+        ),
+    );
+    s
+}
+
+/// The taint list with the unschedulable taint set to `reason` (`Some`) or removed (`None`);
+/// `None` when nothing changes.
+pub fn with_unschedulable_taint(taints: &[Taint], reason: Option<&str>) -> Option<Vec<Taint>> {
+    let current = taints
+        .iter()
+        .find(|t| t.key == known::TAINT_UNSCHEDULABLE && t.effect == "NoSchedule");
+    match (reason, current) {
+        (None, None) => None,
+        (Some(r), Some(t)) if t.value.as_deref() == Some(r) => None,
+        (None, Some(_)) => Some(
+            taints
+                .iter()
+                .filter(|t| !(t.key == known::TAINT_UNSCHEDULABLE && t.effect == "NoSchedule"))
+                .cloned()
+                .collect(),
+        ),
+        (Some(r), _) => {
+            let mut out: Vec<Taint> = taints
+                .iter()
+                .filter(|t| !(t.key == known::TAINT_UNSCHEDULABLE && t.effect == "NoSchedule"))
+                .cloned()
+                .collect();
+            out.push(Taint {
+                key: known::TAINT_UNSCHEDULABLE.into(),
+                value: Some(r.into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            });
+            Some(out)
+        }
+    }
+}
+
+fn phase(p: &str) -> DescriptionPhase {
+    match p {
+        "Success" => DescriptionPhase::Success,
+        "Failure" => DescriptionPhase::Failure,
+        "Pending" => DescriptionPhase::Pending,
+        _ => DescriptionPhase::Unknown,
+    }
+}
+
+/// The Description status a report implies (conditions kept from `existing`).
+pub fn description_status(
+    report: &Report,
+    existing: Option<&DescriptionStatus>,
+) -> DescriptionStatus {
+    let errors: Vec<String> = report
+        .objects
+        .iter()
+        .filter(|o| !o.error.is_empty())
+        .map(|o| format!("{} {}/{}: {}", o.kind, o.namespace, o.name, o.error))
+        .collect();
+    let reason = if !report.reason.is_empty() {
+        Some(report.reason.clone())
+    } else if !errors.is_empty() {
+        Some(errors.join("; "))
+    } else {
+        None
+    };
+    DescriptionStatus {
+        phase: Some(phase(&report.phase)),
+        reason,
+        manifest_statuses: report
+            .objects
+            .iter()
+            .map(|o| ManifestStatus {
+                feed: Feed {
+                    api_version: o.api_version.clone(),
+                    kind: o.kind.clone(),
+                    namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
+                    name: o.name.clone(),
+                },
+                observed_status: o.status.clone(),
+            })
+            .collect(),
+        observed_generation: Some(report.observed_generation),
+        conditions: existing.map(|e| e.conditions.clone()).unwrap_or_default(),
+    }
+}
+
+/// The server-side apply body of a Description status.
+pub fn description_status_patch(status: &DescriptionStatus) -> Value {
+    json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1",
+        "kind": "Description",
+        "status": status,
+    })
+}
+
+/// The server-side apply body of a ManagedCluster status.
+pub fn managed_cluster_status_patch(status: &ManagedClusterStatus) -> Value {
+    json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ManagedCluster",
+        "status": status,
+    })
+}
+
+/// The state of a Description's cluster, for the finalizer decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterState {
+    /// A ManagedCluster exists in the namespace and is not lost.
+    Registered,
+    /// The ManagedCluster has not been Ready for longer than the lost-cluster timeout.
+    Lost,
+    /// No ManagedCluster in the namespace (never registered, or deleted).
+    Absent,
+}
+
+/// What to do with the hub's finalizer on a Description.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalizerAction {
+    /// Add it.
+    Add,
+    /// Remove it.
+    Remove,
+    /// Leave it.
+    Keep,
+}
+
+/// The finalizer rule: a live Description of a registered cluster carries the finalizer; a
+/// deleting Description keeps it until its agent reports `deleted` (handled by the report
+/// path) or its cluster is lost or gone.
+pub fn finalizer_action(entry: &DescEntry, cluster: ClusterState) -> FinalizerAction {
+    match (entry.deleting, entry.has_finalizer(), cluster) {
+        (true, true, ClusterState::Lost | ClusterState::Absent) => FinalizerAction::Remove,
+        (false, false, ClusterState::Registered) => FinalizerAction::Add,
+        _ => FinalizerAction::Keep,
+    }
+}
+
+/// Whether a cluster is lost at `now`: its Ready condition is not True and has not been for
+/// longer than `timeout` (a cluster that never reported counts from `created`).
+pub fn cluster_lost(
+    status: Option<&ManagedClusterStatus>,
+    created: Option<Timestamp>,
+    now: Timestamp,
+    timeout: Duration,
+) -> bool {
+    let since = match status.and_then(|s| conditions::get(&s.conditions, known::CONDITION_READY)) {
+        Some(c) if c.status == "True" => return false,
+        Some(c) => Some(c.last_transition_time.0),
+        None => created,
+    };
+    let timeout = SignedDuration::try_from(timeout).unwrap_or(SignedDuration::MAX);
+    since.is_some_and(|t| now.duration_since(t) > timeout)
+}
+
+/// The `status.aggregatedStatuses`/`completedReleases` the hub owns on a Subscription, as a
+/// server-side apply body, or `None` when the Subscription already shows them. `cluster_id`
+/// maps a binding cluster's `(namespace, name)` to its ManagedCluster's clusterId.
+pub fn subscription_status_patch(
+    sub: &Subscription,
+    descriptions: &[Arc<DescEntry>],
+    cluster_id: impl Fn(&str, &str) -> Option<String>,
+) -> Option<Value> {
+    let bindings: Vec<ClusterRef> = sub
+        .status
+        .as_ref()
+        .map(|s| s.binding_clusters.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|b| known::parse_binding_cluster(b))
+        .map(|(ns, name)| ClusterRef {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            id: cluster_id(ns, name).unwrap_or_default(),
+        })
+        .collect();
+    let reports: Vec<DescriptionReport<'_>> = descriptions
+        .iter()
+        .filter(|d| !d.deleting)
+        .filter_map(|d| {
+            d.status.as_ref().map(|status| DescriptionReport {
+                namespace: &d.namespace,
+                status,
+            })
+        })
+        .collect();
+    let aggregated = aggregation::aggregate(&sub.spec.feeds, &bindings, &reports);
+    let completed = aggregation::completed_releases(&bindings, &reports);
+    let current = sub.status.as_ref();
+    let same = current.is_some_and(|s| {
+        s.aggregated_statuses == aggregated && s.completed_releases == Some(completed)
+    });
+    if same {
+        return None;
+    }
+    Some(json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1",
+        "kind": "Subscription",
+        "status": {
+            "aggregatedStatuses": aggregated,
+            "completedReleases": completed,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ObjectReport;
+    use atoll_crds::apps::{SubscriptionSpec, SubscriptionStatus};
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn hb(h: bool, l: bool, r: bool) -> ClusterHeartbeat {
+        ClusterHeartbeat {
+            k8s_version: "v1.33.1".into(),
+            platform: "linux/amd64".into(),
+            agent_version: "0.1.0".into(),
+            ready_nodes: 3,
+            capacity: [("cpu".to_string(), "8".to_string())].into(),
+            allocatable: [("cpu".to_string(), "7".to_string())].into(),
+            healthz: h,
+            livez: l,
+            readyz: r,
+            heartbeat_seconds: 10,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ready_condition_follows_the_health_probes() {
+        let cases = [
+            (
+                (true, true, true),
+                "True",
+                known::REASON_MANAGED_CLUSTER_READY,
+                "",
+            ),
+            (
+                (false, true, true),
+                "False",
+                known::REASON_MANAGED_CLUSTER_NOT_READY,
+                "healthz",
+            ),
+            (
+                (true, true, false),
+                "False",
+                known::REASON_MANAGED_CLUSTER_NOT_READY,
+                "readyz",
+            ),
+            (
+                (true, false, false),
+                "False",
+                known::REASON_MANAGED_CLUSTER_NOT_READY,
+                "livez, readyz",
+            ),
+        ];
+        for ((h, l, r), status, reason, mentions) in cases {
+            let (s, why, msg) = ready_from_heartbeat(&hb(h, l, r));
+            assert_eq!((s, why), (status, reason));
+            assert!(msg.contains(mentions), "{msg}");
+        }
+    }
+
+    #[test]
+    fn heartbeat_status_fills_fields_and_keeps_transition_time_while_ready() {
+        let t0 = ts("2026-01-01T00:00:00Z");
+        let t1 = ts("2026-01-01T00:00:10Z");
+        let s0 = status_from_heartbeat(&hb(true, true, true), None, t0);
+        assert_eq!(s0.k8s_version.as_deref(), Some("v1.33.1"));
+        assert_eq!(s0.capacity.get("cpu"), Some(&Quantity("8".into())));
+        assert_eq!(s0.allocatable.get("cpu"), Some(&Quantity("7".into())));
+        assert_eq!(
+            s0.node_statistics.as_ref().and_then(|n| n.ready_nodes),
+            Some(3)
+        );
+        assert_eq!(s0.heartbeat_frequency_seconds, Some(10));
+        let s1 = status_from_heartbeat(&hb(true, true, true), Some(&s0), t1);
+        assert_eq!(s1.last_observed_time, Some(Time(t1)));
+        let ready = conditions::get(&s1.conditions, "Ready").unwrap();
+        assert_eq!(ready.last_transition_time, Time(t0));
+        let s2 = status_from_heartbeat(&hb(false, true, true), Some(&s1), t1);
+        let ready = conditions::get(&s2.conditions, "Ready").unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.last_transition_time.clone()),
+            ("False", Time(t1))
+        );
+    }
+
+    #[test]
+    fn disconnect_sets_ready_unknown_and_keeps_the_rest() {
+        let t0 = ts("2026-01-01T00:00:00Z");
+        let s0 = status_from_heartbeat(&hb(true, true, true), None, t0);
+        let s1 = status_disconnected(Some(&s0), ts("2026-01-01T00:01:00Z"));
+        let ready = conditions::get(&s1.conditions, "Ready").unwrap();
+        assert_eq!(ready.status, "Unknown");
+        assert_eq!(ready.reason, known::REASON_CLUSTER_STATUS_UNKNOWN);
+        assert_eq!(s1.k8s_version, s0.k8s_version);
+    }
+
+    #[test]
+    fn unschedulable_taint_is_added_replaced_removed_and_left_alone() {
+        let other = Taint {
+            key: "other".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        };
+        let ours = |v: &str| Taint {
+            key: known::TAINT_UNSCHEDULABLE.into(),
+            value: Some(v.into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        };
+        let cases: Vec<(Vec<Taint>, Option<&str>, Option<Vec<Taint>>)> = vec![
+            (vec![], None, None),
+            (
+                vec![other.clone()],
+                Some("ClusterStatusUnknown"),
+                Some(vec![other.clone(), ours("ClusterStatusUnknown")]),
+            ),
+            (
+                vec![ours("ClusterStatusUnknown")],
+                Some("ClusterStatusUnknown"),
+                None,
+            ),
+            (vec![ours("A")], Some("B"), Some(vec![ours("B")])),
+            (
+                vec![ours("A"), other.clone()],
+                None,
+                Some(vec![other.clone()]),
+            ),
+        ];
+        for (taints, reason, want) in cases {
+            assert_eq!(
+                with_unschedulable_taint(&taints, reason),
+                want,
+                "{taints:?} {reason:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn description_status_from_report_collects_phase_errors_and_objects() {
+        let report = Report {
+            name: "apps.web".into(),
+            observed_generation: 4,
+            phase: "Failure".into(),
+            objects: vec![
+                ObjectReport {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: "apps".into(),
+                    name: "web".into(),
+                    status: Some(json!({"replicas": 1})),
+                    error: String::new(),
+                },
+                ObjectReport {
+                    api_version: "v1".into(),
+                    kind: "Namespace".into(),
+                    namespace: String::new(),
+                    name: "apps".into(),
+                    status: None,
+                    error: "forbidden".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        let s = description_status(&report, None);
+        assert_eq!(s.phase, Some(DescriptionPhase::Failure));
+        assert_eq!(s.observed_generation, Some(4));
+        assert_eq!(s.reason.as_deref(), Some("Namespace /apps: forbidden"));
+        assert_eq!(s.manifest_statuses.len(), 2);
+        assert_eq!(s.manifest_statuses[1].feed.namespace, None);
+        assert_eq!(
+            s.manifest_statuses[0].observed_status,
+            Some(json!({"replicas": 1}))
+        );
+        let ok = description_status(
+            &Report {
+                phase: "Success".into(),
+                reason: "applied".into(),
+                ..Default::default()
+            },
+            None,
+        );
+        assert_eq!(
+            (ok.phase, ok.reason.as_deref()),
+            (Some(DescriptionPhase::Success), Some("applied"))
+        );
+    }
+
+    #[test]
+    fn finalizer_rule_table() {
+        use ClusterState::*;
+        use FinalizerAction::*;
+        let mk = |deleting: bool, has: bool| {
+            let mut e = DescEntry {
+                namespace: "c".into(),
+                name: "d".into(),
+                uid: "u".into(),
+                resource_version: "1".into(),
+                generation: 1,
+                objects: vec![],
+                deleting,
+                labels: Default::default(),
+                finalizers: vec![],
+                status: None,
+                rejected: None,
+            };
+            if has {
+                e.finalizers.push(known::FINALIZER.into());
+            }
+            e
+        };
+        let cases = [
+            (false, false, Registered, Add),
+            (false, true, Registered, Keep),
+            (false, false, Absent, Keep),
+            (false, false, Lost, Keep),
+            (true, true, Registered, Keep),
+            (true, true, Lost, Remove),
+            (true, true, Absent, Remove),
+            (true, false, Absent, Keep),
+        ];
+        for (deleting, has, cluster, want) in cases {
+            assert_eq!(
+                finalizer_action(&mk(deleting, has), cluster),
+                want,
+                "{deleting} {has} {cluster:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn lost_cluster_detection_table() {
+        let now = ts("2026-01-01T01:00:00Z");
+        let five = Duration::from_secs(300);
+        let with_ready = |status: &str, at: &str| ManagedClusterStatus {
+            conditions: vec![conditions::new(
+                "Ready",
+                status,
+                "r",
+                "",
+                None,
+                Time(ts(at)),
+            )],
+            ..Default::default()
+        };
+        let cases = [
+            (
+                Some(with_ready("True", "2026-01-01T00:00:00Z")),
+                None,
+                false,
+            ),
+            (
+                Some(with_ready("Unknown", "2026-01-01T00:50:00Z")),
+                None,
+                true,
+            ),
+            (
+                Some(with_ready("Unknown", "2026-01-01T00:58:00Z")),
+                None,
+                false,
+            ),
+            (
+                Some(with_ready("False", "2026-01-01T00:00:00Z")),
+                None,
+                true,
+            ),
+            (None, Some(ts("2026-01-01T00:59:00Z")), false),
+            (None, Some(ts("2026-01-01T00:00:00Z")), true),
+            (None, None, false),
+        ];
+        for (i, (status, created, lost)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                cluster_lost(status.as_ref(), created, now, five),
+                lost,
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn subscription_patch_only_when_aggregate_changes() {
+        let mut sub = Subscription::new("web", SubscriptionSpec::default());
+        sub.metadata.namespace = Some("apps".into());
+        sub.spec.feeds = vec![Feed {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("apps".into()),
+            name: "web".into(),
+        }];
+        sub.status = Some(SubscriptionStatus {
+            binding_clusters: vec!["c1/one".into(), "c2/two".into()],
+            ..Default::default()
+        });
+        let mut d1 = DescEntry {
+            namespace: "c1".into(),
+            name: "apps.web".into(),
+            uid: "u".into(),
+            resource_version: "1".into(),
+            generation: 1,
+            objects: vec![],
+            deleting: false,
+            labels: Default::default(),
+            finalizers: vec![],
+            status: None,
+            rejected: None,
+        };
+        d1.status = Some(description_status(
+            &Report {
+                phase: "Success".into(),
+                objects: vec![ObjectReport {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: "apps".into(),
+                    name: "web".into(),
+                    status: Some(json!({"replicas": 2, "readyReplicas": 2})),
+                    error: String::new(),
+                }],
+                ..Default::default()
+            },
+            None,
+        ));
+        let descs = vec![Arc::new(d1)];
+        let ids = |ns: &str, _: &str| Some(format!("id-{ns}"));
+        let patch = subscription_status_patch(&sub, &descs, ids).unwrap();
+        assert_eq!(patch["status"]["completedReleases"], json!(1));
+        let details = &patch["status"]["aggregatedStatuses"][0]["feedStatusDetails"];
+        assert_eq!(details.as_array().map(Vec::len), Some(2));
+        assert_eq!(details[0]["clusterId"], json!("id-c1"));
+        // Applying the patch makes the next computation a no-op.
+        let st: SubscriptionStatus = serde_json::from_value(patch["status"].clone()).unwrap();
+        let s = sub.status.as_mut().unwrap();
+        s.aggregated_statuses = st.aggregated_statuses;
+        s.completed_releases = st.completed_releases;
+        assert!(subscription_status_patch(&sub, &descs, ids).is_none());
+    }
+}

@@ -1,0 +1,337 @@
+//! Tokens: Kubernetes-style bootstrap tokens (first contact) and per-cluster tokens (afterwards).
+//!
+//! Pure functions only: parsing, checking a bootstrap-token Secret's data, minting and hashing a
+//! cluster token. Every comparison of secret material is constant-time. Tokens never appear in
+//! `Debug` output or error messages.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use k8s_openapi::jiff::Timestamp;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// Namespace holding bootstrap-token Secrets.
+pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "clusternet-system";
+/// Type of a bootstrap-token Secret.
+pub const BOOTSTRAP_TOKEN_SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";
+/// Prefix of a bootstrap-token Secret's name; the token id follows.
+pub const BOOTSTRAP_TOKEN_SECRET_PREFIX: &str = "bootstrap-token-";
+/// Name of the Secret in a cluster's dedicated namespace holding the cluster token's hash.
+pub const CLUSTER_TOKEN_SECRET: &str = "cluster-token";
+/// Data key of [`CLUSTER_TOKEN_SECRET`] holding the SHA-256 (hex) of the cluster token.
+pub const CLUSTER_TOKEN_SHA256_KEY: &str = "sha256";
+
+/// A parsed bootstrap token `<token-id>.<token-secret>` (6 and 16 characters of `[a-z0-9]`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct BootstrapToken {
+    /// The public part: names the Secret `bootstrap-token-<id>`.
+    pub id: String,
+    secret: String,
+}
+
+impl std::fmt::Debug for BootstrapToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapToken")
+            .field("id", &self.id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+impl BootstrapToken {
+    /// Parses `<token-id>.<token-secret>`; `None` when the string is not a bootstrap token
+    /// (then it may be a cluster token).
+    pub fn parse(token: &str) -> Option<BootstrapToken> {
+        let (id, secret) = token.split_once('.')?;
+        let valid = |s: &str, len: usize| {
+            s.len() == len
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        };
+        if valid(id, 6) && valid(secret, 16) {
+            Some(BootstrapToken {
+                id: id.to_string(),
+                secret: secret.to_string(),
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The name of the Secret holding this token: `bootstrap-token-<id>`.
+    pub fn secret_name(&self) -> String {
+        format!("{BOOTSTRAP_TOKEN_SECRET_PREFIX}{}", self.id)
+    }
+}
+
+/// Why a token was refused. The messages never contain the token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenRejection {
+    /// No Secret for the token id.
+    Unknown,
+    /// The Secret is not of type `bootstrap.kubernetes.io/token`.
+    WrongSecretType,
+    /// `token-id` in the Secret does not match.
+    IdMismatch,
+    /// `token-secret` does not match.
+    SecretMismatch,
+    /// `expiration` is in the past.
+    Expired,
+    /// `expiration` is not RFC 3339.
+    BadExpiration,
+    /// The cluster has no stored cluster-token hash, or the hash does not match.
+    ClusterTokenMismatch,
+}
+
+impl std::fmt::Display for TokenRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            TokenRejection::Unknown => "no bootstrap-token Secret for this token id",
+            TokenRejection::WrongSecretType => {
+                "the bootstrap-token Secret is not of type bootstrap.kubernetes.io/token"
+            }
+            TokenRejection::IdMismatch => "the Secret's token-id does not match",
+            TokenRejection::SecretMismatch => "the token secret does not match",
+            TokenRejection::Expired => "the bootstrap token has expired",
+            TokenRejection::BadExpiration => {
+                "the bootstrap-token Secret's expiration is not an RFC 3339 time"
+            }
+            TokenRejection::ClusterTokenMismatch => {
+                "the cluster token is unknown or revoked (register again with a bootstrap token)"
+            }
+        };
+        f.write_str(s)
+    }
+}
+
+/// Checks `token` against the data of its bootstrap-token Secret (`secret_type` is the
+/// Secret's `type`). Valid when type, `token-id` and `token-secret` match and `expiration`, if
+/// present, is after `now`.
+pub fn check_bootstrap_secret(
+    token: &BootstrapToken,
+    secret_type: Option<&str>,
+    data: &BTreeMap<String, Vec<u8>>,
+    now: Timestamp,
+) -> Result<(), TokenRejection> {
+    if secret_type != Some(BOOTSTRAP_TOKEN_SECRET_TYPE) {
+        return Err(TokenRejection::WrongSecretType);
+    }
+    let id = data.get("token-id").map(Vec::as_slice).unwrap_or_default();
+    if !constant_time_eq(id, token.id.as_bytes()) {
+        return Err(TokenRejection::IdMismatch);
+    }
+    let secret = data
+        .get("token-secret")
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if !constant_time_eq(secret, token.secret.as_bytes()) {
+        return Err(TokenRejection::SecretMismatch);
+    }
+    if let Some(expiration) = data.get("expiration") {
+        let text = std::str::from_utf8(expiration).map_err(|_| TokenRejection::BadExpiration)?;
+        let at: Timestamp = text
+            .trim()
+            .parse()
+            .map_err(|_| TokenRejection::BadExpiration)?;
+        if at <= now {
+            return Err(TokenRejection::Expired);
+        }
+    }
+    Ok(())
+}
+
+/// Mints a cluster token: 32 random bytes, base64url without padding.
+pub fn mint_cluster_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// SHA-256 of `token`, lower-case hex: what the hub stores.
+pub fn sha256_hex(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Whether `token` hashes to `stored_sha256_hex`, compared in constant time.
+pub fn verify_cluster_token(token: &str, stored_sha256_hex: &[u8]) -> bool {
+    let computed = sha256_hex(token);
+    let stored = trim_ascii(stored_sha256_hex);
+    constant_time_eq(computed.as_bytes(), stored)
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    b.get(start..end).unwrap_or_default()
+}
+
+/// Constant-time equality: the time taken depends only on the lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b.iter()) {
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn parse_accepts_only_kubernetes_bootstrap_token_shape() {
+        let cases = [
+            ("07401b.f395accd246ae52d", true),
+            ("07401b.f395accd246ae52", false),
+            ("07401B.f395accd246ae52d", false),
+            ("07401b.f395accd246ae52dx", false),
+            ("nodot", false),
+            ("", false),
+            ("abc", false),
+        ];
+        for (input, ok) in cases {
+            assert_eq!(BootstrapToken::parse(input).is_some(), ok, "{input}");
+        }
+    }
+
+    #[test]
+    fn debug_output_never_contains_the_secret() {
+        let t = BootstrapToken::parse("07401b.f395accd246ae52d").unwrap();
+        let s = format!("{t:?}");
+        assert!(!s.contains("f395accd246ae52d"), "{s}");
+        assert_eq!(t.secret_name(), "bootstrap-token-07401b");
+    }
+
+    #[test]
+    fn bootstrap_secret_check_table() {
+        let t = BootstrapToken::parse("07401b.f395accd246ae52d").unwrap();
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let ty = Some(BOOTSTRAP_TOKEN_SECRET_TYPE);
+        let cases: Vec<(
+            Option<&str>,
+            BTreeMap<String, Vec<u8>>,
+            Result<(), TokenRejection>,
+        )> = vec![
+            (
+                ty,
+                data(&[("token-id", "07401b"), ("token-secret", "f395accd246ae52d")]),
+                Ok(()),
+            ),
+            (
+                Some("Opaque"),
+                data(&[("token-id", "07401b"), ("token-secret", "f395accd246ae52d")]),
+                Err(TokenRejection::WrongSecretType),
+            ),
+            (
+                ty,
+                data(&[("token-id", "07401c"), ("token-secret", "f395accd246ae52d")]),
+                Err(TokenRejection::IdMismatch),
+            ),
+            (
+                ty,
+                data(&[("token-id", "07401b"), ("token-secret", "f395accd246ae52e")]),
+                Err(TokenRejection::SecretMismatch),
+            ),
+            (
+                ty,
+                data(&[("token-id", "07401b")]),
+                Err(TokenRejection::SecretMismatch),
+            ),
+            (
+                ty,
+                data(&[
+                    ("token-id", "07401b"),
+                    ("token-secret", "f395accd246ae52d"),
+                    ("expiration", "2025-12-31T23:59:59Z"),
+                ]),
+                Err(TokenRejection::Expired),
+            ),
+            (
+                ty,
+                data(&[
+                    ("token-id", "07401b"),
+                    ("token-secret", "f395accd246ae52d"),
+                    ("expiration", "2026-01-02T00:00:00Z"),
+                ]),
+                Ok(()),
+            ),
+            (
+                ty,
+                data(&[
+                    ("token-id", "07401b"),
+                    ("token-secret", "f395accd246ae52d"),
+                    ("expiration", "tomorrow"),
+                ]),
+                Err(TokenRejection::BadExpiration),
+            ),
+        ];
+        for (i, (ty, d, want)) in cases.into_iter().enumerate() {
+            assert_eq!(check_bootstrap_secret(&t, ty, &d, now), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn minted_cluster_tokens_are_random_32_bytes_base64url() {
+        let a = mint_cluster_token();
+        let b = mint_cluster_token();
+        assert_ne!(a, b);
+        assert_eq!(URL_SAFE_NO_PAD.decode(&a).unwrap().len(), 32);
+        assert!(BootstrapToken::parse(&a).is_none());
+    }
+
+    #[test]
+    fn cluster_token_verifies_only_against_its_own_hash() {
+        let token = mint_cluster_token();
+        let hash = sha256_hex(&token);
+        assert_eq!(hash.len(), 64);
+        assert!(verify_cluster_token(&token, hash.as_bytes()));
+        assert!(verify_cluster_token(&token, format!("{hash}\n").as_bytes()));
+        assert!(!verify_cluster_token(
+            &mint_cluster_token(),
+            hash.as_bytes()
+        ));
+        assert!(!verify_cluster_token(&token, b""));
+    }
+
+    #[test]
+    fn sha256_hex_matches_known_vector() {
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn constant_time_eq_table() {
+        for (a, b, eq) in [
+            (&b"abc"[..], &b"abc"[..], true),
+            (b"abc", b"abd", false),
+            (b"abc", b"ab", false),
+            (b"", b"", true),
+        ] {
+            assert_eq!(constant_time_eq(a, b), eq);
+        }
+    }
+}
