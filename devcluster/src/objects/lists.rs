@@ -45,6 +45,15 @@ const fn keyed(smp_key: &'static str, ssa_keys: &'static [&'static str]) -> List
 
 const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
 
+/// Defaults kube-apiserver fills into key fields before server-side apply sees them; used so
+/// that `{containerPort: 80}` and `{containerPort: 80, protocol: TCP}` are the same item.
+pub(crate) fn key_default(field: &str) -> Option<&'static str> {
+    match field {
+        "protocol" => Some("TCP"),
+        _ => None,
+    }
+}
+
 /// The strategy of the list at `path` (field names from the root; list items are not part of
 /// the path) in an object of `group`/`kind`. Lists not known here are atomic.
 pub(crate) fn strategy(group: &str, kind: &str, path: &[String]) -> ListStrategy {

@@ -2,6 +2,7 @@
 //! metadata validation. No I/O and no server state: the HTTP layer loads, calls these, stores.
 
 pub mod apply;
+mod fieldset;
 mod lists;
 pub mod patch;
 pub mod schema;
