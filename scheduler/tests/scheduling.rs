@@ -74,3 +74,419 @@ async fn replication_reaches_three_clusters() {
     );
     assert!(object.get("status").is_none());
 }
+
+fn web_sub(spec_extra: serde_json::Value) -> serde_json::Value {
+    let mut spec = json!({
+        "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+        "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"}],
+    });
+    for (k, v) in spec_extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    subscription_yaml("default", "web", spec)
+}
+
+async fn wait_replicas(client: &kube::Client, expected: Vec<(&str, i64)>) -> Vec<(String, i64)> {
+    let expected: Vec<(String, i64)> = expected
+        .into_iter()
+        .map(|(n, r)| (n.to_owned(), r))
+        .collect();
+    let mut last = Vec::new();
+    let result = tokio::time::timeout(WAIT, async {
+        loop {
+            last = replicas_by_cluster(client, "default", "web").await;
+            if last == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(result.is_ok(), "expected {expected:?}, last saw {last:?}");
+    last
+}
+
+#[tokio::test]
+async fn static_dividing_splits_by_weight() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod", "tier": "small"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod", "tier": "large"}), "8").await;
+    apply(client, deployment("default", "web", 6)).await;
+    let _scheduler = start_scheduler(client).await;
+    let dividing = json!({
+        "schedulingStrategy": "Dividing",
+        "dividingScheduling": {"type": "Static"},
+        "subscribers": [
+            {"clusterAffinity": {"matchLabels": {"tier": "small"}}, "weight": 1},
+            {"clusterAffinity": {"matchLabels": {"tier": "large"}}, "weight": 2},
+        ],
+    });
+    apply(client, web_sub(dividing)).await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 4)]).await;
+
+    // 12 replicas at 1:2 — an edit of the feed propagates and re-divides.
+    apply(client, deployment("default", "web", 12)).await;
+    wait_replicas(client, vec![("clusternet-a", 4), ("clusternet-b", 8)]).await;
+    let status = subscription(client, "default", "web").await.status.unwrap();
+    assert_eq!(
+        status.replicas.get("apps/v1/Deployment/default/web"),
+        Some(&vec![4, 8])
+    );
+}
+
+#[tokio::test]
+async fn dynamic_dividing_follows_capacity() {
+    let parent = parent().await;
+    let client = &parent.client;
+    // 500m per replica: 2 cpu fit 4 replicas, 6 cpu fit 12.
+    add_cluster(client, "a", json!({"env": "prod"}), "2").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "6").await;
+    apply(client, deployment("default", "web", 8)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        web_sub(json!({
+            "schedulingStrategy": "Dividing",
+            "dividingScheduling": {"type": "Dynamic", "dynamicDividing": {"strategy": "Spread"}},
+        })),
+    )
+    .await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 6)]).await;
+}
+
+#[tokio::test]
+async fn localization_changes_one_cluster_and_globalization_follows_affinity() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod", "region": "eu"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod", "region": "us"}), "8").await;
+    apply(client, deployment("default", "web", 2)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
+
+    // A Localization in a's dedicated namespace: only a changes.
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Localization",
+            "metadata": {"name": "more", "namespace": "clusternet-a"},
+            "spec": {
+                "overridePolicy": "ApplyNow",
+                "priority": 300,
+                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                "overrides": [{"name": "replicas", "type": "JSONPatch",
+                    "value": "[{\"op\": \"replace\", \"path\": \"/spec/replicas\", \"value\": 5}]"}],
+            },
+        }),
+    )
+    .await;
+    wait_replicas(client, vec![("clusternet-a", 5), ("clusternet-b", 2)]).await;
+
+    // A Globalization selecting region=us by clusterAffinity: only b gets the label.
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Globalization",
+            "metadata": {"name": "us-label"},
+            "spec": {
+                "overridePolicy": "ApplyNow",
+                "clusterAffinity": {"matchLabels": {"region": "us"}},
+                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                "overrides": [{"name": "label", "type": "MergePatch",
+                    "value": "metadata:\n  labels:\n    region: us\n"}],
+            },
+        }),
+    )
+    .await;
+    let labelled = eventually("the us label on b only", WAIT, || async {
+        let descs = descriptions_of(client, "default", "web").await;
+        let label = |ns: &str| {
+            descs
+                .iter()
+                .find(|d| d.metadata.namespace.as_deref() == Some(ns))
+                .and_then(|d| d.spec.raw[0].pointer("/metadata/labels/region").cloned())
+        };
+        let (a, b) = (label("clusternet-a"), label("clusternet-b"));
+        (b.is_some()).then_some((a, b))
+    })
+    .await;
+    assert_eq!(labelled, (None, Some(json!("us"))));
+}
+
+#[tokio::test]
+async fn override_priority_order_decides_the_result() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    let override_with = |name: &str, priority: i32, replicas: i32| {
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Localization",
+            "metadata": {"name": name, "namespace": "clusternet-a"},
+            "spec": {
+                "overridePolicy": "ApplyNow",
+                "priority": priority,
+                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                "overrides": [{"type": "MergePatch", "value": format!("{{\"spec\":{{\"replicas\":{replicas}}}}}")}],
+            },
+        })
+    };
+    // Higher priority is applied later and wins, whatever the creation order.
+    apply(client, override_with("late", 900, 9)).await;
+    apply(client, override_with("early", 100, 4)).await;
+    // A Globalization always comes before any Localization, even at priority 1000.
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Globalization",
+            "metadata": {"name": "global"},
+            "spec": {
+                "priority": 1000,
+                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                "overrides": [{"type": "MergePatch", "value": "{\"spec\":{\"replicas\":7}}"}],
+            },
+        }),
+    )
+    .await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 9)]).await;
+}
+
+#[tokio::test]
+async fn clusters_joining_leaving_and_tainted_move_the_placement() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 2)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 2)]).await;
+
+    // Joining: a new matching cluster is added.
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
+
+    // Tainted NoSchedule: its Description is removed.
+    let api: kube::Api<atoll_crds::clusters::ManagedCluster> =
+        kube::Api::namespaced(client.clone(), "clusternet-b");
+    api.patch(
+        "b",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"taints": [
+            {"key": "maintenance", "value": "yes", "effect": "NoSchedule"}]}})),
+    )
+    .await
+    .unwrap();
+    wait_replicas(client, vec![("clusternet-a", 2)]).await;
+
+    // Leaving: a cluster whose labels stop matching loses its Description.
+    api.patch(
+        "b",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"taints": null}})),
+    )
+    .await
+    .unwrap();
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
+    let a: kube::Api<atoll_crds::clusters::ManagedCluster> =
+        kube::Api::namespaced(client.clone(), "clusternet-a");
+    a.patch(
+        "a",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"labels": {"env": "dev"}}})),
+    )
+    .await
+    .unwrap();
+    wait_replicas(client, vec![("clusternet-b", 2)]).await;
+}
+
+#[tokio::test]
+async fn failover_moves_divided_replicas_and_recovery_rebalances() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 6)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        web_sub(json!({
+            "schedulingStrategy": "Dividing",
+            "dividingScheduling": {"type": "Static"},
+            "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}, "weight": 1}],
+        })),
+    )
+    .await;
+    wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
+
+    set_cluster_ready(client, "clusternet-b", "b", false, "8").await;
+    wait_replicas(client, vec![("clusternet-a", 6)]).await;
+
+    set_cluster_ready(client, "clusternet-b", "b", true, "8").await;
+    wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
+}
+
+#[tokio::test]
+async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 1), ("clusternet-b", 1)]).await;
+
+    let subs: kube::Api<atoll_crds::apps::Subscription> =
+        kube::Api::namespaced(client.clone(), "default");
+    subs.delete("web", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Subscription gone", WAIT, || async {
+        subs.get_opt("web").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(descriptions_of(client, "default", "web").await.is_empty());
+}
+
+#[tokio::test]
+async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    let condition = eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, "default", "web").await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await;
+    assert_eq!(condition.reason, "FeedNotFound");
+    assert!(
+        condition.message.contains("default/web not found"),
+        "{}",
+        condition.message
+    );
+    assert!(descriptions_of(client, "default", "web").await.is_empty());
+
+    apply(client, deployment("default", "web", 2)).await;
+    wait_replicas(client, vec![("clusternet-a", 2)]).await;
+}
+
+#[tokio::test]
+async fn invalid_override_is_reported_and_other_clusters_and_subscriptions_go_on() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 2)).await;
+    apply(client, deployment("default", "api", 1)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
+
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Localization",
+            "metadata": {"name": "broken", "namespace": "clusternet-a"},
+            "spec": {
+                "overridePolicy": "ApplyNow",
+                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                "overrides": [{"name": "oops", "type": "JSONPatch", "value": "[{\"op\": \"explode\"}"}],
+            },
+        }),
+    )
+    .await;
+    // An edit of the feed reaches b; a keeps its previous objects.
+    apply(client, deployment("default", "web", 3)).await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 3)]).await;
+    let sub = subscription(client, "default", "web").await;
+    let condition = sub
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "OverridesApplied")
+        .unwrap();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "InvalidOverride")
+    );
+    assert!(
+        condition.message.contains("broken"),
+        "{}",
+        condition.message
+    );
+
+    // Another Subscription is unaffected.
+    apply(
+        client,
+        subscription_yaml(
+            "default",
+            "api",
+            json!({
+                "subscribers": [{"clusterAffinity": {}}],
+                "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "api"}],
+            }),
+        ),
+    )
+    .await;
+    eventually("api on both clusters", WAIT, || async {
+        (replicas_by_cluster(client, "default", "api").await.len() == 2).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn invalid_spec_gets_a_condition_and_keeps_descriptions() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 4)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 4)]).await;
+    // Dividing with every weight 0 cannot be divided.
+    apply(
+        client,
+        web_sub(json!({
+            "schedulingStrategy": "Dividing",
+            "dividingScheduling": {"type": "Static"},
+        })),
+    )
+    .await;
+    let condition = eventually("Scheduled=False", WAIT, || async {
+        subscription(client, "default", "web")
+            .await
+            .status
+            .and_then(|s| {
+                s.conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "Scheduled" && c.status == "False")
+            })
+    })
+    .await;
+    assert_eq!(condition.reason, "InvalidSpec");
+    assert!(
+        condition.message.contains("weight"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(
+        replicas_by_cluster(client, "default", "web").await,
+        vec![("clusternet-a".to_owned(), 4)]
+    );
+}
