@@ -147,15 +147,22 @@ pub fn order_overrides<'a>(
     globalizations: impl IntoIterator<Item = &'a Globalization>,
     localizations: impl IntoIterator<Item = &'a Localization>,
 ) -> Vec<OverrideSet> {
-    let mut sets: Vec<OverrideSet> = globalizations
-        .into_iter()
-        .map(OverrideSet::from_globalization)
-        .chain(
-            localizations
-                .into_iter()
-                .map(OverrideSet::from_localization),
-        )
-        .collect();
+    sort_override_sets(
+        globalizations
+            .into_iter()
+            .map(OverrideSet::from_globalization)
+            .chain(
+                localizations
+                    .into_iter()
+                    .map(OverrideSet::from_localization),
+            )
+            .collect(),
+    )
+}
+
+/// Sorts override sets into application order (see [`order_overrides`]); the order is total, so
+/// the result does not depend on the input order.
+pub fn sort_override_sets(mut sets: Vec<OverrideSet>) -> Vec<OverrideSet> {
     sets.sort_by(OverrideSet::order_key);
     sets
 }
