@@ -3,6 +3,9 @@
 use axum::body::Body;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::Value;
+use std::collections::HashMap;
+
+use bytes::Bytes;
 use sha2::{Digest, Sha512};
 
 use super::State;
@@ -62,7 +65,6 @@ pub(crate) fn route(
         .unwrap_or("");
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let resources = || state.registry.read().all();
-    let _ = query;
     match segs.as_slice() {
         ["api"] => Some(Ok(if disc::wants_aggregated(accept) {
             json_doc(
@@ -101,7 +103,114 @@ pub(crate) fn route(
                 .map(|d| json_doc(&d, "application/json", headers))
                 .ok_or_else(ApiError::unknown_path),
         ),
+        ["openapi", "v3"] => Some(Ok(openapi_index(state, headers))),
+        ["openapi", "v3", rest @ ..] => Some(openapi_doc(state, &rest.join("/"), query, headers)),
         ["openapi", ..] => Some(Err(ApiError::unknown_path())),
         _ => None,
+    }
+}
+
+/// Cached OpenAPI documents, valid for one registry generation.
+#[derive(Default)]
+pub(crate) struct OpenApiCache {
+    generation: u64,
+    index: Option<Bytes>,
+    docs: HashMap<String, Option<(Bytes, String)>>,
+}
+
+impl OpenApiCache {
+    fn check(&mut self, generation: u64) {
+        if self.generation != generation {
+            self.generation = generation;
+            self.index = None;
+            self.docs.clear();
+        }
+    }
+}
+
+fn openapi_index(state: &State, headers: &HeaderMap) -> Response<Body> {
+    let (generation, all) = {
+        let r = state.registry.read();
+        (r.generation(), r.all())
+    };
+    let body = {
+        let mut cache = state.openapi_cache.lock();
+        cache.check(generation);
+        cache.index.clone()
+    };
+    let body = match body {
+        Some(b) => b,
+        None => {
+            let b = Bytes::from(
+                serde_json::to_vec(&crate::api::openapi::openapi_v3_index(&all))
+                    .unwrap_or_default(),
+            );
+            let mut cache = state.openapi_cache.lock();
+            cache.check(generation);
+            cache.index = Some(b.clone());
+            b
+        }
+    };
+    with_type(body.to_vec(), "application/json", headers)
+}
+
+fn openapi_doc(
+    state: &State,
+    key: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, ApiError> {
+    let (generation, all) = {
+        let r = state.registry.read();
+        (r.generation(), r.all())
+    };
+    let cached = {
+        let mut cache = state.openapi_cache.lock();
+        cache.check(generation);
+        cache.docs.get(key).cloned()
+    };
+    let entry = match cached {
+        Some(e) => e,
+        None => {
+            let e = crate::api::openapi::openapi_v3_document(&all, key).map(|(doc, hash)| {
+                (
+                    Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+                    hash,
+                )
+            });
+            let mut cache = state.openapi_cache.lock();
+            cache.check(generation);
+            cache.docs.insert(key.to_string(), e.clone());
+            e
+        }
+    };
+    let Some((body, hash)) = entry else {
+        return Err(ApiError::unknown_path());
+    };
+    match query.non_empty("hash") {
+        Some(h) if h != hash => {
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::MOVED_PERMANENTLY;
+            if let Ok(v) = HeaderValue::from_str(&format!("/openapi/v3/{key}?hash={hash}")) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            Ok(r)
+        }
+        Some(_) => {
+            let mut r = with_type(body.to_vec(), "application/json", headers);
+            let h = r.headers_mut();
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, immutable"),
+            );
+            let expires = (chrono::Utc::now() + chrono::Duration::days(365))
+                .format("%a, %d %b %Y %H:%M:%S GMT")
+                .to_string();
+            if let Ok(v) = HeaderValue::from_str(&expires) {
+                h.insert(header::EXPIRES, v);
+            }
+            Ok(r)
+        }
+        None => Ok(with_type(body.to_vec(), "application/json", headers)),
     }
 }

@@ -356,6 +356,16 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
 
 fn parse_body(ctx: &Ctx) -> Result<Value, ApiError> {
     let ct = request::content_type(&ctx.headers);
+    if ct.contains("protobuf") {
+        // client-go falls back to JSON on 415.
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
+            ),
+        ));
+    }
     let v: Value = if ct.contains("yaml") {
         serde_yaml::from_slice(&ctx.body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))

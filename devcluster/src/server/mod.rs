@@ -45,6 +45,7 @@ pub struct State {
     wake: tokio::sync::Notify,
     gc_queue: Mutex<Vec<String>>,
     foreground: Mutex<HashSet<ObjRef>>,
+    openapi_cache: Mutex<discovery::OpenApiCache>,
 }
 
 impl State {
@@ -59,6 +60,7 @@ impl State {
             wake: tokio::sync::Notify::new(),
             gc_queue: Mutex::new(Vec::new()),
             foreground: Mutex::new(HashSet::new()),
+            openapi_cache: Mutex::new(discovery::OpenApiCache::default()),
         }
     }
 

@@ -12,6 +12,7 @@ pub struct Registry {
     crds: BTreeMap<String, Vec<Arc<ResourceInfo>>>,
     index: HashMap<(String, String, String), Arc<ResourceInfo>>,
     all: Arc<Vec<ResourceInfo>>,
+    generation: u64,
 }
 
 /// The storage key of a resource. Both Event APIs share one storage.
@@ -27,6 +28,7 @@ impl Registry {
             crds: BTreeMap::new(),
             index: HashMap::new(),
             all: Arc::new(Vec::new()),
+            generation: 0,
         };
         r.rebuild();
         r
@@ -47,12 +49,21 @@ impl Registry {
             all.push((**info).clone());
         }
         self.all = Arc::new(all);
+        self.generation += 1;
+    }
+
+    /// Changes whenever the set of served resources changes (for caches of derived documents).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Serves the resources of CRD `name` (replacing what it served before).
     pub fn set_crd(&mut self, name: &str, infos: Vec<ResourceInfo>) {
-        self.crds
-            .insert(name.to_string(), infos.into_iter().map(Arc::new).collect());
+        let infos: Vec<Arc<ResourceInfo>> = infos.into_iter().map(Arc::new).collect();
+        if self.crds.get(name) == Some(&infos) {
+            return;
+        }
+        self.crds.insert(name.to_string(), infos);
         self.rebuild();
     }
 

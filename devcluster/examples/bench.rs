@@ -1,0 +1,235 @@
+//! devcluster benchmark: `cargo run --release -p devcluster --example bench [-- N]`.
+//!
+//! Prints a table of: creates per second over HTTP (memory and SQLite), the latency for one
+//! event to reach 1,000 watchers, and the bytes SQLite stores per small object compared to
+//! its raw JSON size. Requests go over plain keep-alive HTTP/1.1 connections (a minimal
+//! client, so that the client costs as little CPU as possible on a shared machine).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use devcluster::{Config, DevCluster};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// One keep-alive HTTP/1.1 connection.
+struct Conn {
+    reader: BufReader<TcpStream>,
+    host: String,
+}
+
+impl Conn {
+    async fn open(addr: std::net::SocketAddr) -> anyhow::Result<Conn> {
+        let s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        Ok(Conn {
+            reader: BufReader::new(s),
+            host: addr.to_string(),
+        })
+    }
+
+    async fn send(&mut self, method: &str, path: &str, body: &[u8]) -> anyhow::Result<()> {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.host,
+            body.len()
+        );
+        let s = self.reader.get_mut();
+        s.write_all(head.as_bytes()).await?;
+        s.write_all(body).await?;
+        Ok(())
+    }
+
+    /// Reads status and headers; returns (status, content length if given).
+    async fn read_head(&mut self) -> anyhow::Result<(u16, Option<usize>)> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).await?;
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .context("no status")?
+            .parse()?;
+        let mut len = None;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).await?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                len = Some(v.trim().parse()?);
+            }
+        }
+        Ok((status, len))
+    }
+
+    async fn request(&mut self, method: &str, path: &str, body: &[u8]) -> anyhow::Result<u16> {
+        self.send(method, path, body).await?;
+        let (status, len) = self.read_head().await?;
+        let Some(len) = len else {
+            bail!("response without content-length");
+        };
+        let mut buf = vec![0u8; len];
+        self.reader.read_exact(&mut buf).await?;
+        Ok(status)
+    }
+
+    /// Reads one chunk of a chunked body (a watch event line).
+    async fn read_chunk(&mut self) -> anyhow::Result<Vec<u8>> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).await?;
+        let size = usize::from_str_radix(line.trim(), 16)?;
+        let mut buf = vec![0u8; size + 2];
+        self.reader.read_exact(&mut buf).await?;
+        buf.truncate(size);
+        Ok(buf)
+    }
+}
+
+fn small_object(i: usize) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}","labels":{{"app":"bench"}}}},"data":{{"key":"value-{i}"}}}}"#
+    )
+    .into_bytes()
+}
+
+async fn create_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::Result<f64> {
+    let addr = cluster.addr();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conn::open(addr).await?;
+            let mut i = w;
+            while i < n {
+                let status = c
+                    .request(
+                        "POST",
+                        "/api/v1/namespaces/default/configmaps",
+                        &small_object(i),
+                    )
+                    .await?;
+                if status != 201 {
+                    bail!("create returned {status}");
+                }
+                i += workers;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn fan_out(watchers: usize) -> anyhow::Result<(Duration, Duration, Duration)> {
+    let cluster = DevCluster::start_default().await?;
+    let addr = cluster.addr();
+    let mut setup = Conn::open(addr).await?;
+    setup
+        .request(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &small_object(0),
+        )
+        .await?;
+    let rv = cluster.state().store.current_rv();
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}");
+    let mut conns = Vec::with_capacity(watchers);
+    for _ in 0..watchers {
+        let mut c = Conn::open(addr).await?;
+        c.send("GET", &path, b"").await?;
+        let (status, _) = c.read_head().await?;
+        if status != 200 {
+            bail!("watch returned {status}");
+        }
+        conns.push(c);
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(watchers + 1));
+    for mut c in conns {
+        let tx = tx.clone();
+        let barrier = barrier.clone();
+        tokio::spawn(async move {
+            barrier.wait().await;
+            if c.read_chunk().await.is_ok() {
+                let _ = tx.send(Instant::now());
+            }
+        });
+    }
+    barrier.wait().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let start = Instant::now();
+    setup
+        .request(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &small_object(1),
+        )
+        .await?;
+    let mut lat = Vec::with_capacity(watchers);
+    for _ in 0..watchers {
+        let t = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await?
+            .context("watcher ended")?;
+        lat.push(t.duration_since(start));
+    }
+    lat.sort();
+    let p = |q: f64| lat[((lat.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+    Ok((p(0.5), p(0.99), p(1.0)))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let workers = 8;
+
+    let mem = DevCluster::start_default().await?;
+    let mem_rate = create_rate(&mem, n, workers).await?;
+    drop(mem);
+
+    let dir = tempfile::tempdir()?;
+    let sql = DevCluster::start(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    })
+    .await?;
+    let sql_rate = create_rate(&sql, n, workers).await?;
+    drop(sql);
+    let mut db_bytes = 0u64;
+    for entry in std::fs::read_dir(dir.path())? {
+        db_bytes += entry?.metadata()?.len();
+    }
+    let raw: usize = (0..n).map(|i| small_object(i).len()).sum();
+
+    let (p50, p99, max) = fan_out(1000).await?;
+
+    println!();
+    println!("| measure | result | target |");
+    println!("|---|---|---|");
+    println!(
+        "| creates/s, memory ({n} ConfigMaps, {workers} connections) | {mem_rate:.0} | 20000 |"
+    );
+    println!(
+        "| creates/s, SQLite ({n} ConfigMaps, {workers} connections) | {sql_rate:.0} | 5000 |"
+    );
+    println!(
+        "| one event to 1000 watchers: p50 / p99 / max | {:.1} ms / {:.1} ms / {:.1} ms | p99 < 50 ms |",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
+    println!(
+        "| SQLite bytes per object (db+wal) vs raw JSON sent | {:.0} B vs {:.0} B | |",
+        db_bytes as f64 / n as f64,
+        raw as f64 / n as f64
+    );
+    Ok(())
+}
