@@ -137,6 +137,66 @@ fn resources_of<'a>(
     rs
 }
 
+/// A subresource as discovery lists it; empty group/version = the parent's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subresource {
+    /// `status`, `scale`, `finalize`, `token`.
+    pub name: &'static str,
+    /// Group of the kind the subresource takes and returns.
+    pub group: &'static str,
+    /// Version of that kind.
+    pub version: &'static str,
+    /// That kind.
+    pub kind: String,
+    /// Served verbs.
+    pub verbs: &'static [&'static str],
+}
+
+/// The subresources of `r`, by name: `finalize` (built-in Namespace, `update`), `scale`,
+/// `status`, `token` (built-in ServiceAccount, `create` of an authentication.k8s.io/v1
+/// TokenRequest).
+pub fn subresources(r: &ResourceInfo) -> Vec<Subresource> {
+    let core_kind = |k: &str| r.builtin && r.group.is_empty() && r.kind == k;
+    let mut out = Vec::new();
+    if core_kind("Namespace") {
+        out.push(Subresource {
+            name: "finalize",
+            group: "",
+            version: "",
+            kind: r.kind.clone(),
+            verbs: &["update"],
+        });
+    }
+    if r.scale.is_some() {
+        out.push(Subresource {
+            name: "scale",
+            group: "autoscaling",
+            version: "v1",
+            kind: "Scale".to_string(),
+            verbs: SUBRESOURCE_VERBS,
+        });
+    }
+    if r.status_subresource {
+        out.push(Subresource {
+            name: "status",
+            group: "",
+            version: "",
+            kind: r.kind.clone(),
+            verbs: SUBRESOURCE_VERBS,
+        });
+    }
+    if core_kind("ServiceAccount") {
+        out.push(Subresource {
+            name: "token",
+            group: "authentication.k8s.io",
+            version: "v1",
+            kind: "TokenRequest".to_string(),
+            verbs: &["create"],
+        });
+    }
+    out
+}
+
 fn strs(v: &[&str]) -> Value {
     json!(v)
 }
@@ -205,21 +265,16 @@ fn aggregated_version(resources: &[ResourceInfo], group: &str, version: &str) ->
             if !r.categories.is_empty() {
                 m.insert("categories".into(), json!(r.categories));
             }
-            let mut subs = Vec::new();
-            if r.scale.is_some() {
-                subs.push(json!({
-                    "subresource": "scale",
-                    "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-                    "verbs": strs(SUBRESOURCE_VERBS),
-                }));
-            }
-            if r.status_subresource {
-                subs.push(json!({
-                    "subresource": "status",
-                    "responseKind": {"group": "", "version": "", "kind": r.kind},
-                    "verbs": strs(SUBRESOURCE_VERBS),
-                }));
-            }
+            let subs: Vec<Value> = subresources(r)
+                .into_iter()
+                .map(|sub| {
+                    json!({
+                        "subresource": sub.name,
+                        "responseKind": {"group": sub.group, "version": sub.version, "kind": sub.kind},
+                        "verbs": strs(sub.verbs),
+                    })
+                })
+                .collect();
             if !subs.is_empty() {
                 m.insert("subresources".into(), Value::Array(subs));
             }
@@ -299,25 +354,18 @@ pub fn legacy_resource_list(
             json!(storage_version_hash(&r.group, &r.version, &r.kind)),
         );
         entries.push(Value::Object(m));
-        if r.scale.is_some() {
-            entries.push(json!({
-                "name": format!("{}/scale", r.plural),
-                "singularName": "",
-                "namespaced": r.namespaced,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": strs(SUBRESOURCE_VERBS),
-            }));
-        }
-        if r.status_subresource {
-            entries.push(json!({
-                "name": format!("{}/status", r.plural),
-                "singularName": "",
-                "namespaced": r.namespaced,
-                "kind": r.kind,
-                "verbs": strs(SUBRESOURCE_VERBS),
-            }));
+        for sub in subresources(r) {
+            let mut m = Map::new();
+            m.insert("name".into(), json!(format!("{}/{}", r.plural, sub.name)));
+            m.insert("singularName".into(), json!(""));
+            m.insert("namespaced".into(), json!(r.namespaced));
+            if !sub.group.is_empty() || !sub.version.is_empty() {
+                m.insert("group".into(), json!(sub.group));
+                m.insert("version".into(), json!(sub.version));
+            }
+            m.insert("kind".into(), json!(sub.kind));
+            m.insert("verbs".into(), strs(sub.verbs));
+            entries.push(Value::Object(m));
         }
     }
     let group_version = if group.is_empty() {
@@ -544,6 +592,37 @@ mod tests {
         let core = legacy_resource_list(&registry(), "", "v1").unwrap_or_default();
         assert_eq!(core["groupVersion"], "v1");
         assert!(legacy_resource_list(&registry(), "apps", "v2").is_none());
+    }
+
+    #[test]
+    fn namespaces_finalize_and_serviceaccounts_token_are_advertised() {
+        let list = legacy_resource_list(&registry(), "", "v1").unwrap_or_default();
+        let rs = list["resources"].as_array().cloned().unwrap_or_default();
+        let at = |name: &str| {
+            rs.iter()
+                .find(|r| r["name"] == name)
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            at("namespaces/finalize"),
+            json!({"name":"namespaces/finalize","singularName":"","namespaced":false,"kind":"Namespace","verbs":["update"]})
+        );
+        assert_eq!(
+            at("serviceaccounts/token"),
+            json!({"name":"serviceaccounts/token","singularName":"","namespaced":true,"group":"authentication.k8s.io",
+                   "version":"v1","kind":"TokenRequest","verbs":["create"]})
+        );
+        let doc = aggregated_discovery(&registry(), true);
+        let ns = doc["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["resource"] == "namespaces").cloned())
+            .unwrap_or_default();
+        let subs: Vec<&str> = ns["subresources"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s["subresource"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(subs, ["finalize", "status"]);
     }
 
     #[test]
