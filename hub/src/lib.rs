@@ -5,12 +5,17 @@
 //! - [`token`], [`flow`], [`domain`], [`status`]: pure pieces (tokens, flow control, protocol
 //!   conversion, status builders).
 //! - [`index`]: the in-memory Description index and its fan-out to streams.
+//! - [`service`]: the gRPC `Sync` stream, over a [`service::Backend`]; [`metrics`].
+//! - [`server`]: tonic server, TLS, health service, size limits.
 
 pub mod aggregation;
 pub mod domain;
 pub mod error;
 pub mod flow;
 pub mod index;
+pub mod metrics;
+pub mod server;
+pub mod service;
 pub mod status;
 pub mod token;
 

@@ -1,0 +1,100 @@
+//! The hub's Prometheus metrics (one sub-registry `atoll_hub`).
+
+use crate::Error;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Label set carrying one `result` or `error` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// The outcome.
+    pub result: String,
+}
+
+/// Counters and gauges of the hub.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Agent streams open now.
+    pub streams: Gauge,
+    /// Messages sent to agents.
+    pub messages_sent: Counter,
+    /// Description reports by outcome (`written`, `denied`, `stale`, `older_stream`).
+    pub reports: Family<ResultLabel, Counter>,
+    /// Refused handshakes by error label.
+    pub handshakes_failed: Family<ResultLabel, Counter>,
+    /// Failed operations by error label.
+    pub errors: Family<ResultLabel, Counter>,
+    /// Writes to the API server by kind (`managedcluster_status`, `description_status`,
+    /// `subscription_status`, `finalizer`, `taint`).
+    pub writes: Family<ResultLabel, Counter>,
+}
+
+impl Metrics {
+    /// New metrics registered under `atoll_hub` in `registry`.
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let m = Metrics::default();
+        let r = registry.sub_registry_with_prefix("atoll_hub");
+        r.register("agent_streams", "Agent streams open now", m.streams.clone());
+        r.register(
+            "messages_sent",
+            "Messages sent to agents",
+            m.messages_sent.clone(),
+        );
+        r.register(
+            "reports",
+            "Description reports by outcome",
+            m.reports.clone(),
+        );
+        r.register(
+            "handshakes_failed",
+            "Refused handshakes by error",
+            m.handshakes_failed.clone(),
+        );
+        r.register("errors", "Failed operations by error", m.errors.clone());
+        r.register(
+            "writes",
+            "Writes to the parent API server by kind",
+            m.writes.clone(),
+        );
+        m
+    }
+
+    /// Counts a report outcome.
+    pub fn report(&self, result: &str) {
+        self.reports
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a refused handshake.
+    pub fn handshake_failed(&self, e: &Error) {
+        self.handshakes_failed
+            .get_or_create(&ResultLabel {
+                result: e.label().into(),
+            })
+            .inc();
+    }
+
+    /// Counts a failed operation.
+    pub fn error(&self, e: &Error) {
+        self.errors
+            .get_or_create(&ResultLabel {
+                result: e.label().into(),
+            })
+            .inc();
+    }
+
+    /// Counts a write.
+    pub fn write(&self, kind: &str) {
+        self.writes
+            .get_or_create(&ResultLabel {
+                result: kind.into(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,365 @@
+//! The gRPC service: the `Sync` stream of each agent. The handshake, the fan-out loop with its
+//! window, and the authorisation of every report live here; what is written to the parent API
+//! server is behind [`Backend`], so that the service is tested over an in-memory transport with
+//! a fake backend.
+
+use crate::Error;
+use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, Session};
+use crate::flow::{EpochClock, EpochTable, ReportDecision, Window, authorise_report};
+use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
+use crate::metrics::Metrics;
+use atoll_proto::v1;
+use atoll_proto::v1::agent_message::Message as In;
+use atoll_proto::v1::hub_message::Message as Out;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status, Streaming};
+
+/// What the service needs from the parent cluster.
+pub trait Backend: Send + Sync + 'static {
+    /// Authenticates a Hello and registers (or finds) its cluster. May wait for a manual
+    /// approval.
+    fn admit(&self, hello: &AgentHello) -> impl Future<Output = Result<Admission, Error>> + Send;
+    /// A stream of the cluster became its newest: clear any disconnection marks.
+    fn connected(&self, session: &Session) -> impl Future<Output = ()> + Send;
+    /// Writes a heartbeat to the ManagedCluster status.
+    fn heartbeat(
+        &self,
+        session: &Session,
+        heartbeat: ClusterHeartbeat,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+    /// Writes an authorised report on `entry` (a Description of the session's namespace).
+    fn report(
+        &self,
+        session: &Session,
+        entry: Arc<DescEntry>,
+        report: Report,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+    /// The cluster's newest stream ended.
+    fn disconnected(&self, session: &Session) -> impl Future<Output = ()> + Send;
+}
+
+/// Stream settings.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamConfig {
+    /// Heartbeat period asked of agents, seconds.
+    pub heartbeat_seconds: u32,
+    /// Unacknowledged Description messages per stream.
+    pub window: u32,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            heartbeat_seconds: 10,
+            window: 16,
+        }
+    }
+}
+
+/// The `Hub` gRPC service.
+pub struct HubService<B> {
+    backend: Arc<B>,
+    index: Arc<Index>,
+    epochs: Arc<EpochTable>,
+    clock: Arc<EpochClock>,
+    config: StreamConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl<B> Clone for HubService<B> {
+    fn clone(&self) -> Self {
+        HubService {
+            backend: self.backend.clone(),
+            index: self.index.clone(),
+            epochs: self.epochs.clone(),
+            clock: self.clock.clone(),
+            config: self.config,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<B: Backend> HubService<B> {
+    /// A service fanning out from `index` and writing through `backend`.
+    pub fn new(
+        backend: Arc<B>,
+        index: Arc<Index>,
+        config: StreamConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        HubService {
+            backend,
+            index,
+            epochs: Arc::new(EpochTable::default()),
+            clock: Arc::new(EpochClock::default()),
+            config,
+            metrics,
+        }
+    }
+
+    /// The epoch table (newest stream per cluster).
+    pub fn epochs(&self) -> Arc<EpochTable> {
+        self.epochs.clone()
+    }
+}
+
+/// The gRPC status an error ends a stream with. Messages never contain tokens.
+pub fn status_of(e: &Error) -> Status {
+    let msg = e.to_string();
+    match e {
+        Error::Authenticate { .. } => Status::unauthenticated(msg),
+        Error::RegistrationDenied { .. } | Error::AuthoriseReport { .. } => {
+            Status::permission_denied(msg)
+        }
+        Error::CheckProtocolVersion { .. } => Status::failed_precondition(msg),
+        Error::ParseHello { .. } => Status::invalid_argument(msg),
+        Error::CallApiServer { .. } => Status::unavailable(msg),
+        _ => Status::internal(msg),
+    }
+}
+
+/// Maps a receive error of the inbound stream to what the agent is told: an oversized message
+/// is RESOURCE_EXHAUSTED, an undecodable one INVALID_ARGUMENT.
+pub fn inbound_error(status: &Status) -> Status {
+    let m = status.message();
+    if m.contains("too large") || status.code() == Code::ResourceExhausted {
+        Status::resource_exhausted(format!(
+            "message over the hub's size limit: {m}; raise --max-message-bytes on the hub or \
+             send less per message"
+        ))
+    } else if status.code() == Code::Internal || m.contains("decode") {
+        Status::invalid_argument(format!("malformed message: {m}"))
+    } else {
+        status.clone()
+    }
+}
+
+type Tx = mpsc::Sender<Result<v1::HubMessage, Status>>;
+
+#[tonic::async_trait]
+impl<B: Backend> v1::hub_server::Hub for HubService<B> {
+    type SyncStream = ReceiverStream<Result<v1::HubMessage, Status>>;
+
+    async fn sync(
+        &self,
+        request: Request<Streaming<v1::AgentMessage>>,
+    ) -> Result<Response<Self::SyncStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = match inbound.message().await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(Status::invalid_argument("the stream ended before Hello")),
+            Err(e) => return Err(inbound_error(&e)),
+        };
+        let hello = match first.message {
+            Some(In::Hello(h)) => h,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first message of a stream must be Hello",
+                ));
+            }
+        };
+        let hello = AgentHello::from_proto(hello).map_err(|e| {
+            self.metrics.handshake_failed(&e);
+            tracing::info!(error = %e, "refused a Hello");
+            status_of(&e)
+        })?;
+        let admission = self.backend.admit(&hello).await.map_err(|e| {
+            self.metrics.handshake_failed(&e);
+            tracing::warn!(cluster_id = %hello.cluster_id, error = %e, "refused an agent");
+            status_of(&e)
+        })?;
+        let epoch = self.clock.next();
+        let session = Session {
+            cluster_id: hello.cluster_id.clone(),
+            namespace: admission.namespace.clone(),
+            managed_cluster_name: admission.managed_cluster_name.clone(),
+            epoch,
+        };
+        self.epochs.begin(&session.cluster_id, epoch);
+        let capacity = usize::try_from(self.config.window)
+            .unwrap_or(16)
+            .saturating_add(4);
+        let (tx, rx) = mpsc::channel(capacity);
+        let welcome = v1::HubMessage {
+            message: Some(Out::Welcome(v1::Welcome {
+                namespace: admission.namespace.clone(),
+                managed_cluster_name: admission.managed_cluster_name.clone(),
+                epoch,
+                cluster_token: admission.cluster_token.map(|t| t.0).unwrap_or_default(),
+                heartbeat_seconds: self.config.heartbeat_seconds,
+                window: self.config.window,
+            })),
+        };
+        if tx.try_send(Ok(welcome)).is_err() {
+            return Err(Status::internal("could not queue Welcome"));
+        }
+        tracing::info!(cluster_id = %session.cluster_id, namespace = %session.namespace, epoch, "agent connected");
+        self.backend.connected(&session).await;
+        let this = self.clone();
+        tokio::spawn(async move { this.run(session, inbound, tx).await });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl<B: Backend> HubService<B> {
+    async fn run(self, session: Session, mut inbound: Streaming<v1::AgentMessage>, tx: Tx) {
+        self.metrics.streams.inc();
+        self.index.wait_synced().await;
+        let queue = self.index.subscribe(&session.namespace);
+        let mut state = StreamState {
+            window: Window::new(self.config.window),
+            seq: 0,
+            sent: HashSet::new(),
+        };
+        let end = self
+            .pump(&session, &mut inbound, &tx, &queue, &mut state)
+            .await;
+        if let Err(status) = end {
+            let _ = tx.send(Err(status)).await;
+        }
+        self.index.unsubscribe(&session.namespace, &queue);
+        self.metrics.streams.dec();
+        tracing::info!(cluster_id = %session.cluster_id, epoch = session.epoch, "agent stream ended");
+        if self.epochs.is_current(&session.cluster_id, session.epoch) {
+            self.backend.disconnected(&session).await;
+        }
+    }
+
+    async fn pump(
+        &self,
+        session: &Session,
+        inbound: &mut Streaming<v1::AgentMessage>,
+        tx: &Tx,
+        queue: &Arc<StreamQueue>,
+        st: &mut StreamState,
+    ) -> Result<(), Status> {
+        loop {
+            while st.window.can_send() {
+                let Some(next) = queue.next() else { break };
+                st.seq += 1;
+                let seq = st.seq;
+                let msg = match next {
+                    Next::SnapshotComplete => Out::SnapshotComplete(v1::SnapshotComplete { seq }),
+                    Next::Change(name, Change::Upsert(e)) => {
+                        st.window.sent(seq);
+                        st.sent.insert(name);
+                        Out::Upsert(upsert(seq, &e))
+                    }
+                    Next::Change(name, Change::Removed { uid }) => {
+                        st.window.sent(seq);
+                        Out::Removed(v1::DescriptionRemoved {
+                            seq,
+                            name: name.to_string(),
+                            uid,
+                        })
+                    }
+                };
+                self.metrics.messages_sent.inc();
+                if tx
+                    .send(Ok(v1::HubMessage { message: Some(msg) }))
+                    .await
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+            tokio::select! {
+                m = inbound.message() => match m {
+                    Ok(Some(m)) => self.handle(session, m, queue, st).await?,
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(inbound_error(&e)),
+                },
+                () = queue.notified() => {}
+                () = tx.closed() => return Ok(()),
+            }
+        }
+    }
+
+    async fn handle(
+        &self,
+        session: &Session,
+        m: v1::AgentMessage,
+        queue: &Arc<StreamQueue>,
+        st: &mut StreamState,
+    ) -> Result<(), Status> {
+        match m.message {
+            Some(In::Ack(a)) => {
+                st.window.ack(a.seq);
+            }
+            Some(In::Resync(_)) => self.index.resync(&session.namespace, queue),
+            Some(In::Heartbeat(h)) => {
+                if !self.epochs.is_current(&session.cluster_id, session.epoch) {
+                    self.metrics.report("older_stream");
+                    return Ok(());
+                }
+                if let Err(e) = self.backend.heartbeat(session, h.into()).await {
+                    self.metrics.error(&e);
+                    tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a heartbeat failed");
+                }
+            }
+            Some(In::Report(r)) => {
+                let entry = self.index.get(&session.namespace, &r.name);
+                let decision = authorise_report(
+                    self.epochs.is_current(&session.cluster_id, session.epoch),
+                    entry.as_ref().map(|e| e.uid.as_str()),
+                    st.sent.contains(r.name.as_str()),
+                    &r.uid,
+                );
+                match (decision, entry) {
+                    (ReportDecision::Write, Some(entry)) => {
+                        self.metrics.report("written");
+                        if let Err(e) = self.backend.report(session, entry, r.into()).await {
+                            self.metrics.error(&e);
+                            tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a report failed");
+                        }
+                    }
+                    (ReportDecision::Deny, _) => {
+                        self.metrics.report("denied");
+                        let e = Error::AuthoriseReport {
+                            name: r.name,
+                            namespace: session.namespace.clone(),
+                        };
+                        tracing::warn!(cluster_id = %session.cluster_id, error = %e, "refused a report");
+                        return Err(status_of(&e));
+                    }
+                    (ReportDecision::IgnoreOlderStream, _) => self.metrics.report("older_stream"),
+                    _ => self.metrics.report("stale"),
+                }
+            }
+            Some(In::Hello(_)) => {
+                return Err(Status::invalid_argument(
+                    "Hello may only be the first message",
+                ));
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+struct StreamState {
+    window: Window,
+    seq: u64,
+    sent: HashSet<Arc<str>>,
+}
+
+fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {
+    v1::DescriptionUpsert {
+        seq,
+        name: e.name.clone(),
+        uid: e.uid.clone(),
+        resource_version: e.resource_version.clone(),
+        generation: e.generation,
+        objects: e.objects.iter().map(|b| b.to_vec()).collect(),
+        deleting: e.deleting,
+        labels: e
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+}

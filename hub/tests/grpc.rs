@@ -1,0 +1,568 @@
+//! The `Sync` service over an in-memory transport (tokio duplex pipes) with a fake backend:
+//! handshake outcomes, snapshot/marker/deltas, window and acks, report authorisation, epochs,
+//! size limits.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use atoll_hub::Error;
+use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, Report, SecretString, Session};
+use atoll_hub::index::{DescEntry, Index};
+use atoll_hub::metrics::Metrics;
+use atoll_hub::server::hub_server;
+use atoll_hub::service::{Backend, HubService, StreamConfig};
+use atoll_proto::v1;
+use atoll_proto::v1::agent_message::Message as In;
+use atoll_proto::v1::hub_client::HubClient;
+use atoll_proto::v1::hub_message::Message as Out;
+use bytes::Bytes;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::DuplexStream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::Service;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Code, Streaming};
+
+const GOOD: &str = "07401b.f395accd246ae52d";
+const ID_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+const ID_B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
+
+#[derive(Debug, Clone, PartialEq)]
+enum Event {
+    Connected(String),
+    Heartbeat(String),
+    Report(String, String),
+    Disconnected(String),
+}
+
+#[derive(Default)]
+struct Fake {
+    events: Mutex<Vec<Event>>,
+}
+
+fn ns_of(cluster_id: &str) -> String {
+    format!("clusternet-{}", &cluster_id[..5])
+}
+
+impl Backend for Fake {
+    fn admit(&self, hello: &AgentHello) -> impl Future<Output = Result<Admission, Error>> + Send {
+        let hello = hello.clone();
+        async move {
+            match hello.token.0.as_str() {
+                GOOD => Ok(Admission {
+                    namespace: ns_of(&hello.cluster_id),
+                    managed_cluster_name: hello.cluster_name.clone(),
+                    cluster_token: Some(SecretString("minted".into())),
+                }),
+                "deny.me" => Err(Error::RegistrationDenied {
+                    cluster_id: hello.cluster_id,
+                    reason: "not on the guest list".into(),
+                }),
+                _ => Err(Error::Authenticate {
+                    cluster_id: hello.cluster_id,
+                    reason: "the token secret does not match".into(),
+                }),
+            }
+        }
+    }
+    fn connected(&self, s: &Session) -> impl Future<Output = ()> + Send {
+        self.events
+            .lock()
+            .push(Event::Connected(s.cluster_id.clone()));
+        async {}
+    }
+    fn heartbeat(
+        &self,
+        s: &Session,
+        _: ClusterHeartbeat,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        self.events
+            .lock()
+            .push(Event::Heartbeat(s.cluster_id.clone()));
+        async { Ok(()) }
+    }
+    fn report(
+        &self,
+        s: &Session,
+        e: Arc<DescEntry>,
+        _: Report,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        self.events.lock().push(Event::Report(
+            s.cluster_id.clone(),
+            format!("{}/{}", e.namespace, e.name),
+        ));
+        async { Ok(()) }
+    }
+    fn disconnected(&self, s: &Session) -> impl Future<Output = ()> + Send {
+        self.events
+            .lock()
+            .push(Event::Disconnected(s.cluster_id.clone()));
+        async {}
+    }
+}
+
+#[derive(Clone)]
+struct Connector(mpsc::UnboundedSender<Result<DuplexStream, std::io::Error>>);
+
+impl Service<Uri> for Connector {
+    type Response = TokioIo<DuplexStream>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: Uri) -> Self::Future {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let sent = self.0.send(Ok(server));
+        Box::pin(async move {
+            sent.map_err(|_| std::io::Error::other("server gone"))?;
+            Ok(TokioIo::new(client))
+        })
+    }
+}
+
+struct Harness {
+    index: Arc<Index>,
+    fake: Arc<Fake>,
+    connector: Connector,
+}
+
+fn entry(ns: &str, name: &str, generation: i64) -> DescEntry {
+    DescEntry {
+        namespace: ns.into(),
+        name: name.into(),
+        uid: format!("uid-{ns}-{name}"),
+        resource_version: generation.to_string(),
+        generation,
+        objects: vec![Bytes::from(format!(
+            r#"{{"kind":"ConfigMap","g":{generation}}}"#
+        ))],
+        deleting: false,
+        labels: BTreeMap::new(),
+        finalizers: vec![],
+        status: None,
+        rejected: None,
+    }
+}
+
+fn start(window: u32, max_decode: usize) -> Harness {
+    let index = Arc::new(Index::new());
+    index.begin_relist();
+    index.finish_relist();
+    let fake = Arc::new(Fake::default());
+    let svc = HubService::new(
+        fake.clone(),
+        index.clone(),
+        StreamConfig {
+            heartbeat_seconds: 7,
+            window,
+        },
+        Arc::new(Metrics::default()),
+    );
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(hub_server(svc, max_decode, 16 << 20))
+            .serve_with_incoming(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .unwrap();
+    });
+    Harness {
+        index,
+        fake,
+        connector: Connector(tx),
+    }
+}
+
+struct Agent {
+    tx: mpsc::Sender<v1::AgentMessage>,
+    rx: Streaming<v1::HubMessage>,
+}
+
+fn hello(id: &str, token: &str) -> v1::AgentMessage {
+    v1::AgentMessage {
+        message: Some(In::Hello(v1::Hello {
+            protocol_version: v1::ProtocolVersion::V1 as i32,
+            cluster_id: id.into(),
+            cluster_name: "edge".into(),
+            cluster_labels: Default::default(),
+            token: token.into(),
+            agent_version: "test".into(),
+            cluster_type: String::new(),
+        })),
+    }
+}
+
+impl Harness {
+    async fn channel(&self) -> Channel {
+        Endpoint::try_from("http://in-memory.invalid")
+            .unwrap()
+            .connect_with_connector(self.connector.clone())
+            .await
+            .unwrap()
+    }
+
+    async fn open(&self, first: v1::AgentMessage) -> Result<Agent, tonic::Status> {
+        let (tx, rx) = mpsc::channel(64);
+        tx.send(first).await.unwrap();
+        let mut client = HubClient::new(self.channel().await);
+        let resp = client.sync(ReceiverStream::new(rx)).await?;
+        Ok(Agent {
+            tx,
+            rx: resp.into_inner(),
+        })
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.fake.events.lock().clone()
+    }
+
+    async fn wait_for(&self, want: &Event) {
+        for _ in 0..200 {
+            if self.events().contains(want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{want:?} never happened; events: {:?}", self.events());
+    }
+}
+
+impl Agent {
+    async fn recv(&mut self) -> Out {
+        tokio::time::timeout(Duration::from_secs(5), self.rx.message())
+            .await
+            .expect("timed out waiting for a hub message")
+            .expect("stream error")
+            .expect("stream ended")
+            .message
+            .expect("empty message")
+    }
+    async fn recv_status(&mut self) -> tonic::Status {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), self.rx.message())
+                .await
+                .expect("timeout")
+            {
+                Err(s) => return s,
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("stream ended without a status"),
+            }
+        }
+    }
+    async fn nothing_for(&mut self, ms: u64) -> bool {
+        tokio::time::timeout(Duration::from_millis(ms), self.rx.message())
+            .await
+            .is_err()
+    }
+    async fn send(&self, m: In) {
+        self.tx
+            .send(v1::AgentMessage { message: Some(m) })
+            .await
+            .unwrap();
+    }
+    async fn ack(&self, seq: u64) {
+        self.send(In::Ack(v1::Ack { seq })).await;
+    }
+}
+
+fn upsert_name(m: &Out) -> String {
+    match m {
+        Out::Upsert(u) => format!("up:{}:{}", u.name, u.generation),
+        Out::Removed(r) => format!("rm:{}", r.name),
+        Out::SnapshotComplete(_) => "marker".into(),
+        Out::Welcome(_) => "welcome".into(),
+    }
+}
+
+fn seq_of(m: &Out) -> u64 {
+    match m {
+        Out::Upsert(u) => u.seq,
+        Out::Removed(r) => r.seq,
+        Out::SnapshotComplete(s) => s.seq,
+        Out::Welcome(_) => 0,
+    }
+}
+
+#[tokio::test]
+async fn handshake_outcomes_map_to_grpc_codes() {
+    let h = start(16, 4 << 20);
+    let not_hello = v1::AgentMessage {
+        message: Some(In::Ack(v1::Ack { seq: 1 })),
+    };
+    let mut old = hello(ID_A, GOOD);
+    if let Some(In::Hello(x)) = old.message.as_mut() {
+        x.protocol_version = 9;
+    }
+    let cases = [
+        (
+            "bad token",
+            hello(ID_A, "07401b.0000000000000000"),
+            Code::Unauthenticated,
+        ),
+        ("denied", hello(ID_A, "deny.me"), Code::PermissionDenied),
+        ("unknown version", old, Code::FailedPrecondition),
+        ("not a hello", not_hello, Code::InvalidArgument),
+        ("bad cluster id", hello("nope", GOOD), Code::InvalidArgument),
+    ];
+    for (what, first, code) in cases {
+        let err = match h.open(first).await {
+            Ok(mut a) => a.recv_status().await,
+            Err(s) => s,
+        };
+        assert_eq!(err.code(), code, "{what}: {err:?}");
+        assert!(
+            !err.message().contains("0000000000000000"),
+            "{what}: token leaked"
+        );
+    }
+    let denied = h.open(hello(ID_A, "deny.me")).await.err().unwrap();
+    assert!(
+        denied.message().contains("not on the guest list"),
+        "{denied:?}"
+    );
+    let version = {
+        let mut m = hello(ID_A, GOOD);
+        if let Some(In::Hello(x)) = m.message.as_mut() {
+            x.protocol_version = 9;
+        }
+        h.open(m).await.err().unwrap()
+    };
+    assert!(
+        version.message().contains("unsupported protocol version 9"),
+        "{version:?}"
+    );
+}
+
+#[tokio::test]
+async fn welcome_snapshot_marker_then_deltas_of_own_namespace_only() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    h.index.apply(entry(&ns, "apps.db", 1));
+    h.index.apply(entry(&ns_of(ID_B), "apps.other", 1));
+    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    match a.recv().await {
+        Out::Welcome(w) => {
+            assert_eq!(w.namespace, ns);
+            assert_eq!(w.managed_cluster_name, "edge");
+            assert_eq!(w.cluster_token, "minted");
+            assert_eq!((w.heartbeat_seconds, w.window), (7, 16));
+            assert!(w.epoch > 0);
+        }
+        other => panic!("expected Welcome, got {other:?}"),
+    }
+    let mut got = vec![];
+    let mut seqs = vec![];
+    for _ in 0..3 {
+        let m = a.recv().await;
+        seqs.push(seq_of(&m));
+        got.push(upsert_name(&m));
+    }
+    assert_eq!(got, vec!["up:apps.db:1", "up:apps.web:1", "marker"]);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    h.index.apply(entry(&ns, "apps.web", 2));
+    h.index.delete(&ns, "apps.db");
+    h.index.apply(entry(&ns_of(ID_B), "apps.other", 2));
+    assert_eq!(upsert_name(&a.recv().await), "up:apps.web:2");
+    assert_eq!(upsert_name(&a.recv().await), "rm:apps.db");
+    assert!(a.nothing_for(200).await);
+    h.wait_for(&Event::Connected(ID_A.into())).await;
+}
+
+#[tokio::test]
+async fn window_holds_messages_until_acked_and_queue_keeps_latest_only() {
+    let h = start(2, 4 << 20);
+    let ns = ns_of(ID_A);
+    for i in 0..4 {
+        h.index.apply(entry(&ns, &format!("d{i}"), 1));
+    }
+    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    assert_eq!(upsert_name(&a.recv().await), "welcome");
+    let first = a.recv().await;
+    let second = a.recv().await;
+    assert_eq!(
+        [upsert_name(&first), upsert_name(&second)],
+        ["up:d0:1", "up:d1:1"]
+    );
+    assert!(a.nothing_for(200).await, "window of 2 exceeded");
+    // While the agent stalls, d2 changes three times: it will get only the latest.
+    for g in 2..5 {
+        h.index.apply(entry(&ns, "d2", g));
+    }
+    a.ack(seq_of(&second)).await;
+    let m3 = a.recv().await;
+    let m4 = a.recv().await;
+    assert_eq!([upsert_name(&m3), upsert_name(&m4)], ["up:d2:4", "up:d3:1"]);
+    assert!(a.nothing_for(200).await);
+    a.ack(seq_of(&m4)).await;
+    assert_eq!(upsert_name(&a.recv().await), "marker");
+}
+
+#[tokio::test]
+async fn a_stalled_agent_never_blocks_the_others() {
+    let h = start(1, 4 << 20);
+    let ns = ns_of(ID_A);
+    let mut stalled = h.open(hello(ID_A, GOOD)).await.unwrap();
+    // a second agent of a different cluster subscribed to its own namespace
+    let mut other = h.open(hello(ID_B, GOOD)).await.unwrap();
+    assert_eq!(upsert_name(&stalled.recv().await), "welcome");
+    assert_eq!(upsert_name(&stalled.recv().await), "marker");
+    assert_eq!(upsert_name(&other.recv().await), "welcome");
+    assert_eq!(upsert_name(&other.recv().await), "marker");
+    for g in 1..=200 {
+        h.index.apply(entry(&ns, "hot", g));
+        h.index.apply(entry(&ns_of(ID_B), "cold", g));
+    }
+    // The stalled agent got one message and nothing else; the other one keeps up.
+    assert_eq!(
+        upsert_name(&stalled.recv().await).split(':').next(),
+        Some("up")
+    );
+    let mut seen = 0;
+    loop {
+        let m = other.recv().await;
+        other.ack(seq_of(&m)).await;
+        seen += 1;
+        if upsert_name(&m) == "up:cold:200" {
+            break;
+        }
+    }
+    assert!(seen <= 200, "{seen} messages for 200 changes");
+    assert!(stalled.nothing_for(100).await);
+}
+
+#[tokio::test]
+async fn reports_are_authorised_against_the_streams_own_namespace() {
+    let h = start(16, 4 << 20);
+    h.index.apply(entry(&ns_of(ID_A), "apps.web", 1));
+    h.index.apply(entry(&ns_of(ID_B), "apps.secret", 1));
+    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    for _ in 0..3 {
+        a.recv().await;
+    }
+    let report = |name: &str| {
+        In::Report(v1::DescriptionReport {
+            name: name.into(),
+            phase: "Success".into(),
+            observed_generation: 1,
+            ..Default::default()
+        })
+    };
+    a.send(report("apps.web")).await;
+    h.wait_for(&Event::Report(
+        ID_A.into(),
+        format!("{}/apps.web", ns_of(ID_A)),
+    ))
+    .await;
+    a.send(In::Heartbeat(v1::Heartbeat {
+        healthz: true,
+        ..Default::default()
+    }))
+    .await;
+    h.wait_for(&Event::Heartbeat(ID_A.into())).await;
+    a.send(report("apps.secret")).await;
+    let status = a.recv_status().await;
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains("apps.secret"), "{status:?}");
+    h.wait_for(&Event::Disconnected(ID_A.into())).await;
+    let reports: Vec<_> = h
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Report(..)))
+        .collect();
+    assert_eq!(
+        reports.len(),
+        1,
+        "the cross-cluster report was written: {reports:?}"
+    );
+}
+
+#[tokio::test]
+async fn reports_from_an_older_stream_of_the_same_cluster_are_ignored() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut old = h.open(hello(ID_A, GOOD)).await.unwrap();
+    for _ in 0..3 {
+        old.recv().await;
+    }
+    let mut new = h.open(hello(ID_A, GOOD)).await.unwrap();
+    for _ in 0..3 {
+        new.recv().await;
+    }
+    let report = In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        phase: "Success".into(),
+        ..Default::default()
+    });
+    old.send(report.clone()).await;
+    old.send(In::Heartbeat(v1::Heartbeat::default())).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !h.events()
+            .iter()
+            .any(|e| matches!(e, Event::Report(..) | Event::Heartbeat(..))),
+        "{:?}",
+        h.events()
+    );
+    new.send(report).await;
+    h.wait_for(&Event::Report(ID_A.into(), format!("{ns}/apps.web")))
+        .await;
+    // The old stream ending does not mark the cluster disconnected: a newer stream is live.
+    drop(old);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !h.events().contains(&Event::Disconnected(ID_A.into())),
+        "{:?}",
+        h.events()
+    );
+    drop(new);
+    h.wait_for(&Event::Disconnected(ID_A.into())).await;
+}
+
+#[tokio::test]
+async fn oversized_message_is_resource_exhausted_and_closes_only_that_stream() {
+    let h = start(16, 64 * 1024);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut big = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut fine = h.open(hello(ID_B, GOOD)).await.unwrap();
+    big.recv().await;
+    fine.recv().await;
+    big.send(In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        reason: "x".repeat(100 * 1024),
+        ..Default::default()
+    }))
+    .await;
+    let status = big.recv_status().await;
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    h.index.apply(entry(&ns_of(ID_B), "still", 1));
+    loop {
+        if upsert_name(&fine.recv().await) == "up:still:1" {
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn resync_request_resends_the_snapshot_and_marker() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    for _ in 0..3 {
+        let m = a.recv().await;
+        a.ack(seq_of(&m)).await;
+    }
+    a.send(In::Resync(v1::ResyncRequest {})).await;
+    assert_eq!(upsert_name(&a.recv().await), "up:apps.web:1");
+    assert_eq!(upsert_name(&a.recv().await), "marker");
+}
