@@ -264,29 +264,6 @@ async fn raw_watch_resumes_after_rv_and_reports_transitions() {
 }
 
 #[tokio::test]
-async fn watch_with_too_old_rv_gets_expired_event() {
-    let (c, client) = cluster().await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    // Shrink nothing: a RV below the floor only exists after eviction, so use a store whose
-    // history was lost: restart semantics are covered elsewhere. Here: a far-too-old RV on a
-    // resource that changed after start.
-    let _ = c;
-    api.create(&PostParams::default(), &cm("e1", json!({})))
-        .await
-        .unwrap();
-    let stream = api
-        .watch(&WatchParams::default().timeout(2), "1")
-        .await
-        .unwrap();
-    futures::pin_mut!(stream);
-    // History holds everything since start in memory, so RV 1 is still valid: no error.
-    let first = tokio::time::timeout(Duration::from_secs(3), stream.try_next()).await;
-    if let Ok(Ok(Some(WatchEvent::Error(e)))) = first {
-        panic!("unexpected error {e:?}");
-    }
-}
-
-#[tokio::test]
 async fn watcher_sees_initial_state_then_changes() {
     let (_c, client) = cluster().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -515,4 +492,101 @@ async fn events_stream_count() {
     let n = stream.count().await;
     assert_eq!(n, 0);
     assert!(start.elapsed() < Duration::from_secs(4));
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_conflicts_and_forces() {
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let applied = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa"},"data":{"a":"1","b":"2"}});
+    let first = api
+        .patch("ssa", &PatchParams::apply("mgr-a"), &Patch::Apply(&applied))
+        .await
+        .unwrap();
+    let mf = first.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf[0].manager.as_deref(), Some("mgr-a"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+
+    // Same apply again: nothing written.
+    let again = api
+        .patch("ssa", &PatchParams::apply("mgr-a"), &Patch::Apply(&applied))
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), first.resource_version());
+
+    // Another manager changing an owned field conflicts; force takes it over.
+    let other =
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa"},"data":{"a":"9"}});
+    let err = api
+        .patch("ssa", &PatchParams::apply("mgr-b"), &Patch::Apply(&other))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{err:?}"
+    );
+    let forced = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("mgr-b").force(),
+            &Patch::Apply(&other),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data.unwrap().get("a").map(String::as_str), Some("9"));
+
+    // mgr-a stops applying "b": it is removed.
+    let fewer = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa"},"data":{}});
+    let pruned = api
+        .patch("ssa", &PatchParams::apply("mgr-a"), &Patch::Apply(&fewer))
+        .await
+        .unwrap();
+    let data = pruned.data.unwrap_or_default();
+    assert!(!data.contains_key("b"), "{data:?}");
+    assert_eq!(data.get("a").map(String::as_str), Some("9"));
+
+    // Apply without a field manager is refused.
+    let err = api
+        .patch("ssa", &PatchParams::default(), &Patch::Apply(&applied))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn dry_run_and_generate_name_and_body_limits() {
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let dry = api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &cm("dry", json!({})),
+        )
+        .await
+        .unwrap();
+    assert!(dry.uid().is_some());
+    assert!(api.get_opt("dry").await.unwrap().is_none());
+
+    let mut g = cm("", json!({}));
+    g.metadata.name = None;
+    g.metadata.generate_name = Some("gen-".into());
+    let made = api.create(&PostParams::default(), &g).await.unwrap();
+    assert!(made.name_any().starts_with("gen-") && made.name_any().len() == 9);
+
+    let big = "x".repeat(3 * 1024 * 1024 + 10);
+    let err = api
+        .create(&PostParams::default(), &cm("big", json!({"k": big})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 413),
+        "{err:?}"
+    );
+    assert!(api.get_opt("big").await.unwrap().is_none());
 }

@@ -90,3 +90,55 @@ async fn restart_with_data_dir_keeps_objects_and_resumes_watchers() {
         }
     }
 }
+
+#[tokio::test]
+async fn watch_from_a_lost_resource_version_gets_expired_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    };
+    let first = DevCluster::start(config.clone()).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(first.client().await.unwrap(), "default");
+    let old = api
+        .create(&PostParams::default(), &cm("old"))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("newer"))
+        .await
+        .unwrap();
+    drop(first);
+    // After a restart the event history is gone: a watch from before the last change
+    // must be answered with 200 + ERROR 410 Expired (kube-rs then relists).
+    let second = DevCluster::start(config).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(second.client().await.unwrap(), "default");
+    let stream = api
+        .watch(
+            &kube::api::WatchParams::default().timeout(5),
+            &old.resource_version().unwrap(),
+        )
+        .await
+        .unwrap();
+    futures::pin_mut!(stream);
+    match stream.next().await {
+        Some(Ok(kube::api::WatchEvent::Error(e))) => {
+            assert_eq!(e.code, 410);
+            assert_eq!(e.reason, "Expired");
+        }
+        other => panic!("expected an Expired error event, got {other:?}"),
+    }
+    // Watching from the current RV works.
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let stream = api
+        .watch(&kube::api::WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap();
+    futures::pin_mut!(stream);
+    assert!(stream.next().await.is_none(), "no events, clean close");
+}

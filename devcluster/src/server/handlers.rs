@@ -585,10 +585,11 @@ fn init_created(info: &ResourceInfo, obj: &mut Value, now: &str) {
     } else {
         meta.remove("generation");
     }
-    if info.status_subresource && !(info.builtin && info.kind == "Node") {
-        if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
-        }
+    if info.status_subresource
+        && !(info.builtin && info.kind == "Node")
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
     }
     kind_defaults_on_create(info, obj);
 }

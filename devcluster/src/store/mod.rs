@@ -113,6 +113,14 @@ impl WatchEvent {
     }
 }
 
+/// A resumed watch: buffered events after the requested RV, a receiver for later ones and
+/// the store's RV at subscription time.
+pub type Resumed = (
+    Vec<Arc<WatchEvent>>,
+    broadcast::Receiver<Arc<WatchEvent>>,
+    u64,
+);
+
 /// A page of a list.
 pub struct Page {
     /// Matching objects, in (namespace, name) order.
@@ -329,18 +337,7 @@ impl Store {
     /// Subscribes to changes of `key` after `from` (exclusive). Returns the buffered events
     /// after `from`, a receiver for later ones and the current RV; `Err(floor)` when events
     /// after `from` are no longer all in the history.
-    pub fn watch_from(
-        &self,
-        key: &ResKey,
-        from: u64,
-    ) -> Result<
-        (
-            Vec<Arc<WatchEvent>>,
-            broadcast::Receiver<Arc<WatchEvent>>,
-            u64,
-        ),
-        u64,
-    > {
+    pub fn watch_from(&self, key: &ResKey, from: u64) -> Result<Resumed, u64> {
         let inner = self.inner.lock();
         let rx = self.events.subscribe();
         let Some(table) = inner.tables.get(key) else {
