@@ -14,6 +14,8 @@
 //! `application/strategic-merge-patch+json`, so client-side apply computes strategic merge
 //! patches from these schemas. Nothing is cached here: the caller caches per registry state.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use k8s_openapi::schemars::JsonSchema;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -393,21 +395,32 @@ pub fn key_of(group: &str, version: &str) -> String {
 /// `GET /openapi/v3`: every served group-version with its `serverRelativeURL`
 /// (`/openapi/v3/<key>?hash=<upper-hex SHA-512 of the document>`).
 pub fn openapi_v3_index(resources: &[ResourceInfo]) -> Value {
-    let mut keys: Vec<String> = resources
+    index_of(&openapi_v3_documents(resources))
+}
+
+/// Every group-version document with its hash, by index key: one pass for a caller that
+/// caches the index and all documents together (see [`index_of`]).
+pub fn openapi_v3_documents(resources: &[ResourceInfo]) -> BTreeMap<String, (Value, String)> {
+    let keys: BTreeSet<String> = resources
         .iter()
         .map(|r| key_of(&r.group, &r.version))
         .collect();
-    keys.sort();
-    keys.dedup();
-    let mut paths = Map::new();
-    for key in keys {
-        if let Some((_, hash)) = openapi_v3_document(resources, &key) {
-            paths.insert(
+    keys.into_iter()
+        .filter_map(|key| openapi_v3_document(resources, &key).map(|d| (key, d)))
+        .collect()
+}
+
+/// The index for documents computed by [`openapi_v3_documents`].
+pub fn index_of(documents: &BTreeMap<String, (Value, String)>) -> Value {
+    let paths: Map<String, Value> = documents
+        .iter()
+        .map(|(key, (_, hash))| {
+            (
                 key.clone(),
                 json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
-            );
-        }
-    }
+            )
+        })
+        .collect();
     json!({"paths": paths})
 }
 
@@ -1034,6 +1047,7 @@ mod tests {
             after["paths"]["apis/apps/v1"]
         );
         assert_eq!(openapi_v3_index(&registry("feeds")), before);
+        assert_eq!(index_of(&openapi_v3_documents(&registry("feeds"))), before);
     }
 
     /// kubectl 1.32's server-side validation check (§2.2): a PATCH operation whose
