@@ -1,0 +1,1068 @@
+//! The applier: puts a Description's objects into a child cluster with server-side apply,
+//! prunes what a Description no longer contains, deletes a Description's objects (confirmed
+//! once they are gone), keeps an inventory in the child, and reports each object's status.
+//!
+//! It knows nothing about gRPC, so the hub can reuse it for Push-mode clusters.
+//!
+//! Field ownership: the agent applies with one field manager and without `force`. When the API
+//! server reports a conflict, a field is forced only if the agent already owned it (the object
+//! was applied by this Description before, and the other manager did not write it through a
+//! subresource such as `scale`, which is how autoscalers write). Any other conflicting field is
+//! left to its owner ("yielded"), recorded in the inventory, and never claimed again for that
+//! object.
+
+use crate::discovery::{Discovery, Kind};
+use crate::fieldpath;
+use crate::inventory::{self, Entry, Inventory};
+use crate::model::{
+    ANNOTATION_ADOPT, Description, LABEL_MANAGED_BY, MANAGED_BY_AGENT, ObjectRef, ObjectReport,
+    Phase, Report,
+};
+use crate::{Error, drift};
+use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How many objects are applied at once.
+const CONCURRENCY: usize = 16;
+/// How long a new CRD may take to become Established.
+const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Something the owner of an [`Applier`] should act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// The report of a Description changed (an object's status changed, or drift was repaired):
+    /// the owner key `<description-namespace>.<description-name>`.
+    ReportChanged(String),
+    /// An inventory ConfigMap was deleted by someone else; the applier rewrote it from memory,
+    /// and the owner may ask for a fresh snapshot.
+    InventoryLost(String),
+}
+
+/// What the applier remembers of one desired object.
+#[derive(Clone, Debug)]
+pub(crate) struct Desired {
+    pub(crate) owner: String,
+    pub(crate) kind: Kind,
+    /// The applied configuration, minus yielded fields.
+    pub(crate) config: Value,
+    pub(crate) yielded: Vec<String>,
+    pub(crate) status: Option<Value>,
+}
+
+/// What the applier remembers of one Description.
+#[derive(Clone, Debug, Default)]
+struct DescState {
+    name: String,
+    uid: String,
+    generation: i64,
+    /// Every object of the Description, in order, with its error when it could not be applied
+    /// (also the unparsable ones, which have no [`Desired`] entry).
+    objects: Vec<(ObjectRef, Option<String>)>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    descriptions: HashMap<String, DescState>,
+    pub(crate) objects: HashMap<ObjectRef, Desired>,
+    /// Inventories read from the cluster (and kept current): owner key → inventory.
+    inventories: HashMap<String, Inventory>,
+    inventories_loaded: bool,
+}
+
+/// One object prepared for applying.
+struct Prepared {
+    object: ObjectRef,
+    config: Value,
+}
+
+/// The result of applying one object.
+struct Applied {
+    object: ObjectRef,
+    desired: Option<Desired>,
+    error: Option<String>,
+}
+
+/// Applies Descriptions to one child cluster. Cheap to share behind an `Arc`.
+pub struct Applier {
+    pub(crate) client: kube::Client,
+    field_manager: String,
+    adopt_existing: bool,
+    delete_timeout: Duration,
+    discovery: Discovery,
+    store: inventory::Store,
+    pub(crate) state: Mutex<State>,
+    notifier: Mutex<Option<mpsc::UnboundedSender<Notice>>>,
+    pub(crate) drift: drift::Watchers,
+}
+
+impl Applier {
+    /// An applier writing to `child` as `field_manager` (the agent uses `atoll-agent`).
+    pub fn new(child: kube::Client, field_manager: impl Into<String>) -> Self {
+        let field_manager = field_manager.into();
+        Self {
+            discovery: Discovery::new(child.clone()),
+            store: inventory::Store::new(child.clone(), &field_manager),
+            client: child,
+            field_manager,
+            adopt_existing: false,
+            delete_timeout: Duration::from_secs(120),
+            state: Mutex::new(State::default()),
+            notifier: Mutex::new(None),
+            drift: drift::Watchers::default(),
+        }
+    }
+
+    /// Take over existing objects that no Description owns (`--adopt-existing`). Without it, only
+    /// objects annotated `apps.clusternet.io/adopt: "true"` in the child are taken over.
+    pub fn with_adopt_existing(mut self, adopt: bool) -> Self {
+        self.adopt_existing = adopt;
+        self
+    }
+
+    /// How long a deletion may take before it is reported as failed.
+    pub fn with_delete_timeout(mut self, timeout: Duration) -> Self {
+        self.delete_timeout = timeout;
+        self
+    }
+
+    /// Sends [`Notice`]s to `tx` from now on.
+    pub fn set_notifier(&self, tx: mpsc::UnboundedSender<Notice>) {
+        *lock(&self.notifier) = Some(tx);
+    }
+
+    /// How many kinds the drift watchers watch.
+    pub fn watched_kinds(&self) -> usize {
+        self.drift.watched_kinds()
+    }
+
+    /// The field manager.
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
+    }
+
+    pub(crate) fn notify(&self, notice: Notice) {
+        if let Some(tx) = lock(&self.notifier).as_ref() {
+            let _ = tx.send(notice);
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Reads the inventories from the child once, so that pruning knows what earlier runs of
+    /// the agent applied.
+    pub async fn load_inventory(&self) -> Result<(), Error> {
+        if self.state().inventories_loaded {
+            return Ok(());
+        }
+        let inventories = self.store.list().await?;
+        let mut state = self.state();
+        if !state.inventories_loaded {
+            for inv in inventories {
+                state.inventories.insert(inv.description.clone(), inv);
+            }
+            state.inventories_loaded = true;
+        }
+        Ok(())
+    }
+
+    /// The owner keys of every Description the applier knows, from memory and the inventory.
+    pub fn known_descriptions(&self) -> BTreeSet<String> {
+        let state = self.state();
+        state
+            .descriptions
+            .keys()
+            .chain(state.inventories.keys())
+            .cloned()
+            .collect()
+    }
+
+    /// The current report of a Description (statuses as last seen by the drift watchers).
+    pub fn report(&self, key: &str) -> Option<Report> {
+        let state = self.state();
+        let desc = state.descriptions.get(key)?;
+        let objects = desc
+            .objects
+            .iter()
+            .map(|(object, error)| ObjectReport {
+                object: object.clone(),
+                status: state
+                    .objects
+                    .get(object)
+                    .filter(|d| d.owner == key)
+                    .and_then(|d| d.status.clone()),
+                error: error.clone(),
+            })
+            .collect();
+        Some(Report::from_objects(
+            &desc.name,
+            &desc.uid,
+            desc.generation,
+            objects,
+        ))
+    }
+
+    /// Applies a Description: namespaces first, then CRDs (waiting until they are
+    /// Established), then everything else; prunes the objects the Description no longer
+    /// contains. Never fails as a whole: every problem is reported per object.
+    pub async fn apply(&self, desc: &Description) -> Report {
+        let key = desc.key();
+        if let Err(e) = self.load_inventory().await {
+            return failure_report(desc, &e.to_string());
+        }
+        let mut order: Vec<(ObjectRef, Option<String>)> = Vec::with_capacity(desc.objects.len());
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(desc.objects.len());
+        for (index, raw) in desc.objects.iter().enumerate() {
+            match prepare(raw, index, &key) {
+                Ok(p) => {
+                    order.push((p.object.clone(), None));
+                    prepared.push(p);
+                }
+                Err((object, e)) => order.push((object, Some(e))),
+            }
+        }
+        // Duplicates inside one Description: the first wins, the others fail.
+        let mut seen = HashSet::new();
+        let mut unique = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            if seen.insert(p.object.clone()) {
+                unique.push(p);
+            } else if let Some(slot) = order
+                .iter_mut()
+                .rev()
+                .find(|(o, e)| *o == p.object && e.is_none())
+            {
+                slot.1 = Some("the object appears twice in the Description".to_owned());
+            }
+        }
+
+        // Record the new objects in the inventory before creating them, so that a crash
+        // half-way cannot leak objects.
+        let old: Vec<Entry> = self
+            .state()
+            .inventories
+            .get(&key)
+            .map(|i| i.objects.clone())
+            .unwrap_or_default();
+        let old_refs: HashSet<ObjectRef> = old.iter().map(|e| e.object.clone()).collect();
+        if unique.iter().any(|p| !old_refs.contains(&p.object)) {
+            let mut union = old.clone();
+            for p in &unique {
+                if !old_refs.contains(&p.object) {
+                    union.push(Entry {
+                        object: p.object.clone(),
+                        yielded: Vec::new(),
+                    });
+                }
+            }
+            let inv = Inventory {
+                description: key.clone(),
+                uid: desc.uid.clone(),
+                objects: union,
+            };
+            if let Err(e) = self.store.write(&inv).await {
+                return failure_report(desc, &e.to_string());
+            }
+            self.state().inventories.insert(key.clone(), inv);
+        }
+
+        let (namespaces, rest): (Vec<_>, Vec<_>) = unique
+            .into_iter()
+            .partition(|p| p.object.kind == "Namespace" && p.object.group().is_empty());
+        let (crds, rest): (Vec<_>, Vec<_>) = rest.into_iter().partition(|p| {
+            p.object.kind == "CustomResourceDefinition"
+                && p.object.group() == "apiextensions.k8s.io"
+        });
+        let mut results = Vec::new();
+        results.extend(self.apply_batch(&key, namespaces).await);
+        let crd_results = self.apply_batch(&key, crds).await;
+        for r in &crd_results {
+            if r.error.is_none()
+                && let Err(e) = self.wait_established(&r.object.name).await
+            {
+                tracing::warn!(crd = %r.object.name, error = %e, "CRD not established");
+            }
+        }
+        results.extend(crd_results);
+        results.extend(self.apply_batch(&key, rest).await);
+
+        let errors: HashMap<ObjectRef, String> = results
+            .iter()
+            .filter_map(|r| r.error.clone().map(|e| (r.object.clone(), e)))
+            .collect();
+        for slot in order.iter_mut() {
+            if slot.1.is_none()
+                && let Some(e) = errors.get(&slot.0)
+            {
+                slot.1 = Some(e.clone());
+            }
+        }
+
+        // Prune what the Description no longer contains.
+        let desired: HashSet<ObjectRef> = results.iter().map(|r| r.object.clone()).collect();
+        let mut kept: Vec<Entry> = Vec::new();
+        for entry in &old {
+            if desired.contains(&entry.object) {
+                continue;
+            }
+            if let Err(e) = self.delete_object(&key, &entry.object, false).await {
+                tracing::warn!(object = %entry.object, error = %e, "prune failed; keeping it in the inventory");
+                kept.push(entry.clone());
+            }
+        }
+        let mut kinds = Vec::new();
+        let new_entries: Vec<Entry> = {
+            let mut state = self.state();
+            // Forget objects this Description no longer has.
+            state
+                .objects
+                .retain(|r, d| d.owner != key || desired.contains(r));
+            let mut entries = kept;
+            for r in results {
+                match r.desired {
+                    Some(d) => {
+                        entries.push(Entry {
+                            object: r.object.clone(),
+                            yielded: d.yielded.clone(),
+                        });
+                        kinds.push(d.kind.clone());
+                        state.objects.insert(r.object, d);
+                    }
+                    None => {
+                        if old_refs.contains(&r.object) {
+                            let yielded = old
+                                .iter()
+                                .find(|e| e.object == r.object)
+                                .map(|e| e.yielded.clone())
+                                .unwrap_or_default();
+                            entries.push(Entry {
+                                object: r.object,
+                                yielded,
+                            });
+                        }
+                    }
+                }
+            }
+            state.descriptions.insert(
+                key.clone(),
+                DescState {
+                    name: desc.name.clone(),
+                    uid: desc.uid.clone(),
+                    generation: desc.generation,
+                    objects: order,
+                },
+            );
+            entries
+        };
+        let inv = Inventory {
+            description: key.clone(),
+            uid: desc.uid.clone(),
+            objects: new_entries,
+        };
+        let changed = self.state().inventories.get(&key) != Some(&inv);
+        if changed {
+            match self.store.write(&inv).await {
+                Ok(()) => {
+                    self.state().inventories.insert(key.clone(), inv);
+                }
+                Err(e) => tracing::warn!(description = %key, error = %e, "inventory write failed"),
+            }
+        }
+        for kind in kinds {
+            self.drift.ensure(self, &kind);
+        }
+        self.report(&key)
+            .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
+    }
+
+    async fn apply_batch(&self, key: &str, batch: Vec<Prepared>) -> Vec<Applied> {
+        futures::stream::iter(batch)
+            .map(|p| self.apply_prepared(key, p))
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    async fn apply_prepared(&self, key: &str, p: Prepared) -> Applied {
+        let object = p.object.clone();
+        match self.apply_one(key, p).await {
+            Ok(desired) => Applied {
+                object,
+                desired: Some(desired),
+                error: None,
+            },
+            Err(e) => Applied {
+                object,
+                desired: None,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    async fn apply_one(&self, key: &str, p: Prepared) -> Result<Desired, Error> {
+        let Prepared {
+            mut object,
+            mut config,
+        } = p;
+        let kind = self
+            .discovery
+            .resolve(&object.api_version, &object.kind)
+            .await?;
+        if kind.namespaced {
+            if object.namespace.is_empty() {
+                object.namespace = "default".to_owned();
+            }
+            config["metadata"]["namespace"] = Value::String(object.namespace.clone());
+        } else {
+            object.namespace.clear();
+            if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("namespace");
+            }
+        }
+        // Ownership: ours already (in memory or in this Description's inventory), or check.
+        let (owned_before, yielded) = {
+            let state = self.state();
+            if let Some(d) = state.objects.get(&object)
+                && d.owner != key
+            {
+                return Err(Error::OwnershipConflict {
+                    object: object.to_string(),
+                    description: key.to_owned(),
+                    owner: d.owner.clone(),
+                });
+            }
+            let in_memory = state.objects.get(&object).map(|d| d.yielded.clone());
+            let in_inventory = state
+                .inventories
+                .get(key)
+                .and_then(|i| i.objects.iter().find(|e| e.object == object))
+                .map(|e| e.yielded.clone());
+            match in_memory.or(in_inventory) {
+                Some(y) => (true, y),
+                None => (false, Vec::new()),
+            }
+        };
+        let api = self.api(&kind, &object.namespace);
+        let mut owned_before = owned_before;
+        if !owned_before {
+            match api.get_opt(&object.name).await {
+                Ok(None) => {}
+                Ok(Some(live)) => {
+                    let annotations = live.metadata.annotations.unwrap_or_default();
+                    let owner = annotations.get(ANNOTATION_OWNED_BY_DESCRIPTION);
+                    let adopt = annotations
+                        .get(ANNOTATION_ADOPT)
+                        .is_some_and(|v| v == "true");
+                    if owner.map(String::as_str) == Some(key) {
+                        // Applied by an earlier run whose inventory was lost.
+                        owned_before = true;
+                    } else if !(adopt || self.adopt_existing) {
+                        return Err(Error::OwnershipConflict {
+                            object: object.to_string(),
+                            description: key.to_owned(),
+                            owner: owner.cloned().unwrap_or_else(|| "nobody".to_owned()),
+                        });
+                    }
+                }
+                Err(source) => {
+                    return Err(Error::GetObject {
+                        object: object.to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+        let mut yielded = yielded;
+        for path in &yielded {
+            fieldpath::remove_path(&mut config, path);
+        }
+        let mut force = false;
+        let mut attempts = 0;
+        let live = loop {
+            attempts += 1;
+            let mut params = PatchParams::apply(&self.field_manager);
+            if force {
+                params = params.force();
+            }
+            match api
+                .patch(&object.name, &params, &Patch::Apply(&config))
+                .await
+            {
+                Ok(live) => break live,
+                Err(kube::Error::Api(status)) if status.code == 409 && attempts < 3 => {
+                    let conflicts = conflicts_of(&status);
+                    if conflicts.is_empty() {
+                        return Err(Error::ApplyObject {
+                            object: object.to_string(),
+                            source: kube::Error::Api(status),
+                        });
+                    }
+                    let subresource_managers = match api.get_opt(&object.name).await {
+                        Ok(Some(live)) => subresource_managers(&live),
+                        _ => HashSet::new(),
+                    };
+                    for (manager, field) in conflicts {
+                        let foreign = !owned_before || subresource_managers.contains(&manager);
+                        if foreign {
+                            tracing::info!(%object, %field, %manager, "leaving a field to its owner");
+                            fieldpath::remove_path(&mut config, &field);
+                            if !yielded.contains(&field) {
+                                yielded.push(field);
+                            }
+                        } else {
+                            force = true;
+                        }
+                    }
+                }
+                Err(source) => {
+                    return Err(Error::ApplyObject {
+                        object: object.to_string(),
+                        source,
+                    });
+                }
+            }
+        };
+        Ok(Desired {
+            owner: key.to_owned(),
+            kind,
+            config,
+            yielded,
+            status: live.data.get("status").filter(|s| !s.is_null()).cloned(),
+        })
+    }
+
+    pub(crate) fn api(&self, kind: &Kind, namespace: &str) -> Api<DynamicObject> {
+        if kind.namespaced {
+            Api::namespaced_with(self.client.clone(), namespace, &kind.resource)
+        } else {
+            Api::all_with(self.client.clone(), &kind.resource)
+        }
+    }
+
+    /// Re-applies one desired object as remembered (drift repair). Returns whether it was
+    /// applied.
+    pub(crate) async fn reapply(&self, object: &ObjectRef) -> Result<bool, Error> {
+        let Some(desired) = self.state().objects.get(object).cloned() else {
+            return Ok(false);
+        };
+        let key = desired.owner.clone();
+        let result = self
+            .apply_one(
+                &key,
+                Prepared {
+                    object: object.clone(),
+                    config: desired.config.clone(),
+                },
+            )
+            .await;
+        let mut state = self.state();
+        match result {
+            Ok(mut d) => {
+                // Keep it only if the Description still wants it.
+                if let Some(current) = state.objects.get_mut(object)
+                    && current.owner == key
+                {
+                    d.yielded = merge_yielded(&current.yielded, &d.yielded);
+                    *current = d;
+                }
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn wait_established(&self, name: &str) -> Result<(), Error> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let deadline = Instant::now() + ESTABLISHED_TIMEOUT;
+        loop {
+            if let Ok(Some(crd)) = api.get_opt(name).await {
+                let established = crd
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "Established" && c.status == "True")
+                    });
+                if established {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::WaitEstablished {
+                    name: name.to_owned(),
+                    seconds: ESTABLISHED_TIMEOUT.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Deletes one object if it is still ours; with `wait`, polls until it is gone.
+    async fn delete_object(&self, key: &str, object: &ObjectRef, wait: bool) -> Result<(), Error> {
+        let kind = match self
+            .discovery
+            .resolve(&object.api_version, &object.kind)
+            .await
+        {
+            Ok(kind) => kind,
+            // The kind is gone (its CRD was deleted): so is the object.
+            Err(Error::ResolveKind { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let api = self.api(&kind, &object.namespace);
+        let get_err = |source| Error::GetObject {
+            object: object.to_string(),
+            source,
+        };
+        let Some(live) = api.get_opt(&object.name).await.map_err(get_err)? else {
+            return Ok(());
+        };
+        let owner = live
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
+        if owner.map(String::as_str) != Some(key) {
+            tracing::info!(%object, "not deleting an object another owner took over");
+            return Ok(());
+        }
+        if live.metadata.deletion_timestamp.is_none() {
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: live
+                    .metadata
+                    .uid
+                    .clone()
+                    .map(|uid| kube::api::Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&object.name, &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(source) => {
+                    return Err(Error::DeleteObject {
+                        object: object.to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+        if !wait {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.delete_timeout;
+        let mut delay = Duration::from_millis(50);
+        loop {
+            if api.get_opt(&object.name).await.map_err(get_err)?.is_none() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::DeletionTimeout {
+                    object: object.to_string(),
+                    seconds: self.delete_timeout.as_secs(),
+                });
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Deletes every object of a Description (from memory and from its inventory) and waits
+    /// until they are gone. The report says `deleted` only when all of them are.
+    pub async fn delete(&self, namespace: &str, name: &str, uid: &str) -> Report {
+        let key = atoll_crds::known::owned_by_description(namespace, name);
+        if let Err(e) = self.load_inventory().await {
+            return deletion_report(name, uid, 0, vec![], Some(e.to_string()));
+        }
+        let (generation, mut refs) = {
+            let mut state = self.state();
+            let generation = state.descriptions.remove(&key).map_or(0, |d| d.generation);
+            let mut refs: Vec<ObjectRef> = state
+                .objects
+                .iter()
+                .filter(|(_, d)| d.owner == key)
+                .map(|(r, _)| r.clone())
+                .collect();
+            state.objects.retain(|_, d| d.owner != key);
+            if let Some(inv) = state.inventories.get(&key) {
+                refs.extend(inv.objects.iter().map(|e| e.object.clone()));
+            }
+            (generation, refs)
+        };
+        refs.sort();
+        refs.dedup();
+        // Namespaced objects and custom resources before namespaces and CRDs.
+        refs.sort_by_key(|r| match (r.group(), r.kind.as_str()) {
+            ("", "Namespace") => 2,
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
+            _ => 0,
+        });
+        let mut objects = Vec::new();
+        let mut failures = Vec::new();
+        for tier in 0..3 {
+            let batch: Vec<&ObjectRef> = refs
+                .iter()
+                .filter(|r| {
+                    tier == match (r.group(), r.kind.as_str()) {
+                        ("", "Namespace") => 2,
+                        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
+                        _ => 0,
+                    }
+                })
+                .collect();
+            let key_ref = key.as_str();
+            let results: Vec<(ObjectRef, Result<(), Error>)> = futures::stream::iter(batch)
+                .map(|r| async move { (r.clone(), self.delete_object(key_ref, r, true).await) })
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
+            for (object, result) in results {
+                let error = result.err().map(|e| e.to_string());
+                if let Some(e) = &error {
+                    failures.push(format!("{object}: {e}"));
+                }
+                objects.push(ObjectReport {
+                    object,
+                    status: None,
+                    error,
+                });
+            }
+        }
+        if failures.is_empty() {
+            if let Err(e) = self.store.delete(&key).await {
+                failures.push(e.to_string());
+            } else {
+                self.state().inventories.remove(&key);
+            }
+        }
+        let reason = if failures.is_empty() {
+            None
+        } else {
+            Some(failures.join("; "))
+        };
+        deletion_report(name, uid, generation, objects, reason)
+    }
+
+    /// After a snapshot: deletes the objects of every Description the applier knows (in memory
+    /// or in its inventory) that is not in `keep` (owner keys). Returns the pruned keys.
+    pub async fn prune_except(&self, keep: &HashSet<String>) -> Result<Vec<String>, Error> {
+        self.load_inventory().await?;
+        let stale: Vec<String> = self
+            .known_descriptions()
+            .into_iter()
+            .filter(|k| !keep.contains(k))
+            .collect();
+        let mut pruned = Vec::new();
+        for key in stale {
+            let Some((namespace, name)) = key.split_once('.') else {
+                continue;
+            };
+            let report = self.delete(namespace, name, "").await;
+            if report.deleted {
+                pruned.push(key);
+            } else {
+                tracing::warn!(description = %key, reason = %report.reason, "prune incomplete");
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// Forgets a Description without touching the child (used when its objects were deleted
+    /// elsewhere).
+    pub fn forget(&self, key: &str) {
+        let mut state = self.state();
+        state.descriptions.remove(key);
+        state.objects.retain(|_, d| d.owner != key);
+    }
+
+    /// Rewrites an inventory that someone deleted, from memory.
+    pub(crate) async fn restore_inventory(&self, key: &str) {
+        let inv = self.state().inventories.get(key).cloned();
+        if let Some(inv) = inv
+            && self.state().descriptions.contains_key(key)
+        {
+            match self.store.write(&inv).await {
+                Ok(()) => self.notify(Notice::InventoryLost(key.to_owned())),
+                Err(e) => {
+                    tracing::warn!(description = %key, error = %e, "restoring the inventory failed")
+                }
+            }
+        }
+    }
+
+    /// Updates the remembered status of an object; returns the owner key when it changed.
+    pub(crate) fn observe_status(
+        &self,
+        object: &ObjectRef,
+        status: Option<Value>,
+    ) -> Option<String> {
+        let mut state = self.state();
+        let d = state.objects.get_mut(object)?;
+        if d.status == status {
+            return None;
+        }
+        d.status = status;
+        Some(d.owner.clone())
+    }
+}
+
+fn merge_yielded(a: &[String], b: &[String]) -> Vec<String> {
+    let mut out = a.to_vec();
+    for y in b {
+        if !out.contains(y) {
+            out.push(y.clone());
+        }
+    }
+    out
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn failure_report(desc: &Description, reason: &str) -> Report {
+    Report {
+        name: desc.name.clone(),
+        uid: desc.uid.clone(),
+        observed_generation: desc.generation,
+        phase: Phase::Failure,
+        reason: reason.to_owned(),
+        objects: Vec::new(),
+        deleted: false,
+    }
+}
+
+fn deletion_report(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    objects: Vec<ObjectReport>,
+    failure: Option<String>,
+) -> Report {
+    Report {
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        observed_generation: generation,
+        phase: if failure.is_some() {
+            Phase::Failure
+        } else {
+            Phase::Success
+        },
+        deleted: failure.is_none(),
+        reason: failure.unwrap_or_default(),
+        objects,
+    }
+}
+
+/// The `(manager, field)` pairs of a 409 apply conflict.
+pub(crate) fn conflicts_of(status: &kube::core::Status) -> Vec<(String, String)> {
+    let Some(details) = status.details.as_ref() else {
+        return Vec::new();
+    };
+    details
+        .causes
+        .iter()
+        .filter(|c| c.reason == "FieldManagerConflict" && !c.field.is_empty())
+        .map(|c| {
+            let manager = c.message.split('"').nth(1).unwrap_or_default().to_owned();
+            (manager, c.field.clone())
+        })
+        .collect()
+}
+
+/// Managers that wrote the object through a subresource (`scale`: autoscalers).
+fn subresource_managers(live: &DynamicObject) -> HashSet<String> {
+    live.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.subresource
+                .as_deref()
+                .is_some_and(|s| !s.is_empty() && s != "status")
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+/// Validates and cleans one raw object: it must be an object with `apiVersion`, `kind` and
+/// `metadata.name`. Server-populated metadata and `status` are dropped; the ownership
+/// annotation and the managed-by label are added.
+fn prepare(raw: &Value, index: usize, key: &str) -> Result<Prepared, (ObjectRef, String)> {
+    let str_at = |ptr: &str| {
+        raw.pointer(ptr)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let object = ObjectRef {
+        api_version: str_at("/apiVersion"),
+        kind: str_at("/kind"),
+        namespace: str_at("/metadata/namespace"),
+        name: str_at("/metadata/name"),
+    };
+    let fail = |what: String| {
+        let mut shown = object.clone();
+        if shown.name.is_empty() {
+            shown.name = format!("<object #{index}>");
+        }
+        Err((shown, Error::InvalidObject(what).to_string()))
+    };
+    if !raw.is_object() {
+        return fail(format!("object #{index} is not a JSON object"));
+    }
+    if object.api_version.is_empty() {
+        return fail(format!("object #{index} has no apiVersion"));
+    }
+    if object.kind.is_empty() {
+        return fail(format!("object #{index} has no kind"));
+    }
+    if object.name.is_empty() {
+        return fail(format!(
+            "object #{index} ({}) has no metadata.name",
+            object.kind
+        ));
+    }
+    if !raw.pointer("/metadata/labels").is_none_or(Value::is_object)
+        || !raw
+            .pointer("/metadata/annotations")
+            .is_none_or(Value::is_object)
+    {
+        return fail(format!(
+            "object #{index} has labels or annotations that are not maps"
+        ));
+    }
+    let mut config = raw.clone();
+    if let Some(map) = config.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "selfLink",
+            "ownerReferences",
+            "generateName",
+        ] {
+            meta.remove(field);
+        }
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                ANNOTATION_OWNED_BY_DESCRIPTION.to_owned(),
+                Value::String(key.to_owned()),
+            );
+            a.remove(ANNOTATION_ADOPT);
+        }
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(
+                LABEL_MANAGED_BY.to_owned(),
+                Value::String(MANAGED_BY_AGENT.to_owned()),
+            );
+        }
+    }
+    Ok(Prepared { object, config })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prepare_rejects_objects_without_identity() {
+        let cases = [
+            (json!("text"), "not a JSON object"),
+            (
+                json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+                "no apiVersion",
+            ),
+            (
+                json!({"apiVersion": "v1", "metadata": {"name": "a"}}),
+                "no kind",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+                "no metadata.name",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": ["x"]}}),
+                "not maps",
+            ),
+        ];
+        for (raw, message) in cases {
+            match prepare(&raw, 4, "ns.d") {
+                Ok(_) => panic!("{raw} accepted"),
+                Err((object, e)) => {
+                    assert!(e.contains(message), "{e}");
+                    assert!(!object.name.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prepare_marks_ownership_and_drops_server_fields() {
+        let raw = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "x", "uid": "u", "resourceVersion": "7",
+                          "annotations": {"apps.clusternet.io/adopt": "true", "keep": "me"}},
+            "data": {"k": "v"}, "status": {"phase": "x"}
+        });
+        let p = prepare(&raw, 0, "clusternet-abcde.default.web").unwrap_or_else(|_| unreachable!());
+        assert_eq!(p.object.namespace, "x");
+        assert_eq!(
+            p.config,
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "x",
+                    "annotations": {"keep": "me", "apps.clusternet.io/owned-by-description": "clusternet-abcde.default.web"},
+                    "labels": {"apps.clusternet.io/managed-by": "atoll-agent"}},
+                "data": {"k": "v"}
+            })
+        );
+    }
+
+    #[test]
+    fn conflicts_are_read_from_the_status_causes() {
+        let status: kube::core::Status = serde_json::from_value(json!({
+            "code": 409, "reason": "Conflict", "message": "Apply failed with 2 conflicts",
+            "details": {"causes": [
+                {"reason": "FieldManagerConflict", "message": "conflict with \"hpa\" using apps/v1", "field": ".spec.replicas"},
+                {"reason": "FieldManagerConflict", "message": "conflict with \"kubectl-edit\"", "field": ".data.k"},
+                {"reason": "Other", "message": "x", "field": ".y"}
+            ]}
+        }))
+        .unwrap_or_else(|_| unreachable!());
+        assert_eq!(
+            conflicts_of(&status),
+            vec![
+                ("hpa".to_owned(), ".spec.replicas".to_owned()),
+                ("kubectl-edit".to_owned(), ".data.k".to_owned())
+            ]
+        );
+    }
+}

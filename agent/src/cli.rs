@@ -1,0 +1,199 @@
+//! Command-line flags of `atoll-agent` and the process wiring behind `main`.
+
+use crate::Error;
+use crate::applier::Applier;
+use crate::hub::{Agent, AgentConfig, Transport};
+use atoll_runtime::args::{AdminArgs, ClientArgs, TelemetryArgs};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// `atoll-agent`: registers this (child) cluster with an atoll hub, applies the Descriptions it
+/// streams, repairs drift and reports status. The kubeconfig is the child cluster's; the hub is
+/// reached only over gRPC.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(name = "atoll-agent", version)]
+pub struct Args {
+    /// The child cluster.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The hub's gRPC URL, e.g. `https://hub.example.com:8443`.
+    #[arg(long, env = "ATOLL_HUB")]
+    pub hub: String,
+    /// Bootstrap token `<token-id>.<token-secret>` for the first registration (and when the hub
+    /// no longer accepts the stored cluster token).
+    #[arg(long, env = "ATOLL_BOOTSTRAP_TOKEN", hide_env_values = true)]
+    pub bootstrap_token: String,
+    /// Name of the ManagedCluster to register as (DNS label, at most 30 characters).
+    #[arg(long, env = "ATOLL_CLUSTER_NAME")]
+    pub cluster_name: String,
+    /// Labels for the ManagedCluster, `k=v,k2=v2`.
+    #[arg(long, env = "ATOLL_CLUSTER_LABELS", default_value = "")]
+    pub cluster_labels: String,
+    /// `StandardCluster` or `EdgeCluster`.
+    #[arg(long, env = "ATOLL_CLUSTER_TYPE", default_value = "StandardCluster")]
+    pub cluster_type: String,
+    /// PEM bundle of the CA that signed the hub's certificate.
+    #[arg(long, env = "ATOLL_CA_FILE", conflicts_with = "insecure")]
+    pub ca_file: Option<PathBuf>,
+    /// Talk to the hub in plaintext over an `http://` URL (local demos only).
+    #[arg(long, env = "ATOLL_INSECURE")]
+    pub insecure: bool,
+    /// Take over existing objects in the child that no Description owns. Without it, only objects
+    /// annotated `apps.clusternet.io/adopt: "true"` are taken over; others are reported as
+    /// conflicts and left untouched.
+    #[arg(long, env = "ATOLL_ADOPT_EXISTING")]
+    pub adopt_existing: bool,
+    /// Logging.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+    /// The admin server.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+/// Parses `k=v,k2=v2` (empty → no labels).
+pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, Error> {
+    let mut labels = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                labels.insert(k.trim().to_owned(), v.trim().to_owned());
+            }
+            _ => return Err(Error::ParseLabels(part.to_owned())),
+        }
+    }
+    Ok(labels)
+}
+
+impl Args {
+    /// The agent settings these flags describe.
+    pub fn agent_config(&self) -> Result<AgentConfig, Error> {
+        let mut config = AgentConfig::new(&self.hub, &self.bootstrap_token, &self.cluster_name);
+        config.cluster_labels = parse_labels(&self.cluster_labels)?;
+        config.cluster_type = self.cluster_type.clone();
+        config.transport = match (&self.ca_file, self.insecure) {
+            (Some(path), _) => Transport::Tls {
+                ca_pem: std::fs::read(path).map_err(|source| Error::ReadCaFile {
+                    path: path.display().to_string(),
+                    source,
+                })?,
+            },
+            (None, true) => Transport::Plaintext,
+            (None, false) => Transport::Tls { ca_pem: Vec::new() },
+        };
+        config.endpoint()?;
+        Ok(config)
+    }
+}
+
+/// Runs the agent until SIGINT/SIGTERM.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    atoll_runtime::telemetry::init(&args.telemetry)?;
+    let config = args.agent_config()?;
+    let child = atoll_runtime::client::client(&args.client).await?;
+    let readiness = atoll_runtime::admin::Readiness::default();
+    let registry = Arc::new(prometheus_client::registry::Registry::default());
+    let (addr, admin) =
+        atoll_runtime::admin::serve(args.admin.admin_listen, registry, readiness.clone()).await?;
+    tracing::info!(%addr, "admin server listening");
+    tokio::spawn(async move {
+        if let Err(e) = admin.await {
+            tracing::error!(error = %e, "admin server stopped");
+        }
+    });
+    let applier = Arc::new(
+        Applier::new(child.clone(), atoll_crds::known::FIELD_MANAGER_AGENT)
+            .with_adopt_existing(args.adopt_existing),
+    );
+    let agent = Agent::new(child, config, applier);
+    let mut state = agent.subscribe();
+    tokio::spawn(async move {
+        while state.changed().await.is_ok() {
+            let connected = state.borrow().connected;
+            readiness.set(connected);
+        }
+    });
+    agent.run(shutdown_signal()).await?;
+    tracing::info!("agent stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn flags_are_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn cluster_labels_parse_as_key_value_pairs() {
+        let cases = [
+            ("", Some(vec![])),
+            ("a=b", Some(vec![("a", "b")])),
+            ("a=b, c=d ,", Some(vec![("a", "b"), ("c", "d")])),
+            ("a=", Some(vec![("a", "")])),
+            ("a", None),
+            ("=b", None),
+        ];
+        for (input, expected) in cases {
+            let got = parse_labels(input).ok();
+            let expected = expected.map(|v| {
+                v.into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect::<BTreeMap<_, _>>()
+            });
+            assert_eq!(got, expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn ca_file_and_insecure_exclude_each_other() {
+        let base = [
+            "atoll-agent",
+            "--hub",
+            "http://h:1",
+            "--bootstrap-token",
+            "a.b",
+            "--cluster-name",
+            "c",
+        ];
+        let mut both = base.to_vec();
+        both.extend(["--ca-file", "/x", "--insecure"]);
+        assert!(Args::try_parse_from(both).is_err());
+        let mut insecure = base.to_vec();
+        insecure.push("--insecure");
+        let args = Args::try_parse_from(insecure).unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(args.agent_config().is_ok());
+        let args = Args::try_parse_from(base).unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(
+            args.agent_config().is_err(),
+            "plaintext URL without --insecure is refused"
+        );
+    }
+}

@@ -1,0 +1,708 @@
+//! The hub client: one [`Agent`] per child cluster. It dials the hub, says Hello, applies the
+//! snapshot, prunes after `SnapshotComplete`, follows the deltas, acknowledges every message,
+//! reports on every change and heartbeats. It reconnects with exponential backoff and jitter.
+//!
+//! Built so that many agents can share one process: no global state, no threads of its own (a
+//! few tokio tasks per agent), and only the Descriptions' objects in memory.
+
+use crate::applier::{Applier, Notice};
+use crate::heartbeat;
+use crate::identity::{self, Credentials};
+use crate::model::{Description, Report};
+use crate::{Error, VERSION};
+use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+/// Largest hub message the agent accepts.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How the agent reaches the hub.
+#[derive(Clone, Debug)]
+pub enum Transport {
+    /// TLS, verifying the hub against this CA bundle (PEM).
+    Tls {
+        /// The CA bundle.
+        ca_pem: Vec<u8>,
+    },
+    /// Plaintext HTTP/2 (`--insecure`; local demos only).
+    Plaintext,
+}
+
+/// Reconnection backoff.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// First delay.
+    pub initial: Duration,
+    /// Largest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before reconnection attempt `attempt` (0-based): `initial * 2^attempt`, capped
+    /// at `max`, scaled by `jitter` in `[0.5, 1.0]` so that a fleet does not reconnect in step.
+    pub fn delay(&self, attempt: u32, jitter: f64) -> Duration {
+        let base = self
+            .initial
+            .saturating_mul(2u32.saturating_pow(attempt.min(20)))
+            .min(self.max);
+        base.mul_f64(jitter.clamp(0.5, 1.0))
+    }
+}
+
+/// Settings of one agent.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The hub's gRPC URL, `https://…` (or `http://…` with [`Transport::Plaintext`]).
+    pub hub_url: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// The bootstrap token, `<token-id>.<token-secret>`; used on first contact and when the hub
+    /// no longer accepts the stored cluster token.
+    pub bootstrap_token: String,
+    /// The ManagedCluster name asked for.
+    pub cluster_name: String,
+    /// Labels for the ManagedCluster.
+    pub cluster_labels: BTreeMap<String, String>,
+    /// `StandardCluster` or `EdgeCluster`.
+    pub cluster_type: String,
+    /// Reconnection backoff.
+    pub backoff: Backoff,
+    /// Heartbeat period when the hub does not say.
+    pub default_heartbeat: Duration,
+}
+
+impl AgentConfig {
+    /// Settings with defaults for everything but the hub, token and name.
+    pub fn new(hub_url: &str, bootstrap_token: &str, cluster_name: &str) -> Self {
+        Self {
+            hub_url: hub_url.to_owned(),
+            transport: Transport::Plaintext,
+            bootstrap_token: bootstrap_token.to_owned(),
+            cluster_name: cluster_name.to_owned(),
+            cluster_labels: BTreeMap::new(),
+            cluster_type: "StandardCluster".to_owned(),
+            backoff: Backoff::default(),
+            default_heartbeat: Duration::from_secs(30),
+        }
+    }
+
+    /// The gRPC endpoint for these settings.
+    pub fn endpoint(&self) -> Result<Endpoint, Error> {
+        let endpoint = Endpoint::from_shared(self.hub_url.clone())
+            .map_err(|e| Error::HubEndpoint(format!("{}: {e}", self.hub_url)))?
+            .connect_timeout(Duration::from_secs(10))
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
+        let https = self.hub_url.starts_with("https://");
+        match (&self.transport, https) {
+            (Transport::Tls { ca_pem }, true) if ca_pem.is_empty() => {
+                Err(Error::HubEndpoint(format!(
+                    "{} needs TLS; pass --ca-file with the hub's CA bundle",
+                    self.hub_url
+                )))
+            }
+            (Transport::Tls { ca_pem }, true) => endpoint
+                .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem)))
+                .map_err(|e| Error::HubEndpoint(e.to_string())),
+            (Transport::Plaintext, false) => Ok(endpoint),
+            (Transport::Tls { .. }, false) => Err(Error::HubEndpoint(format!(
+                "{} is plaintext; use an https:// URL, or pass --insecure for a local demo",
+                self.hub_url
+            ))),
+            (Transport::Plaintext, true) => Err(Error::HubEndpoint(format!(
+                "{} needs TLS; pass --ca-file with the hub's CA bundle",
+                self.hub_url
+            ))),
+        }
+    }
+}
+
+/// What the agent's connection looks like, for health checks and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionState {
+    /// A stream is established (Welcome received).
+    pub connected: bool,
+    /// The dedicated namespace from the last Welcome.
+    pub namespace: String,
+    /// The stream epoch from the last Welcome.
+    pub epoch: u64,
+    /// How many Welcomes were received so far.
+    pub sessions: u64,
+    /// How many times a SnapshotComplete was handled.
+    pub snapshots: u64,
+    /// The last error, if the last attempt failed.
+    pub last_error: Option<String>,
+}
+
+/// Which token to present next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TokenChoice {
+    Stored,
+    Bootstrap,
+}
+
+/// How a session ended.
+enum SessionEnd {
+    /// Shut down on request.
+    Shutdown,
+    /// The stream ended or failed after a Welcome (reconnect soon).
+    Dropped(Option<tonic::Status>),
+    /// Refused before a Welcome.
+    Refused(tonic::Status),
+}
+
+/// One agent: the child cluster's client, its applier and the hub connection settings.
+pub struct Agent {
+    child: kube::Client,
+    config: AgentConfig,
+    applier: Arc<Applier>,
+    channel: Option<Channel>,
+    notices: mpsc::UnboundedReceiver<Notice>,
+    state: watch::Sender<ConnectionState>,
+    cluster_id: Option<String>,
+}
+
+impl Agent {
+    /// An agent for the child cluster `child`. The applier's notices are routed to this agent,
+    /// and its drift repair is started.
+    pub fn new(child: kube::Client, config: AgentConfig, applier: Arc<Applier>) -> Self {
+        let (tx, notices) = mpsc::unbounded_channel();
+        applier.set_notifier(tx);
+        applier.start_drift_repair();
+        Self {
+            child,
+            config,
+            applier,
+            channel: None,
+            notices,
+            state: watch::channel(ConnectionState::default()).0,
+            cluster_id: None,
+        }
+    }
+
+    /// Uses this channel instead of dialing `hub_url` (tests, in-process fleets).
+    pub fn with_channel(mut self, channel: Channel) -> Self {
+        self.channel = Some(channel);
+        self
+    }
+
+    /// Uses this cluster id instead of reading the kube-system namespace.
+    pub fn with_cluster_id(mut self, cluster_id: &str) -> Self {
+        self.cluster_id = Some(cluster_id.to_owned());
+        self
+    }
+
+    /// Follows the connection state.
+    pub fn subscribe(&self) -> watch::Receiver<ConnectionState> {
+        self.state.subscribe()
+    }
+
+    /// The applier.
+    pub fn applier(&self) -> &Arc<Applier> {
+        &self.applier
+    }
+
+    /// Runs until `shutdown` completes: connects, syncs, and reconnects with backoff and jitter.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        let channel = match self.channel.clone() {
+            Some(c) => c,
+            None => self.config.endpoint()?.connect_lazy(),
+        };
+        tokio::pin!(shutdown);
+        let mut attempt: u32 = 0;
+        let mut choice = TokenChoice::Stored;
+        let mut fell_back = false;
+        loop {
+            let outcome = tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                outcome = self.session(channel.clone(), choice) => outcome,
+            };
+            let mut immediate = false;
+            match outcome {
+                Ok(SessionEnd::Shutdown) => return Ok(()),
+                Ok(SessionEnd::Dropped(status)) => {
+                    attempt = 0;
+                    fell_back = false;
+                    choice = TokenChoice::Stored;
+                    if let Some(s) = status {
+                        tracing::warn!(code = ?s.code(), message = %s.message(), "hub stream ended");
+                    } else {
+                        tracing::info!("hub closed the stream");
+                    }
+                }
+                Ok(SessionEnd::Refused(status)) => {
+                    let message = status.message().to_owned();
+                    match status.code() {
+                        Code::Unauthenticated if choice == TokenChoice::Stored && !fell_back => {
+                            tracing::warn!(
+                                "the hub refused the stored cluster token; registering again with the bootstrap token"
+                            );
+                            choice = TokenChoice::Bootstrap;
+                            fell_back = true;
+                            immediate = true;
+                        }
+                        Code::Unauthenticated => {
+                            tracing::error!(%message, "the hub refused the token; check --bootstrap-token");
+                        }
+                        Code::PermissionDenied => {
+                            tracing::error!("{}", Error::RegistrationDenied(message.clone()));
+                        }
+                        Code::FailedPrecondition => {
+                            tracing::error!("{}", Error::ProtocolMismatch(message.clone()));
+                        }
+                        _ => {
+                            tracing::warn!(code = ?status.code(), %message, "hub refused the stream")
+                        }
+                    }
+                    self.state.send_modify(|s| {
+                        s.connected = false;
+                        s.last_error = Some(format!("{:?}: {message}", status.code()));
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "hub session failed");
+                    self.state.send_modify(|s| {
+                        s.connected = false;
+                        s.last_error = Some(e.to_string());
+                    });
+                }
+            }
+            self.state.send_modify(|s| s.connected = false);
+            if !immediate {
+                let jitter = rand::random_range(0.5..=1.0);
+                let delay = self.config.backoff.delay(attempt, jitter);
+                attempt = attempt.saturating_add(1);
+                tokio::select! {
+                    () = &mut shutdown => return Ok(()),
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+
+    async fn session(
+        &mut self,
+        channel: Channel,
+        choice: TokenChoice,
+    ) -> Result<SessionEnd, Error> {
+        let cluster_id = match &self.cluster_id {
+            Some(id) => id.clone(),
+            None => {
+                let id = identity::cluster_id(&self.child).await?;
+                self.cluster_id = Some(id.clone());
+                id
+            }
+        };
+        let stored = identity::load(&self.child).await?;
+        let (token, using_stored) = match (&stored, choice) {
+            (Some(creds), TokenChoice::Stored)
+                if creds.cluster_id == cluster_id || creds.cluster_id.is_empty() =>
+            {
+                (creds.token.clone(), true)
+            }
+            _ => (self.config.bootstrap_token.clone(), false),
+        };
+        let hello = v1::Hello {
+            protocol_version: atoll_proto::PROTOCOL_VERSION as i32,
+            cluster_id: cluster_id.clone(),
+            cluster_name: self.config.cluster_name.clone(),
+            cluster_labels: self.config.cluster_labels.clone().into_iter().collect(),
+            token,
+            agent_version: VERSION.to_owned(),
+            cluster_type: self.config.cluster_type.clone(),
+        };
+        let (tx, rx) = mpsc::channel::<v1::AgentMessage>(256);
+        let _ = tx
+            .send(v1::AgentMessage {
+                message: Some(agent_message::Message::Hello(hello)),
+            })
+            .await;
+        let mut client = HubClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let mut inbound = match client.sync(ReceiverStream::new(rx)).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => return Ok(SessionEnd::Refused(status)),
+        };
+        let welcome = match inbound.message().await {
+            Ok(Some(v1::HubMessage {
+                message: Some(hub_message::Message::Welcome(w)),
+            })) => w,
+            Ok(Some(_)) => {
+                return Ok(SessionEnd::Refused(tonic::Status::invalid_argument(
+                    "the hub sent something else than a Welcome first",
+                )));
+            }
+            Ok(None) => {
+                return Ok(SessionEnd::Refused(tonic::Status::unavailable(
+                    "the hub closed the stream before its Welcome",
+                )));
+            }
+            Err(status) => return Ok(SessionEnd::Refused(status)),
+        };
+        if !welcome.cluster_token.is_empty() || !using_stored {
+            let token = if welcome.cluster_token.is_empty() {
+                stored.as_ref().map(|c| c.token.clone()).unwrap_or_default()
+            } else {
+                welcome.cluster_token.clone()
+            };
+            if !token.is_empty() {
+                let creds = Credentials {
+                    token,
+                    hub_url: self.config.hub_url.clone(),
+                    namespace: welcome.namespace.clone(),
+                    cluster_id: cluster_id.clone(),
+                };
+                identity::store(&self.child, &creds, self.applier.field_manager()).await?;
+                tracing::info!(namespace = %welcome.namespace, "stored the cluster token in Secret clusternet-system/parent-cluster");
+            }
+        }
+        tracing::info!(namespace = %welcome.namespace, cluster = %welcome.managed_cluster_name, epoch = welcome.epoch, "connected to the hub");
+        self.state.send_modify(|s| {
+            s.connected = true;
+            s.namespace = welcome.namespace.clone();
+            s.epoch = welcome.epoch;
+            s.sessions += 1;
+            s.last_error = None;
+        });
+        let period = if welcome.heartbeat_seconds == 0 {
+            self.config.default_heartbeat
+        } else {
+            Duration::from_secs(u64::from(welcome.heartbeat_seconds))
+        };
+        let current: Arc<Mutex<HashMap<String, (String, String)>>> = Arc::default();
+        let heartbeats = tokio::spawn(heartbeat_loop(
+            self.child.clone(),
+            self.applier.clone(),
+            tx.clone(),
+            current.clone(),
+            period,
+        ));
+        let result = self
+            .follow(&welcome.namespace, &mut inbound, &tx, &current)
+            .await;
+        heartbeats.abort();
+        result
+    }
+
+    async fn follow(
+        &mut self,
+        namespace: &str,
+        inbound: &mut tonic::Streaming<v1::HubMessage>,
+        tx: &mpsc::Sender<v1::AgentMessage>,
+        current: &Arc<Mutex<HashMap<String, (String, String)>>>,
+    ) -> Result<SessionEnd, Error> {
+        // Deletions not confirmed yet: retried until the objects are gone.
+        let mut pending_deletions: HashMap<String, (String, String)> = HashMap::new();
+        let mut retry = tokio::time::interval(Duration::from_secs(5));
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                message = inbound.message() => {
+                    let message = match message {
+                        Ok(Some(m)) => m,
+                        Ok(None) => return Ok(SessionEnd::Dropped(None)),
+                        Err(status) => return Ok(SessionEnd::Dropped(Some(status))),
+                    };
+                    let Some(message) = message.message else { continue };
+                    let seq = match message {
+                        hub_message::Message::Upsert(up) => {
+                            let seq = up.seq;
+                            let desc = to_description(namespace, &up);
+                            let key = desc.key();
+                            if up.deleting {
+                                lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
+                                let report = self.applier.delete(namespace, &up.name, &up.uid).await;
+                                if report.deleted {
+                                    lock(current).remove(&key);
+                                    pending_deletions.remove(&key);
+                                } else {
+                                    pending_deletions.insert(key, (up.name.clone(), up.uid.clone()));
+                                }
+                                send(tx, report_message(&report)).await;
+                            } else {
+                                pending_deletions.remove(&key);
+                                lock(current).insert(key, (up.name.clone(), up.uid.clone()));
+                                let report = self.applier.apply(&desc).await;
+                                send(tx, report_message(&report)).await;
+                            }
+                            seq
+                        }
+                        hub_message::Message::Removed(removed) => {
+                            let key = atoll_crds::known::owned_by_description(namespace, &removed.name);
+                            lock(current).remove(&key);
+                            pending_deletions.remove(&key);
+                            let report = self.applier.delete(namespace, &removed.name, &removed.uid).await;
+                            if !report.deleted {
+                                tracing::warn!(description = %key, reason = %report.reason, "pruning a removed Description is incomplete; it stays in the inventory");
+                            }
+                            removed.seq
+                        }
+                        hub_message::Message::SnapshotComplete(marker) => {
+                            let keep: HashSet<String> = lock(current).keys().cloned().collect();
+                            match self.applier.prune_except(&keep).await {
+                                Ok(pruned) if !pruned.is_empty() => tracing::info!(?pruned, "pruned Descriptions the hub no longer has"),
+                                Ok(_) => {}
+                                Err(e) => tracing::warn!(error = %e, "prune after snapshot failed"),
+                            }
+                            self.state.send_modify(|s| s.snapshots += 1);
+                            marker.seq
+                        }
+                        hub_message::Message::Welcome(_) => continue,
+                    };
+                    send(tx, v1::AgentMessage { message: Some(agent_message::Message::Ack(v1::Ack { seq })) }).await;
+                }
+                notice = self.notices.recv() => {
+                    match notice {
+                        Some(Notice::ReportChanged(key)) => {
+                            let known = lock(current).contains_key(&key);
+                            if known && let Some(report) = self.applier.report(&key) {
+                                send(tx, report_message(&report)).await;
+                            }
+                        }
+                        Some(Notice::InventoryLost(key)) => {
+                            tracing::warn!(description = %key, "inventory lost; asking the hub for a fresh snapshot");
+                            send(tx, v1::AgentMessage { message: Some(agent_message::Message::Resync(v1::ResyncRequest {})) }).await;
+                        }
+                        None => return Ok(SessionEnd::Shutdown),
+                    }
+                }
+                _ = retry.tick(), if !pending_deletions.is_empty() => {
+                    let batch: Vec<(String, (String, String))> = pending_deletions.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    for (key, (name, uid)) in batch {
+                        let report = self.applier.delete(namespace, &name, &uid).await;
+                        if report.deleted {
+                            pending_deletions.remove(&key);
+                            lock(current).remove(&key);
+                            send(tx, report_message(&report)).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn send(tx: &mpsc::Sender<v1::AgentMessage>, message: v1::AgentMessage) {
+    if tx.send(message).await.is_err() {
+        tracing::debug!("hub stream closed while sending");
+    }
+}
+
+async fn heartbeat_loop(
+    child: kube::Client,
+    applier: Arc<Applier>,
+    tx: mpsc::Sender<v1::AgentMessage>,
+    current: Arc<Mutex<HashMap<String, (String, String)>>>,
+    period: Duration,
+) {
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match heartbeat::collect(&child).await {
+            Ok(hb) => send(&tx, heartbeat_message(&hb, period)).await,
+            Err(e) => {
+                tracing::warn!(error = %e, "heartbeat collection failed");
+                let hb = heartbeat::Heartbeat::default();
+                send(&tx, heartbeat_message(&hb, period)).await;
+            }
+        }
+        let keys: Vec<String> = lock(&current).keys().cloned().collect();
+        for key in keys {
+            if let Some(report) = applier.report(&key) {
+                send(&tx, report_message(&report)).await;
+            }
+        }
+    }
+}
+
+/// Converts a `DescriptionUpsert` into the domain type. Objects that are not JSON become a
+/// string, which the applier reports as invalid.
+pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Description {
+    Description {
+        namespace: namespace.to_owned(),
+        name: up.name.clone(),
+        uid: up.uid.clone(),
+        generation: up.generation,
+        objects: up
+            .objects
+            .iter()
+            .map(|raw| {
+                serde_json::from_slice(raw)
+                    .unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")))
+            })
+            .collect(),
+    }
+}
+
+/// Converts a report into its protobuf message.
+pub fn report_message(report: &Report) -> v1::AgentMessage {
+    v1::AgentMessage {
+        message: Some(agent_message::Message::Report(v1::DescriptionReport {
+            name: report.name.clone(),
+            uid: report.uid.clone(),
+            observed_generation: report.observed_generation,
+            phase: report.phase.as_str().to_owned(),
+            reason: report.reason.clone(),
+            objects: report
+                .objects
+                .iter()
+                .map(|o| v1::ObjectStatus {
+                    api_version: o.object.api_version.clone(),
+                    kind: o.object.kind.clone(),
+                    namespace: o.object.namespace.clone(),
+                    name: o.object.name.clone(),
+                    status: o
+                        .status
+                        .as_ref()
+                        .and_then(|s| serde_json::to_vec(s).ok())
+                        .unwrap_or_default(),
+                    error: o.error.clone().unwrap_or_default(),
+                })
+                .collect(),
+            deleted: report.deleted,
+        })),
+    }
+}
+
+/// Converts a heartbeat into its protobuf message.
+pub fn heartbeat_message(hb: &heartbeat::Heartbeat, period: Duration) -> v1::AgentMessage {
+    v1::AgentMessage {
+        message: Some(agent_message::Message::Heartbeat(v1::Heartbeat {
+            k8s_version: hb.k8s_version.clone(),
+            platform: hb.platform.clone(),
+            agent_version: VERSION.to_owned(),
+            node_statistics: Some(v1::NodeStatistics {
+                ready_nodes: hb.ready_nodes,
+                not_ready_nodes: hb.not_ready_nodes,
+                unknown_nodes: hb.unknown_nodes,
+            }),
+            capacity: hb.capacity.clone().into_iter().collect(),
+            allocatable: hb.allocatable.clone().into_iter().collect(),
+            healthz: hb.healthz,
+            livez: hb.livez,
+            readyz: hb.readyz,
+            heartbeat_seconds: u32::try_from(period.as_secs()).unwrap_or(u32::MAX),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ObjectRef, ObjectReport, Phase};
+
+    #[test]
+    fn backoff_grows_exponentially_up_to_the_cap_with_jitter() {
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(2),
+        };
+        let cases = [
+            (0, 1.0, 100),
+            (1, 1.0, 200),
+            (3, 1.0, 800),
+            (5, 1.0, 2000),
+            (40, 1.0, 2000),
+            (3, 0.5, 400),
+            (3, 0.1, 400),
+            (3, 7.0, 800),
+        ];
+        for (attempt, jitter, millis) in cases {
+            assert_eq!(
+                b.delay(attempt, jitter),
+                Duration::from_millis(millis),
+                "{attempt} {jitter}"
+            );
+        }
+    }
+
+    #[test]
+    fn endpoint_requires_tls_settings_matching_the_url() {
+        let cases = [
+            ("http://127.0.0.1:1", Transport::Plaintext, true),
+            ("https://127.0.0.1:1", Transport::Plaintext, false),
+            (
+                "http://127.0.0.1:1",
+                Transport::Tls { ca_pem: vec![] },
+                false,
+            ),
+            ("not a url", Transport::Plaintext, false),
+        ];
+        for (url, transport, ok) in cases {
+            let mut c = AgentConfig::new(url, "a.b", "c");
+            c.transport = transport;
+            assert_eq!(c.endpoint().is_ok(), ok, "{url}");
+        }
+    }
+
+    #[test]
+    fn upsert_objects_are_decoded_and_bad_json_is_kept_for_reporting() {
+        let up = v1::DescriptionUpsert {
+            seq: 1,
+            name: "default.web".into(),
+            uid: "u".into(),
+            generation: 4,
+            objects: vec![br#"{"apiVersion":"v1"}"#.to_vec(), b"{nope".to_vec()],
+            ..Default::default()
+        };
+        let d = to_description("clusternet-abcde", &up);
+        assert_eq!(d.key(), "clusternet-abcde.default.web");
+        assert_eq!(d.generation, 4);
+        assert_eq!(d.objects[0], serde_json::json!({"apiVersion": "v1"}));
+        assert!(
+            d.objects[1]
+                .as_str()
+                .is_some_and(|s| s.starts_with("not JSON"))
+        );
+    }
+
+    #[test]
+    fn reports_convert_to_protobuf_with_status_json() {
+        let report = Report {
+            name: "default.web".into(),
+            uid: "u".into(),
+            observed_generation: 2,
+            phase: Phase::Failure,
+            reason: "x".into(),
+            objects: vec![ObjectReport {
+                object: ObjectRef {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: "default".into(),
+                    name: "web".into(),
+                },
+                status: Some(serde_json::json!({"readyReplicas": 1})),
+                error: Some("boom".into()),
+            }],
+            deleted: false,
+        };
+        let Some(agent_message::Message::Report(r)) = report_message(&report).message else {
+            unreachable!()
+        };
+        assert_eq!(r.phase, "Failure");
+        assert_eq!(r.observed_generation, 2);
+        assert_eq!(r.objects[0].status, br#"{"readyReplicas":1}"#.to_vec());
+        assert_eq!(r.objects[0].error, "boom");
+    }
+}
