@@ -11,7 +11,7 @@ use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 async fn cluster() -> (DevCluster, Client) {
@@ -589,4 +589,65 @@ async fn dry_run_and_generate_name_and_body_limits() {
         "{err:?}"
     );
     assert!(api.get_opt("big").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn events_written_with_the_recorder_are_readable_in_both_apis() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let target = api
+        .create(&PostParams::default(), &cm("evt", json!({})))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "tester".into(),
+            instance: None,
+        },
+    );
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Tested".into(),
+        note: Some("hello from the recorder".into()),
+        action: "Test".into(),
+        secondary: None,
+    };
+    recorder
+        .publish(&ev, &target.object_ref(&()))
+        .await
+        .unwrap();
+    // The same event again becomes a series (merge patch of the stored event).
+    recorder
+        .publish(&ev, &target.object_ref(&()))
+        .await
+        .unwrap();
+
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let listed = core
+        .list(
+            &ListParams::default().fields("involvedObject.name=evt,involvedObject.kind=ConfigMap"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        listed.items[0].message.as_deref(),
+        Some("hello from the recorder")
+    );
+    assert_eq!(listed.items[0].reason.as_deref(), Some("Tested"));
+
+    let new_api: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let listed = new_api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        listed.items[0].note.as_deref(),
+        Some("hello from the recorder")
+    );
+    assert!(
+        listed.items[0].series.is_some(),
+        "second publish made a series"
+    );
 }

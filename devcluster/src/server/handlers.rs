@@ -11,7 +11,8 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::request::{self, Output};
 use super::selector::{FieldSelector, LabelSelector};
-use super::{Ctx, State, bytes_response, crd, json_response, registry::storage_key, table, watch};
+use super::registry::{event_from_core, event_to_core, is_events_v1, storage_key};
+use super::{Ctx, State, bytes_response, crd, json_response, table, watch};
 use crate::api::resource::ResourceInfo;
 use crate::objects;
 use crate::objects::schema::FieldError;
@@ -132,6 +133,9 @@ pub(crate) async fn dispatch(state: Arc<State>, ctx: Ctx) -> Result<Response<Bod
 
 /// The object as served through `info`'s version (apiVersion and kind set).
 pub(crate) fn present(info: &ResourceInfo, obj: &Obj) -> Obj {
+    if is_events_v1(info) && obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+        return Arc::new(event_from_core((**obj).clone()));
+    }
     let av = info.api_version();
     if obj.get("apiVersion").and_then(Value::as_str) == Some(av.as_str())
         && obj.get("kind").and_then(Value::as_str) == Some(info.kind.as_str())
@@ -420,6 +424,15 @@ fn check_type_and_namespace(ctx: &Ctx, obj: &mut Value) -> Result<(), ApiError> 
         meta.remove("namespace");
     }
     Ok(())
+}
+
+/// Converts an object written through `info` to its stored form.
+fn to_storage(info: &ResourceInfo, obj: Value) -> Value {
+    if is_events_v1(info) {
+        event_to_core(obj)
+    } else {
+        obj
+    }
 }
 
 fn name_rule(info: &ResourceInfo) -> objects::validate::NameRule {
@@ -949,6 +962,7 @@ fn create(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         ));
     }
     let warnings = admit_custom(ctx, &mut obj, WriteKind::CreateOrUpdate)?;
+    let obj = to_storage(&ctx.info, obj);
     let manager = request::field_manager(&ctx.query, &ctx.headers);
     let mut txn = state.store.begin();
     let stored = store_new(
@@ -1027,7 +1041,7 @@ fn update(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         &mut txn,
         &ctx.info,
         &old,
-        obj,
+        to_storage(&ctx.info, obj),
         sub,
         Manager::Update(&manager),
         dry,
@@ -1127,7 +1141,7 @@ fn patch(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         &mut txn,
         &ctx.info,
         &old,
-        new,
+        to_storage(&ctx.info, new),
         sub,
         Manager::Update(&manager),
         dry,
@@ -1220,6 +1234,7 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
             let mut new = objects::apply::server_side_apply(None, &applied, &manager, force, &now)
                 .map_err(map_err)?;
             let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
+            let new = to_storage(&ctx.info, new);
             let stored = store_new(state, &mut txn, &ctx.info, new, Manager::Applied, dry)?;
             txn.commit()?;
             object_response(ctx, 201, &stored, &warnings)
@@ -1235,7 +1250,7 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
                 &mut txn,
                 &ctx.info,
                 &old,
-                new,
+                to_storage(&ctx.info, new),
                 sub,
                 Manager::Applied,
                 dry,

@@ -17,7 +17,53 @@ pub struct Registry {
 
 /// The storage key of a resource. Both Event APIs share one storage.
 pub fn storage_key(info: &ResourceInfo) -> ResKey {
+    if is_events_v1(info) {
+        return ResKey::new("", "events");
+    }
     ResKey::new(&info.group, &info.plural)
+}
+
+/// `events.k8s.io` Events, stored in core `v1` form.
+pub fn is_events_v1(info: &ResourceInfo) -> bool {
+    info.group == "events.k8s.io" && info.plural == "events"
+}
+
+const EVENT_RENAMES: &[(&str, &str)] = &[
+    ("note", "message"),
+    ("regarding", "involvedObject"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+/// Converts an `events.k8s.io/v1` Event to the stored core `v1` form.
+pub fn event_to_core(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(m) = v.as_object_mut() {
+        for (new, core) in EVENT_RENAMES {
+            if let Some(x) = m.remove(*new) {
+                m.insert((*core).to_string(), x);
+            }
+        }
+        m.insert("apiVersion".into(), "v1".into());
+        m.insert("kind".into(), "Event".into());
+    }
+    v
+}
+
+/// Converts a stored core `v1` Event to the `events.k8s.io/v1` form.
+pub fn event_from_core(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(m) = v.as_object_mut() {
+        for (new, core) in EVENT_RENAMES {
+            if let Some(x) = m.remove(*core) {
+                m.insert((*new).to_string(), x);
+            }
+        }
+        m.insert("apiVersion".into(), "events.k8s.io/v1".into());
+        m.insert("kind".into(), "Event".into());
+    }
+    v
 }
 
 impl Registry {
