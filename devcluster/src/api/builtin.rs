@@ -14,8 +14,8 @@
 //! | `#age:P` | relative age of the timestamp at `P` (`5m`), `<unknown>` if missing |
 //! | `#age-or-none:P` | relative age, `<none>` if missing |
 //! | `#timestamp:P` | the RFC 3339 string at `P` (default convertor `Created At`) |
-//! | `#int0:P` | integer at `P`, 0 if missing |
-//! | `#ratio:P;Q` | `"a/b"` from the integers at `P` and `Q` (missing = 0) |
+//! | `#int0:P` | integer at `P`, 0 if missing (`P|N`: N if missing, for API defaults) |
+//! | `#ratio:P;Q` | `"a/b"` from the integers at `P` and `Q` (missing = 0, or `P|N` as above) |
 //! | `#count:P;Q…` | summed element counts of the maps/arrays at the paths |
 //! | `#none:P` | the value(s) at `P` joined with `,`, `<none>` if empty |
 //! | `#first:P;Q…` | the first non-empty value among the paths, `""` if none |
@@ -386,7 +386,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 "string",
                 "Number of the pod with ready state",
                 0,
-                "#ratio:.status.readyReplicas;.spec.replicas",
+                "#ratio:.status.readyReplicas;.spec.replicas|1",
             ),
             col(
                 "Up-to-date",
@@ -424,7 +424,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 "string",
                 "Number of the pod with ready state",
                 0,
-                "#ratio:.status.readyReplicas;.spec.replicas",
+                "#ratio:.status.readyReplicas;.spec.replicas|1",
             ),
             age_col(),
         ],
@@ -505,7 +505,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 "integer",
                 "Number of desired pods.",
                 0,
-                "#int0:.spec.replicas",
+                "#int0:.spec.replicas|1",
             ),
             col(
                 "Current",

@@ -518,8 +518,13 @@ fn first(path: &str, obj: &Value) -> Option<Value> {
         .filter(|v| !v.is_null())
 }
 
+/// The integer at `path`; `path|N` defaults to `N` (e.g. `.spec.replicas|1`), otherwise 0.
 fn int_at(path: &str, obj: &Value) -> i64 {
-    first(path, obj).and_then(|v| v.as_i64()).unwrap_or(0)
+    let (path, default) = match path.rsplit_once('|') {
+        Some((p, d)) => (p, d.trim().parse().unwrap_or(0)),
+        None => (path, 0),
+    };
+    first(path, obj).and_then(|v| v.as_i64()).unwrap_or(default)
 }
 
 fn none_if_empty(s: String) -> Value {
@@ -598,10 +603,12 @@ fn computed(expr: &str, obj: &Value, now: DateTime<Utc>) -> Value {
         }
         "pod-status" => json!(pod_status(obj)),
         "pod-restarts" => {
-            let restarts: i64 = obj["status"]["containerStatuses"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|c| c["restartCount"].as_i64()).sum())
-                .unwrap_or(0);
+            let restarts: i64 = ["initContainerStatuses", "containerStatuses"]
+                .iter()
+                .filter_map(|k| obj["status"][*k].as_array())
+                .flatten()
+                .filter_map(|c| c["restartCount"].as_i64())
+                .sum();
             json!(restarts.to_string())
         }
         "pod-readiness-gates" => {
@@ -843,7 +850,47 @@ fn pod_status(obj: &Value) -> String {
         .unwrap_or(phase)
         .to_string();
     let mut has_running = false;
-    if let Some(statuses) = status["containerStatuses"].as_array() {
+    let init_total = obj["spec"]["initContainers"].as_array().map_or(0, Vec::len);
+    let mut initializing = false;
+    for (i, c) in status["initContainerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let state = &c["state"];
+        let terminated = &state["terminated"];
+        let waiting = state["waiting"]["reason"].as_str().unwrap_or_default();
+        if terminated.is_object() && terminated["exitCode"].as_i64().unwrap_or(0) == 0 {
+            continue;
+        }
+        reason = if terminated.is_object() {
+            match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => format!("Init:{r}"),
+                None => match terminated["signal"].as_i64().unwrap_or(0) {
+                    0 => format!(
+                        "Init:ExitCode:{}",
+                        terminated["exitCode"].as_i64().unwrap_or(0)
+                    ),
+                    sig => format!("Init:Signal:{sig}"),
+                },
+            }
+        } else if !waiting.is_empty() && waiting != "PodInitializing" {
+            format!("Init:{waiting}")
+        } else {
+            format!("Init:{i}/{init_total}")
+        };
+        initializing = true;
+        break;
+    }
+    let initialized = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Initialized" && c["status"] == "True")
+    });
+    // While init containers run, their state is the status; the containers have not started.
+    if (!initializing || initialized)
+        && let Some(statuses) = status["containerStatuses"].as_array()
+    {
         for c in statuses.iter().rev() {
             let state = &c["state"];
             if let Some(r) = state["waiting"]["reason"]
@@ -1157,7 +1204,7 @@ mod tests {
             table["rows"][0]["cells"],
             json!([
                 "new",
-                "0/0",
+                "0/1",
                 0,
                 0,
                 "<unknown>",
@@ -1290,6 +1337,24 @@ mod tests {
                 "<none>"
             ])
         );
+
+        let init = json!({"metadata": {"name": "i"},
+            "spec": {"initContainers": [{"name": "i1"}, {"name": "i2"}], "containers": [{"name": "a"}]},
+            "status": {"phase": "Pending",
+                "initContainerStatuses": [
+                    {"name": "i1", "restartCount": 1, "state": {"terminated": {"exitCode": 0}}},
+                    {"name": "i2", "restartCount": 0, "state": {"running": {}}}],
+                "containerStatuses": [{"name": "a", "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "PodInitializing"}}}]}});
+        let t = to_table(
+            &builtin("", "pods"),
+            &[init],
+            IncludeObject::None,
+            now(),
+            json!({}),
+        );
+        assert_eq!(t["rows"][0]["cells"][2], "Init:1/2");
+        assert_eq!(t["rows"][0]["cells"][3], "1");
 
         let done = json!({"metadata": {"name": "d"}, "spec": {"containers": [{"name": "a"}]},
                           "status": {"phase": "Succeeded"}});
