@@ -267,6 +267,21 @@ pub fn server_side_apply(
     force: bool,
     now: &str,
 ) -> Result<Value, ApplyError> {
+    server_side_apply_with_schema(live, applied, manager, force, now, None)
+}
+
+/// [`server_side_apply`] for a custom resource: `schema` is the CRD version's
+/// `openAPIV3Schema`, whose `x-kubernetes-list-type: map|set` (with
+/// `x-kubernetes-list-map-keys`) makes lists granular; other CR lists are atomic, as in
+/// kube-apiserver. `None` uses the built-in kinds' list types.
+pub fn server_side_apply_with_schema(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    now: &str,
+    schema: Option<&Value>,
+) -> Result<Value, ApplyError> {
     if !applied.is_object() {
         return Err(ApplyError::Invalid(
             "the applied configuration must be an object".into(),
@@ -285,6 +300,7 @@ pub fn server_side_apply(
     let walker = Walker {
         group: &group,
         kind: &kind,
+        schema,
     };
     let applied_set = walker.object_set(&config, false);
     let api_version = config
@@ -522,6 +538,19 @@ pub fn record_update(
     subresource: Option<&str>,
     now: &str,
 ) {
+    record_update_with_schema(old, new, manager, subresource, now, None);
+}
+
+/// [`record_update`] for a custom resource, with the list types of its CRD schema (see
+/// [`server_side_apply_with_schema`]).
+pub fn record_update_with_schema(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+    now: &str,
+    schema: Option<&Value>,
+) {
     if !new.is_object() {
         return;
     }
@@ -545,6 +574,7 @@ pub fn record_update(
     let walker = Walker {
         group: &group,
         kind: &kind,
+        schema,
     };
     let changes = walker.changes(&old_plain, &new_plain, true);
     let all = changes.all();
@@ -895,6 +925,69 @@ mod tests {
         reset["metadata"]["managedFields"] = json!([]);
         record_update(Some(&new), &mut reset, "x", None, T3);
         assert_eq!(reset["metadata"].get("managedFields"), None);
+    }
+
+    #[test]
+    fn apply_to_custom_resources_uses_the_schema_list_types() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "subscribers": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "weight": {"type": "integer"}}}},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "conditions": {"type": "array", "items": {"type": "object"}}}}}});
+        let sub = |spec: Value| {
+            json!({"apiVersion": "apps.example.com/v1", "kind": "Sub", "metadata": {"name": "s"},
+                   "spec": spec})
+        };
+        let live = stored(
+            server_side_apply_with_schema(
+                None,
+                &sub(
+                    json!({"subscribers": [{"name": "a", "weight": 1}], "tags": ["x"],
+                            "conditions": [{"type": "A"}]}),
+                ),
+                "m1",
+                false,
+                T1,
+                Some(&schema),
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            fields_of(&live, "m1", "Apply"),
+            Some(json!({"f:spec": {"f:conditions": {},
+                "f:subscribers": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:weight": {}}},
+                "f:tags": {"v:\"x\"": {}}}}))
+        );
+        let got = server_side_apply_with_schema(
+            Some(&live),
+            &sub(json!({"subscribers": [{"name": "b", "weight": 2}], "tags": ["y"]})),
+            "m2",
+            false,
+            T2,
+            Some(&schema),
+        )
+        .unwrap();
+        assert_eq!(
+            got["spec"],
+            json!({"subscribers": [{"name": "a", "weight": 1}, {"name": "b", "weight": 2}],
+                   "tags": ["x", "y"], "conditions": [{"type": "A"}]})
+        );
+        // An atomic CR list owned by another manager conflicts as a whole.
+        let err = server_side_apply_with_schema(
+            Some(&got),
+            &sub(json!({"conditions": [{"type": "B"}]})),
+            "m2",
+            false,
+            T3,
+            Some(&schema),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"m1\": .spec.conditions"
+        );
     }
 
     mod properties {

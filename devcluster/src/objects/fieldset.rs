@@ -163,6 +163,31 @@ pub(crate) fn render_path(path: &[String]) -> String {
 pub(crate) struct Walker<'a> {
     pub group: &'a str,
     pub kind: &'a str,
+    /// The CRD `openAPIV3Schema` of a custom resource: its `x-kubernetes-list-type` and
+    /// `x-kubernetes-list-map-keys` decide outside `metadata`. `None` for built-in kinds.
+    pub schema: Option<&'a Value>,
+}
+
+/// How SSA tracks one list.
+enum ListType {
+    Atomic,
+    Map(Vec<String>),
+    Set,
+}
+
+/// The schema node of the field at `names` (list items are skipped in `names`).
+fn schema_at<'s>(schema: &'s Value, names: &[String]) -> Option<&'s Value> {
+    let mut node = schema;
+    for name in names {
+        while let Some(items) = node.get("items").filter(|i| i.is_object()) {
+            node = items;
+        }
+        node = node
+            .get("properties")
+            .and_then(|p| p.get(name))
+            .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?;
+    }
+    Some(node)
 }
 
 /// What changed between two objects: fields added or modified in the new one, and fields
@@ -182,19 +207,52 @@ impl Changes {
 }
 
 impl Walker<'_> {
+    fn list_type(&self, names: &[String]) -> ListType {
+        let from_schema = match self.schema {
+            Some(schema) if names.first().is_some_and(|n| n != "metadata") => Some(schema),
+            _ => None,
+        };
+        if let Some(schema) = from_schema {
+            let node = schema_at(schema, names);
+            return match node
+                .and_then(|n| n.get("x-kubernetes-list-type"))
+                .and_then(Value::as_str)
+            {
+                Some("map") => ListType::Map(
+                    node.and_then(|n| n.get("x-kubernetes-list-map-keys"))
+                        .and_then(Value::as_array)
+                        .map(|keys| {
+                            keys.iter()
+                                .filter_map(Value::as_str)
+                                .map(String::from)
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                ),
+                Some("set") => ListType::Set,
+                _ => ListType::Atomic,
+            };
+        }
+        match strategy(self.group, self.kind, names).ssa {
+            SsaList::Map(keys) => ListType::Map(keys.iter().map(|k| (*k).to_string()).collect()),
+            SsaList::Set => ListType::Set,
+            SsaList::Atomic => ListType::Atomic,
+        }
+    }
+
     /// The path element of an item of the list at `names`.
     pub fn item_key(&self, names: &[String], item: &Value, index: usize) -> String {
-        match strategy(self.group, self.kind, names).ssa {
-            SsaList::Map(keys) => {
+        match self.list_type(names) {
+            ListType::Map(keys) => {
                 let mut fields = Map::new();
                 for key in keys {
-                    match item.get(*key) {
+                    match item.get(&key) {
                         Some(v) => {
-                            fields.insert((*key).to_string(), v.clone());
+                            fields.insert(key, v.clone());
                         }
                         None => {
-                            if let Some(d) = key_default(key) {
-                                fields.insert((*key).to_string(), Value::String(d.into()));
+                            if let Some(d) = key_default(&key) {
+                                fields.insert(key, Value::String(d.into()));
                             }
                         }
                     }
@@ -205,14 +263,14 @@ impl Walker<'_> {
                     format!("k:{}", Value::Object(fields))
                 }
             }
-            SsaList::Set => format!("v:{item}"),
-            SsaList::Atomic => format!("i:{index}"),
+            ListType::Set => format!("v:{item}"),
+            ListType::Atomic => format!("i:{index}"),
         }
     }
 
     /// Whether the list at `names` is granular (its items are tracked one by one).
     pub fn granular(&self, names: &[String]) -> bool {
-        !matches!(strategy(self.group, self.kind, names).ssa, SsaList::Atomic)
+        !matches!(self.list_type(names), ListType::Atomic)
     }
 
     /// The fields of a whole object: every leaf, every item of a granular list, and with
@@ -423,6 +481,7 @@ mod tests {
         let w = Walker {
             group: "apps",
             kind: "Deployment",
+            schema: None,
         };
         let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "d", "labels": {"app": "x"}, "finalizers": ["f"]},
@@ -443,6 +502,7 @@ mod tests {
         let w = Walker {
             group: "",
             kind: "ConfigMap",
+            schema: None,
         };
         let old = json!({"metadata": {"name": "c", "resourceVersion": "1"}, "data": {"a": "1", "b": "2"}});
         let new = json!({"metadata": {"name": "c", "resourceVersion": "2", "labels": {"x": "y"}},

@@ -488,4 +488,100 @@ mod tests {
         assert!(merge_patch(&json!({}), &Value::Null).is_err());
         assert!(merge_patch(&json!({}), &json!(3)).is_err());
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn leaf() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                any::<bool>().prop_map(Value::Bool),
+                any::<i32>().prop_map(|i| json!(i)),
+                "[a-z]{0,3}".prop_map(Value::String),
+            ]
+        }
+
+        /// JSON without nulls (a merge patch cannot express a null value).
+        fn value() -> impl Strategy<Value = Value> {
+            leaf().prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                    proptest::collection::btree_map("[a-d]", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn object() -> impl Strategy<Value = Value> {
+            proptest::collection::btree_map("[a-d]", value(), 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+        }
+
+        /// A patch that may also delete (null) keys.
+        fn patch() -> impl Strategy<Value = Value> {
+            proptest::collection::btree_map("[a-d]", prop_oneof![Just(Value::Null), value()], 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+        }
+
+        /// The merge patch that turns `from` into `to` (what kubectl computes).
+        fn diff(from: &Value, to: &Value) -> Value {
+            let (Value::Object(f), Value::Object(t)) = (from, to) else {
+                return to.clone();
+            };
+            let mut out = Map::new();
+            for key in f.keys() {
+                if !t.contains_key(key) {
+                    out.insert(key.clone(), Value::Null);
+                }
+            }
+            for (key, tv) in t {
+                match f.get(key) {
+                    Some(fv) if fv == tv => {}
+                    Some(fv @ Value::Object(_)) if tv.is_object() => {
+                        out.insert(key.clone(), diff(fv, tv));
+                    }
+                    _ => {
+                        out.insert(key.clone(), tv.clone());
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+
+        proptest! {
+            #[test]
+            fn merge_patch_of_the_diff_reaches_the_target(from in object(), to in object()) {
+                prop_assert_eq!(merge_patch(&from, &diff(&from, &to)), Ok(to));
+            }
+
+            #[test]
+            fn merge_patch_is_idempotent(doc in object(), p in patch()) {
+                let once = merge_patch(&doc, &p);
+                prop_assert!(once.is_ok());
+                let once = once.unwrap_or_default();
+                prop_assert_eq!(merge_patch(&once, &p), Ok(once));
+            }
+
+            #[test]
+            fn strategic_merge_patch_without_keyed_lists_equals_merge_patch(
+                doc in object(),
+                p in patch(),
+            ) {
+                prop_assert_eq!(
+                    strategic_merge_patch("", "ConfigMap", &doc, &p),
+                    merge_patch(&doc, &p)
+                );
+            }
+
+            #[test]
+            fn json_patch_test_against_null_succeeds_exactly_when_absent_or_null(
+                doc in object(),
+                key in "[a-e]",
+            ) {
+                let p = json!([{"op": "test", "path": format!("/{key}"), "value": null}]);
+                let absent_or_null = doc.get(&key).is_none_or(Value::is_null);
+                prop_assert_eq!(json_patch(&doc, &p).is_ok(), absent_or_null);
+            }
+        }
+    }
 }

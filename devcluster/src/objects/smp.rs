@@ -169,12 +169,14 @@ impl Ctx<'_> {
                 .collect();
             return self.merge_list(Vec::new(), &rest, path);
         }
-        if patch.iter().any(Value::is_array) {
+        let strategy = strategy(self.group, self.kind, path).smp;
+        // Only merging lists care about their items' type; replaced lists are taken as sent.
+        if strategy != SmpList::Replace && patch.iter().any(Value::is_array) {
             return Err(PatchError::OperationFailed(
                 "strategic merge patch does not support lists of lists".into(),
             ));
         }
-        match strategy(self.group, self.kind, path).smp {
+        match strategy {
             SmpList::Replace => {
                 let mut out = Vec::with_capacity(patch.len());
                 for item in patch {
