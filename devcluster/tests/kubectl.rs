@@ -438,3 +438,115 @@ async fn bad_input_is_rejected_like_kube_apiserver() {
         o.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_subcommands_send_protobuf_and_work() {
+    let Some(e) = env().await else { return };
+    e.ok(&["create", "namespace", "pb"], None).await;
+    e.ok(
+        &[
+            "create",
+            "configmap",
+            "c1",
+            "-n",
+            "pb",
+            "--from-literal=a=1",
+            "--from-literal=b=two",
+        ],
+        None,
+    )
+    .await;
+    let out = e
+        .ok(&["get", "cm", "c1", "-n", "pb", "-o", "json"], None)
+        .await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["data"],
+        serde_json::json!({"a": "1", "b": "two"}),
+        "{out}"
+    );
+    e.ok(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "-n",
+            "pb",
+            "--from-literal=k=secret",
+        ],
+        None,
+    )
+    .await;
+    let out = e
+        .ok(
+            &[
+                "get",
+                "secret",
+                "s1",
+                "-n",
+                "pb",
+                "-o",
+                "jsonpath={.data.k}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "c2VjcmV0");
+    e.ok(
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "pb",
+            "--image=nginx:1.27",
+            "--replicas=3",
+            "--port=80",
+        ],
+        None,
+    )
+    .await;
+    let out = e
+        .ok(&["get", "deploy", "web", "-n", "pb", "-o", "json"], None)
+        .await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["spec"]["replicas"], 3, "{out}");
+    let c = &v["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "nginx:1.27", "{out}");
+    assert_eq!(c["ports"][0]["containerPort"], 80, "{out}");
+    assert_eq!(v["spec"]["selector"]["matchLabels"]["app"], "web", "{out}");
+    e.ok(&["create", "serviceaccount", "bot", "-n", "pb"], None)
+        .await;
+    let token = e.ok(&["create", "token", "bot", "-n", "pb"], None).await;
+    assert_eq!(token.trim().split('.').count(), 3, "{token}");
+    e.ok(
+        &["scale", "deployment", "web", "-n", "pb", "--replicas=1"],
+        None,
+    )
+    .await;
+    let out = e
+        .ok(
+            &[
+                "get",
+                "deploy",
+                "web",
+                "-n",
+                "pb",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "1");
+    e.ok(&["label", "cm", "c1", "-n", "pb", "team=x"], None)
+        .await;
+    let out = e
+        .ok(
+            &["get", "cm", "-n", "pb", "-l", "team=x", "-o", "name"],
+            None,
+        )
+        .await;
+    assert_eq!(out.trim(), "configmap/c1");
+}

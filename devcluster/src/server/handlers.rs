@@ -9,9 +9,9 @@ use http::{HeaderValue, Method, Response};
 use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
+use super::registry::{event_from_core, event_to_core, is_events_v1, storage_key};
 use super::request::{self, Output};
 use super::selector::{FieldSelector, LabelSelector};
-use super::registry::{event_from_core, event_to_core, is_events_v1, storage_key};
 use super::{Ctx, State, bytes_response, crd, json_response, table, watch};
 use crate::api::resource::ResourceInfo;
 use crate::objects;
@@ -361,14 +361,9 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
 fn parse_body(ctx: &Ctx) -> Result<Value, ApiError> {
     let ct = request::content_type(&ctx.headers);
     if ct.contains("protobuf") {
-        // client-go falls back to JSON on 415.
-        return Err(ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
-            ),
-        ));
+        return super::protobuf::decode(&ctx.body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't decode the protobuf request body: {e}"))
+        });
     }
     let v: Value = if ct.contains("yaml") {
         serde_yaml::from_slice(&ctx.body).map_err(|e| {
@@ -1667,8 +1662,7 @@ fn token_request(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let mut req: Value = if ctx.body.is_empty() {
         json!({})
     } else {
-        serde_json::from_slice(&ctx.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding TokenRequest: {e}")))?
+        parse_body(ctx)?
     };
     let secs = req["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
     if secs < 600 {

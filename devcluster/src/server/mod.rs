@@ -5,6 +5,7 @@ pub mod crd;
 mod discovery;
 pub mod error;
 pub(crate) mod handlers;
+mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod selector;
