@@ -212,6 +212,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn pending_queue_keeps_only_latest_value_per_name_in_first_queued_order() {
         let cases: Vec<(Vec<(&str, u32)>, Vec<(&str, u32)>)> = vec![
             (vec![], vec![]),

@@ -281,10 +281,10 @@ impl Index {
         }
         let old_sub = previous.as_ref().and_then(|p| p.subscription());
         let new_sub = entry.subscription();
-        if old_sub != new_sub {
-            if let Some(s) = old_sub {
-                remove_sub(&mut inner.by_subscription, &s, &key);
-            }
+        if old_sub != new_sub
+            && let Some(s) = old_sub
+        {
+            remove_sub(&mut inner.by_subscription, &s, &key);
         }
         if let Some(s) = new_sub {
             inner.by_subscription.entry(s).or_default().insert(key);
@@ -321,10 +321,11 @@ impl Index {
                 );
             }
         }
-        if let Some(ns) = inner.namespaces.get(namespace) {
-            if ns.descs.is_empty() && ns.subscribers.is_empty() {
-                inner.namespaces.remove(namespace);
-            }
+        if let Some(ns) = inner.namespaces.get(namespace)
+            && ns.descs.is_empty()
+            && ns.subscribers.is_empty()
+        {
+            inner.namespaces.remove(namespace);
         }
         Update {
             current: None,

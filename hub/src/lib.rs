@@ -7,13 +7,20 @@
 //! - [`index`]: the in-memory Description index and its fan-out to streams.
 //! - [`service`]: the gRPC `Sync` stream, over a [`service::Backend`]; [`metrics`].
 //! - [`server`]: tonic server, TLS, health service, size limits.
+//! - [`backend`]: registration and status writes against the parent API server.
+//! - [`controllers`]: the shared watches, finalizers, lost clusters, Subscription aggregation.
+//! - [`args`], [`run`]: the binary's flags and its wiring.
 
 pub mod aggregation;
+pub mod args;
+pub mod backend;
+pub mod controllers;
 pub mod domain;
 pub mod error;
 pub mod flow;
 pub mod index;
 pub mod metrics;
+pub mod run;
 pub mod server;
 pub mod service;
 pub mod status;

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 /// Default limit of one decoded message from an agent.
@@ -49,18 +50,29 @@ pub fn load_identity(cert: &PathBuf, key: &PathBuf) -> Result<Identity, Error> {
     Ok(Identity::from_pem(read(cert)?, read(key)?))
 }
 
-/// Serves the `Hub` and health services on `config.listen` until `shutdown` resolves.
+/// Binds the gRPC listen address (port 0 picks a free port; see `local_addr`).
+pub fn bind(addr: SocketAddr) -> Result<TcpIncoming, Error> {
+    TcpIncoming::bind(addr)
+        .map(|i| i.with_nodelay(Some(true)))
+        .map_err(|e| Error::ServeGrpc {
+            addr: addr.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Serves the `Hub` and health services on `incoming` (from [`bind`]) until `shutdown`
+/// resolves.
 pub async fn serve<B: Backend>(
     service: HubService<B>,
     config: &ServerConfig,
+    incoming: TcpIncoming,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<HubServer<HubService<B>>>().await;
     let mut builder = Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .tcp_nodelay(true);
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)));
     if let Some((cert, key)) = &config.tls {
         let identity = load_identity(cert, key)?;
         builder = builder
@@ -77,7 +89,7 @@ pub async fn serve<B: Backend>(
             config.max_decode_bytes,
             config.max_encode_bytes,
         ))
-        .serve_with_shutdown(config.listen, shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| Error::ServeGrpc {
             addr: config.listen.to_string(),

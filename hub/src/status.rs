@@ -407,6 +407,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn unschedulable_taint_is_added_replaced_removed_and_left_alone() {
         let other = Taint {
             key: "other".into(),

@@ -225,6 +225,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn bootstrap_secret_check_table() {
         let t = BootstrapToken::parse("07401b.f395accd246ae52d").unwrap();
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();

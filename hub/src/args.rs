@@ -1,0 +1,159 @@
+//! Command-line arguments of `atoll-hub` (every flag also from the environment).
+
+use atoll_runtime::args::{AdminArgs, ClientArgs, TelemetryArgs};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `atoll-hub`: serves agents over gRPC, registers clusters, writes their status back.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(name = "atoll-hub", version, about)]
+pub struct HubArgs {
+    /// Kubernetes client.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+    /// Admin server.
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Address of the gRPC server agents dial.
+    #[arg(long, env = "ATOLL_HUB_LISTEN", default_value = "0.0.0.0:7443")]
+    pub listen: SocketAddr,
+    /// PEM certificate (chain) of the gRPC server.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "insecure"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of the gRPC server.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_TLS_KEY",
+        requires = "tls_cert",
+        conflicts_with = "insecure"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plaintext gRPC (local demos only); without it, --tls-cert and --tls-key are
+    /// required.
+    #[arg(long, env = "ATOLL_HUB_INSECURE", required_unless_present = "tls_cert")]
+    pub insecure: bool,
+    /// Wait for an administrator to approve each ClusterRegistrationRequest:
+    /// `kubectl patch clsrr clusternet-<id> --subresource=status --type=merge -p
+    /// '{"status":{"result":"Approved"}}'`.
+    #[arg(long, env = "ATOLL_HUB_MANUAL_APPROVAL")]
+    pub manual_approval: bool,
+    /// A cluster not Ready for this long is lost: its Descriptions' finalizers are released
+    /// (e.g. `5m`, `90s`, `1h`).
+    #[arg(long, env = "ATOLL_HUB_LOST_CLUSTER_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub lost_cluster_timeout: Duration,
+    /// Heartbeat period asked of agents, seconds.
+    #[arg(long, env = "ATOLL_HUB_HEARTBEAT_SECONDS", default_value_t = 10)]
+    pub heartbeat_seconds: u32,
+    /// After a stream ends, wait this many heartbeat periods before marking the cluster
+    /// `Ready=Unknown` and tainting it.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_DISCONNECT_GRACE_HEARTBEATS",
+        default_value_t = 2
+    )]
+    pub disconnect_grace_heartbeats: u32,
+    /// Unacknowledged Description messages per agent stream.
+    #[arg(long, env = "ATOLL_HUB_WINDOW", default_value_t = 16)]
+    pub window: u32,
+    /// Largest message accepted from (and sent to) an agent, bytes.
+    #[arg(long, env = "ATOLL_HUB_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+    /// Most objects in one Description; larger ones are not delivered and get a Failure status.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_MAX_OBJECTS_PER_DESCRIPTION",
+        default_value_t = 1000
+    )]
+    pub max_objects_per_description: usize,
+}
+
+/// Parses `300`, `90s`, `5m`, `1h` into a duration.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90s, 5m or 1h"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        _ => return Err(format!("{s:?} has unit {unit:?}; use s, m or h")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn command_is_well_formed() {
+        HubArgs::command().debug_assert();
+    }
+
+    #[test]
+    fn tls_or_insecure_is_required_and_exclusive() {
+        let cases: [(&[&str], bool); 5] = [
+            (&["atoll-hub"], false),
+            (&["atoll-hub", "--insecure"], true),
+            (
+                &["atoll-hub", "--tls-cert", "c.pem", "--tls-key", "k.pem"],
+                true,
+            ),
+            (&["atoll-hub", "--tls-cert", "c.pem"], false),
+            (
+                &[
+                    "atoll-hub",
+                    "--insecure",
+                    "--tls-cert",
+                    "c.pem",
+                    "--tls-key",
+                    "k.pem",
+                ],
+                false,
+            ),
+        ];
+        for (argv, ok) in cases {
+            assert_eq!(HubArgs::try_parse_from(argv).is_ok(), ok, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let a = HubArgs::try_parse_from(["atoll-hub", "--insecure"]).unwrap();
+        assert_eq!(a.lost_cluster_timeout, Duration::from_secs(300));
+        assert_eq!(a.heartbeat_seconds, 10);
+        assert_eq!(a.disconnect_grace_heartbeats, 2);
+        assert_eq!(a.max_message_bytes, 4 * 1024 * 1024);
+        assert!(!a.manual_approval);
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        let cases = [
+            ("5m", Some(300)),
+            ("90s", Some(90)),
+            ("1h", Some(3600)),
+            ("42", Some(42)),
+            ("5d", None),
+            ("m", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_duration(s).ok().map(|d| d.as_secs()), want, "{s}");
+        }
+    }
+}

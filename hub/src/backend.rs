@@ -1,0 +1,710 @@
+//! The [`Backend`](crate::service::Backend) on a real parent API server: bootstrap and
+//! cluster-token checks, registration (ClusterRegistrationRequest, dedicated namespace,
+//! ManagedCluster, cluster token), and the status writes of connected streams.
+
+use crate::Error;
+use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, SecretString, Session};
+use crate::index::DescEntry;
+use crate::metrics::Metrics;
+use crate::service::Backend;
+use crate::status;
+use crate::token::{
+    self, BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, CLUSTER_TOKEN_SECRET,
+    CLUSTER_TOKEN_SHA256_KEY, TokenRejection,
+};
+use atoll_crds::clusters::{
+    ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
+    ManagedClusterSpec, SyncMode,
+};
+use atoll_crds::known;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use rand::Rng;
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Value of `clusternet.io/created-by` on what the hub creates.
+pub const CREATED_BY: &str = "atoll-hub";
+
+/// Registration and write-back settings.
+#[derive(Clone, Copy, Debug)]
+pub struct BackendConfig {
+    /// Wait for a user to approve each ClusterRegistrationRequest.
+    pub manual_approval: bool,
+    /// How long after its stream ends a cluster is marked `Ready=Unknown` and tainted.
+    pub disconnect_grace: Duration,
+    /// How often a pending registration is re-read while waiting for approval.
+    pub approval_poll: Duration,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            manual_approval: false,
+            disconnect_grace: Duration::from_secs(20),
+            approval_poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The parent-cluster backend.
+#[derive(Clone)]
+pub struct KubeBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    config: BackendConfig,
+    clusters: Store<ManagedCluster>,
+    metrics: Arc<Metrics>,
+    /// Bumped on every connection of a cluster, so that a pending disconnection mark is
+    /// cancelled by a reconnection.
+    connections: Mutex<HashMap<String, u64>>,
+}
+
+pub(crate) fn api_err(operation: &str, object: &str) -> impl FnOnce(kube::Error) -> Error {
+    let operation = operation.to_string();
+    let object = object.to_string();
+    move |e| Error::CallApiServer {
+        operation,
+        object,
+        message: e.to_string(),
+    }
+}
+
+fn mgr() -> PatchParams {
+    PatchParams::apply(known::FIELD_MANAGER_HUB).force()
+}
+
+/// A fresh dedicated namespace name: `clusternet-` and five random `[a-z0-9]`.
+pub fn random_namespace_name() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| {
+            let i = rng.random_range(0..ALPHABET.len());
+            char::from(ALPHABET.get(i).copied().unwrap_or(b'x'))
+        })
+        .collect();
+    format!("{}{suffix}", known::DEDICATED_NAMESPACE_PREFIX)
+}
+
+impl KubeBackend {
+    /// A backend writing through `client`; `clusters` is the shared ManagedCluster reflector.
+    pub fn new(
+        client: Client,
+        config: BackendConfig,
+        clusters: Store<ManagedCluster>,
+        metrics: Arc<Metrics>,
+    ) -> KubeBackend {
+        KubeBackend {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                clusters,
+                metrics,
+                connections: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    async fn check_bootstrap(&self, hello: &AgentHello, t: &BootstrapToken) -> Result<(), Error> {
+        let secrets: Api<Secret> = Api::namespaced(self.client(), BOOTSTRAP_TOKEN_NAMESPACE);
+        let name = t.secret_name();
+        let secret = secrets
+            .get_opt(&name)
+            .await
+            .map_err(api_err("get bootstrap-token Secret", &name))?;
+        let rejection = match secret {
+            None => Err(TokenRejection::Unknown),
+            Some(s) => {
+                let data: BTreeMap<String, Vec<u8>> = s
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                token::check_bootstrap_secret(t, s.type_.as_deref(), &data, Timestamp::now())
+            }
+        };
+        rejection.map_err(|r| Error::Authenticate {
+            cluster_id: hello.cluster_id.clone(),
+            reason: format!("bootstrap token {}: {r}", t.id),
+        })
+    }
+
+    async fn crr(&self, cluster_id: &str) -> Result<Option<ClusterRegistrationRequest>, Error> {
+        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
+        let name = known::cluster_registration_request_name(cluster_id);
+        api.get_opt(&name)
+            .await
+            .map_err(api_err("get ClusterRegistrationRequest", &name))
+    }
+
+    async fn admit_cluster_token(&self, hello: &AgentHello) -> Result<Admission, Error> {
+        let refuse = |reason: String| Error::Authenticate {
+            cluster_id: hello.cluster_id.clone(),
+            reason,
+        };
+        let crr = self
+            .crr(&hello.cluster_id)
+            .await?
+            .ok_or_else(|| refuse(TokenRejection::ClusterTokenMismatch.to_string()))?;
+        let st = crr.status.clone().unwrap_or_default();
+        if st.result == Some(ApprovedResult::Denied) {
+            return Err(Error::RegistrationDenied {
+                cluster_id: hello.cluster_id.clone(),
+                reason: st
+                    .error_message
+                    .unwrap_or_else(|| "denied by an administrator".into()),
+            });
+        }
+        let ns = st
+            .dedicated_namespace
+            .ok_or_else(|| refuse(TokenRejection::ClusterTokenMismatch.to_string()))?;
+        let secrets: Api<Secret> = Api::namespaced(self.client(), &ns);
+        let stored = secrets
+            .get_opt(CLUSTER_TOKEN_SECRET)
+            .await
+            .map_err(api_err(
+                "get Secret",
+                &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
+            ))?
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(CLUSTER_TOKEN_SHA256_KEY).map(|b| b.0.clone()))
+            .unwrap_or_default();
+        if !token::verify_cluster_token(&hello.token.0, &stored) {
+            return Err(refuse(TokenRejection::ClusterTokenMismatch.to_string()));
+        }
+        let name = st
+            .managed_cluster_name
+            .unwrap_or_else(|| hello.cluster_name.clone());
+        self.ensure_managed_cluster(hello, &ns, &name).await?;
+        Ok(Admission {
+            namespace: ns,
+            managed_cluster_name: name,
+            cluster_token: None,
+        })
+    }
+
+    async fn register(&self, hello: &AgentHello) -> Result<Admission, Error> {
+        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
+        let name = known::cluster_registration_request_name(&hello.cluster_id);
+        let spec = ClusterRegistrationRequestSpec {
+            cluster_id: hello.cluster_id.clone(),
+            cluster_type: Some(hello.cluster_type.clone()),
+            cluster_name: Some(hello.cluster_name.clone()),
+            cluster_namespace: None,
+            cluster_labels: hello.cluster_labels.clone(),
+            sync_mode: SyncMode::Pull,
+        };
+        let crr = match self.crr(&hello.cluster_id).await? {
+            Some(c) => c,
+            None => {
+                let mut crr = ClusterRegistrationRequest::new(&name, spec);
+                crr.metadata.labels = Some(cluster_labels(hello, true));
+                match api.create(&PostParams::default(), &crr).await {
+                    Ok(c) => c,
+                    Err(kube::Error::Api(s)) if s.code == 409 => self
+                        .crr(&hello.cluster_id)
+                        .await?
+                        .ok_or_else(|| Error::CallApiServer {
+                            operation: "create ClusterRegistrationRequest".into(),
+                            object: name.clone(),
+                            message: "conflict, then not found".into(),
+                        })?,
+                    Err(e) => return Err(api_err("create ClusterRegistrationRequest", &name)(e)),
+                }
+            }
+        };
+        let mut crr = crr;
+        loop {
+            match crr.status.as_ref().and_then(|s| s.result) {
+                Some(ApprovedResult::Approved) => break,
+                Some(ApprovedResult::Denied) | Some(ApprovedResult::Failed) => {
+                    let reason = crr
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.error_message.clone())
+                        .unwrap_or_else(|| "denied by an administrator".into());
+                    return Err(Error::RegistrationDenied {
+                        cluster_id: hello.cluster_id.clone(),
+                        reason,
+                    });
+                }
+                None if !self.inner.config.manual_approval => break,
+                None => {
+                    tracing::info!(
+                        cluster_id = %hello.cluster_id,
+                        "waiting for approval: kubectl patch clsrr {name} --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'"
+                    );
+                    tokio::time::sleep(self.inner.config.approval_poll).await;
+                    crr = self.crr(&hello.cluster_id).await?.ok_or_else(|| {
+                        Error::RegistrationDenied {
+                            cluster_id: hello.cluster_id.clone(),
+                            reason: format!("ClusterRegistrationRequest {name} was deleted"),
+                        }
+                    })?;
+                }
+            }
+        }
+        let previous_ns = crr
+            .status
+            .as_ref()
+            .and_then(|s| s.dedicated_namespace.clone());
+        let ns = self.ensure_namespace(hello, previous_ns).await?;
+        let mc_name = crr
+            .status
+            .as_ref()
+            .and_then(|s| s.managed_cluster_name.clone())
+            .unwrap_or_else(|| hello.cluster_name.clone());
+        self.ensure_managed_cluster(hello, &ns, &mc_name).await?;
+        let cluster_token = token::mint_cluster_token();
+        self.store_token_hash(&ns, &token::sha256_hex(&cluster_token))
+            .await?;
+        let status = json!({"status": {
+            "result": "Approved",
+            "dedicatedNamespace": ns,
+            "managedClusterName": mc_name,
+        }});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(api_err("approve ClusterRegistrationRequest", &name))?;
+        self.inner.metrics.write("registration");
+        tracing::info!(cluster_id = %hello.cluster_id, namespace = %ns, managed_cluster = %mc_name, "cluster registered");
+        Ok(Admission {
+            namespace: ns,
+            managed_cluster_name: mc_name,
+            cluster_token: Some(SecretString(cluster_token)),
+        })
+    }
+
+    async fn ensure_namespace(
+        &self,
+        hello: &AgentHello,
+        previous: Option<String>,
+    ) -> Result<String, Error> {
+        let api: Api<Namespace> = Api::all(self.client());
+        if let Some(ns) = previous
+            && api
+                .get_opt(&ns)
+                .await
+                .map_err(api_err("get Namespace", &ns))?
+                .is_some_and(|n| n.metadata.deletion_timestamp.is_none())
+        {
+            return Ok(ns);
+        }
+        let selector = format!("{}={}", known::LABEL_CLUSTER_ID, hello.cluster_id);
+        let existing = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api_err("list Namespaces", &selector))?;
+        if let Some(n) = existing
+            .items
+            .into_iter()
+            .find(|n| n.metadata.deletion_timestamp.is_none())
+        {
+            return Ok(n.name_any());
+        }
+        for _ in 0..5 {
+            let name = random_namespace_name();
+            let ns = Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    labels: Some(cluster_labels(hello, false)),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            };
+            match api.create(&PostParams::default(), &ns).await {
+                Ok(_) => return Ok(name),
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => return Err(api_err("create Namespace", &name)(e)),
+            }
+        }
+        Err(Error::CallApiServer {
+            operation: "create Namespace".into(),
+            object: known::DEDICATED_NAMESPACE_PREFIX.into(),
+            message: "five random names were all taken".into(),
+        })
+    }
+
+    async fn ensure_managed_cluster(
+        &self,
+        hello: &AgentHello,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), Error> {
+        let api: Api<ManagedCluster> = Api::namespaced(self.client(), ns);
+        let mut labels = hello.cluster_labels.clone();
+        labels.extend(cluster_labels(hello, false));
+        let obj = format!("{ns}/{name}");
+        match api
+            .get_opt(name)
+            .await
+            .map_err(api_err("get ManagedCluster", &obj))?
+        {
+            Some(mc) => {
+                let missing = labels.iter().any(|(k, v)| mc.labels().get(k) != Some(v));
+                if missing {
+                    let patch = json!({"metadata": {"labels": labels}});
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map_err(api_err("label ManagedCluster", &obj))?;
+                }
+                Ok(())
+            }
+            None => {
+                let mut mc = ManagedCluster::new(
+                    name,
+                    ManagedClusterSpec {
+                        cluster_id: hello.cluster_id.clone(),
+                        cluster_type: Some(hello.cluster_type.clone()),
+                        cluster_init_base_name: None,
+                        sync_mode: SyncMode::Pull,
+                        taints: Vec::new(),
+                    },
+                );
+                mc.metadata.namespace = Some(ns.to_string());
+                mc.metadata.labels = Some(labels);
+                match api.create(&PostParams::default(), &mc).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(api_err("create ManagedCluster", &obj)(e)),
+                }
+            }
+        }
+    }
+
+    async fn store_token_hash(&self, ns: &str, hash: &str) -> Result<(), Error> {
+        let api: Api<Secret> = Api::namespaced(self.client(), ns);
+        let secret = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": CLUSTER_TOKEN_SECRET,
+                "labels": { known::LABEL_CREATED_BY: CREATED_BY },
+            },
+            "type": "Opaque",
+            "data": { CLUSTER_TOKEN_SHA256_KEY: ByteString(hash.as_bytes().to_vec()) },
+        });
+        api.patch(CLUSTER_TOKEN_SECRET, &mgr(), &Patch::Apply(&secret))
+            .await
+            .map_err(api_err(
+                "apply Secret",
+                &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
+            ))?;
+        Ok(())
+    }
+
+    fn cached_cluster(&self, session: &Session) -> Option<Arc<ManagedCluster>> {
+        self.inner
+            .clusters
+            .get(&ObjectRef::new(&session.managed_cluster_name).within(&session.namespace))
+    }
+
+    async fn fresh_cluster(&self, session: &Session) -> Result<Option<ManagedCluster>, Error> {
+        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        api.get_opt(&session.managed_cluster_name)
+            .await
+            .map_err(api_err(
+                "get ManagedCluster",
+                &format!("{}/{}", session.namespace, session.managed_cluster_name),
+            ))
+    }
+
+    async fn set_taint(
+        &self,
+        session: &Session,
+        mc: &ManagedCluster,
+        reason: Option<&str>,
+    ) -> Result<(), Error> {
+        let Some(taints) = status::with_unschedulable_taint(&mc.spec.taints, reason) else {
+            return Ok(());
+        };
+        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        let patch = json!({"spec": {"taints": taints}});
+        api.patch(
+            &session.managed_cluster_name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(api_err(
+            "taint ManagedCluster",
+            &format!("{}/{}", session.namespace, session.managed_cluster_name),
+        ))?;
+        self.inner.metrics.write("taint");
+        Ok(())
+    }
+
+    async fn mark_disconnected(&self, session: &Session) -> Result<(), Error> {
+        let Some(mc) = self.fresh_cluster(session).await? else {
+            return Ok(());
+        };
+        // Another hub replica may be serving a newer stream of this cluster: its heartbeats
+        // keep lastObservedTime fresh, and then this replica leaves the cluster alone.
+        let grace = self.inner.config.disconnect_grace;
+        let fresh = mc
+            .status
+            .as_ref()
+            .and_then(|s| s.last_observed_time.as_ref())
+            .is_some_and(|t| {
+                Timestamp::now().duration_since(t.0)
+                    < k8s_openapi::jiff::SignedDuration::try_from(grace).unwrap_or_default()
+            });
+        if fresh {
+            return Ok(());
+        }
+        let st = status::status_disconnected(mc.status.as_ref(), Timestamp::now());
+        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        api.patch_status(
+            &session.managed_cluster_name,
+            &mgr(),
+            &Patch::Apply(&status::managed_cluster_status_patch(&st)),
+        )
+        .await
+        .map_err(api_err(
+            "write ManagedCluster status",
+            &format!("{}/{}", session.namespace, session.managed_cluster_name),
+        ))?;
+        self.inner.metrics.write("managedcluster_status");
+        self.set_taint(session, &mc, Some(known::REASON_CLUSTER_STATUS_UNKNOWN))
+            .await
+    }
+}
+
+fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::new();
+    l.insert(
+        known::LABEL_CLUSTER_ID.to_string(),
+        hello.cluster_id.clone(),
+    );
+    l.insert(
+        known::LABEL_CLUSTER_NAME.to_string(),
+        hello.cluster_name.clone(),
+    );
+    if crr {
+        l.insert(
+            known::LABEL_REGISTERED_BY.to_string(),
+            known::CREATED_BY_AGENT.to_string(),
+        );
+    } else {
+        l.insert(known::LABEL_CREATED_BY.to_string(), CREATED_BY.to_string());
+    }
+    l
+}
+
+/// Removes the hub's finalizer from Description `ns/name` (guarded by its resourceVersion,
+/// retried on conflicts). Returns whether it was removed.
+pub async fn remove_finalizer(client: &Client, ns: &str, name: &str) -> Result<bool, Error> {
+    edit_finalizer(client, ns, name, false).await
+}
+
+/// Adds the hub's finalizer to Description `ns/name` unless it is being deleted.
+pub async fn add_finalizer(client: &Client, ns: &str, name: &str) -> Result<bool, Error> {
+    edit_finalizer(client, ns, name, true).await
+}
+
+async fn edit_finalizer(client: &Client, ns: &str, name: &str, add: bool) -> Result<bool, Error> {
+    use atoll_crds::apps::Description;
+    let api: Api<Description> = Api::namespaced(client.clone(), ns);
+    let obj = format!("{ns}/{name}");
+    for _ in 0..5 {
+        let Some(d) = api
+            .get_opt(name)
+            .await
+            .map_err(api_err("get Description", &obj))?
+        else {
+            return Ok(false);
+        };
+        let mut finalizers = d.finalizers().to_vec();
+        let has = finalizers.iter().any(|f| f == known::FINALIZER);
+        if add == has || (add && d.metadata.deletion_timestamp.is_some()) {
+            return Ok(false);
+        }
+        if add {
+            finalizers.push(known::FINALIZER.to_string());
+        } else {
+            finalizers.retain(|f| f != known::FINALIZER);
+        }
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": d.resource_version()},
+            {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
+        ]))
+        .map_err(|e| Error::CallApiServer {
+            operation: "build finalizer patch".into(),
+            object: obj.clone(),
+            message: e.to_string(),
+        })?;
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => continue,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
+            Err(e) => return Err(api_err("patch Description finalizers", &obj)(e)),
+        }
+    }
+    Err(Error::CallApiServer {
+        operation: "patch Description finalizers".into(),
+        object: obj,
+        message: "kept conflicting after 5 attempts".into(),
+    })
+}
+
+impl Backend for KubeBackend {
+    fn admit(&self, hello: &AgentHello) -> impl Future<Output = Result<Admission, Error>> + Send {
+        let this = self.clone();
+        let hello = hello.clone();
+        async move {
+            match BootstrapToken::parse(&hello.token.0) {
+                Some(t) => {
+                    this.check_bootstrap(&hello, &t).await?;
+                    this.register(&hello).await
+                }
+                None => this.admit_cluster_token(&hello).await,
+            }
+        }
+    }
+
+    fn connected(&self, session: &Session) -> impl Future<Output = ()> + Send {
+        let this = self.clone();
+        let session = session.clone();
+        async move {
+            *this
+                .inner
+                .connections
+                .lock()
+                .entry(session.cluster_id.clone())
+                .or_insert(0) += 1;
+            let mc = match this.cached_cluster(&session) {
+                Some(mc) => Some((*mc).clone()),
+                None => this.fresh_cluster(&session).await.ok().flatten(),
+            };
+            if let Some(mc) = mc
+                && let Err(e) = this.set_taint(&session, &mc, None).await
+            {
+                this.inner.metrics.error(&e);
+                tracing::warn!(error = %e, "clearing the unschedulable taint failed");
+            }
+        }
+    }
+
+    fn heartbeat(
+        &self,
+        session: &Session,
+        heartbeat: ClusterHeartbeat,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let this = self.clone();
+        let session = session.clone();
+        async move {
+            let cached = this.cached_cluster(&session);
+            let st = status::status_from_heartbeat(
+                &heartbeat,
+                cached.as_ref().and_then(|mc| mc.status.as_ref()),
+                Timestamp::now(),
+            );
+            let api: Api<ManagedCluster> = Api::namespaced(this.client(), &session.namespace);
+            api.patch_status(
+                &session.managed_cluster_name,
+                &mgr(),
+                &Patch::Apply(&status::managed_cluster_status_patch(&st)),
+            )
+            .await
+            .map_err(api_err(
+                "write ManagedCluster status",
+                &format!("{}/{}", session.namespace, session.managed_cluster_name),
+            ))?;
+            this.inner.metrics.write("managedcluster_status");
+            if let Some(mc) = cached {
+                this.set_taint(&session, &mc, None).await?;
+            }
+            Ok(())
+        }
+    }
+
+    fn report(
+        &self,
+        session: &Session,
+        entry: Arc<DescEntry>,
+        report: Report,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let this = self.clone();
+        let session = session.clone();
+        async move {
+            if report.deleted {
+                if entry.deleting && entry.has_finalizer() {
+                    remove_finalizer(&this.client(), &session.namespace, &entry.name).await?;
+                    this.inner.metrics.write("finalizer");
+                }
+                return Ok(());
+            }
+            let st = status::description_status(&report, entry.status.as_ref());
+            if entry.status.as_ref() == Some(&st) {
+                return Ok(());
+            }
+            let api: Api<atoll_crds::apps::Description> =
+                Api::namespaced(this.client(), &session.namespace);
+            api.patch_status(
+                &entry.name,
+                &mgr(),
+                &Patch::Apply(&status::description_status_patch(&st)),
+            )
+            .await
+            .map_err(api_err(
+                "write Description status",
+                &format!("{}/{}", session.namespace, entry.name),
+            ))?;
+            this.inner.metrics.write("description_status");
+            Ok(())
+        }
+    }
+
+    fn disconnected(&self, session: &Session) -> impl Future<Output = ()> + Send {
+        let this = self.clone();
+        let session = session.clone();
+        async move {
+            let generation = this
+                .inner
+                .connections
+                .lock()
+                .get(&session.cluster_id)
+                .copied()
+                .unwrap_or(0);
+            let grace = this.inner.config.disconnect_grace;
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                let now = this
+                    .inner
+                    .connections
+                    .lock()
+                    .get(&session.cluster_id)
+                    .copied()
+                    .unwrap_or(0);
+                if now != generation {
+                    return;
+                }
+                if let Err(e) = this.mark_disconnected(&session).await {
+                    this.inner.metrics.error(&e);
+                    tracing::warn!(cluster_id = %session.cluster_id, error = %e, "marking a disconnected cluster failed");
+                }
+            });
+        }
+    }
+}

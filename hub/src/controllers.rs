@@ -1,0 +1,361 @@
+//! The hub's watches and the work they drive: one shared watch of Descriptions feeding the
+//! [`Index`], reflectors of ManagedClusters and Subscriptions, the Description finalizer rule,
+//! lost-cluster cleanup, and the Subscription status aggregation.
+
+use crate::Error;
+use crate::backend::{add_finalizer, api_err, remove_finalizer};
+use crate::index::{DescEntry, Index, Limits, Update};
+use crate::metrics::Metrics;
+use crate::status::{self, ClusterState, FinalizerAction};
+use atoll_crds::apps::{Description, DescriptionPhase, DescriptionStatus, Subscription};
+use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::known;
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore};
+
+/// Settings of the controllers.
+#[derive(Clone, Copy, Debug)]
+pub struct ControllerConfig {
+    /// A cluster not Ready for this long is lost: its Descriptions' finalizers are released.
+    pub lost_cluster_timeout: Duration,
+    /// How often finalizers and lost clusters are re-checked.
+    pub sweep_every: Duration,
+    /// Limits on delivered Descriptions.
+    pub limits: Limits,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            lost_cluster_timeout: Duration::from_secs(300),
+            sweep_every: Duration::from_secs(15),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The shared state of the hub's controllers.
+pub struct Controllers {
+    client: Client,
+    index: Arc<Index>,
+    clusters: Store<ManagedCluster>,
+    clusters_writer: Mutex<Option<reflector::store::Writer<ManagedCluster>>>,
+    subs: Store<Subscription>,
+    subs_writer: Mutex<Option<reflector::store::Writer<Subscription>>>,
+    metrics: Arc<Metrics>,
+    config: ControllerConfig,
+    dirty: Mutex<HashSet<(String, String)>>,
+    dirty_notify: Notify,
+    writes: Arc<Semaphore>,
+}
+
+impl Controllers {
+    /// Controllers over `client`, feeding `index`.
+    pub fn new(
+        client: Client,
+        index: Arc<Index>,
+        metrics: Arc<Metrics>,
+        config: ControllerConfig,
+    ) -> Arc<Controllers> {
+        let (clusters, cw) = reflector::store();
+        let (subs, sw) = reflector::store();
+        Arc::new(Controllers {
+            client,
+            index,
+            clusters,
+            clusters_writer: Mutex::new(Some(cw)),
+            subs,
+            subs_writer: Mutex::new(Some(sw)),
+            metrics,
+            config,
+            dirty: Mutex::new(HashSet::new()),
+            dirty_notify: Notify::new(),
+            writes: Arc::new(Semaphore::new(8)),
+        })
+    }
+
+    /// The ManagedCluster reflector's store (shared with the backend).
+    pub fn clusters(&self) -> Store<ManagedCluster> {
+        self.clusters.clone()
+    }
+
+    /// Resolves once every watch has completed its first list.
+    pub async fn wait_ready(&self) {
+        let _ = self.clusters.wait_until_ready().await;
+        let _ = self.subs.wait_until_ready().await;
+        self.index.wait_synced().await;
+    }
+
+    /// Runs every loop until one fails for good (they retry API errors with backoff).
+    pub async fn run(self: Arc<Self>) {
+        tokio::join!(
+            self.clone().watch_clusters(),
+            self.clone().watch_subscriptions(),
+            self.clone().watch_descriptions(),
+            self.clone().aggregate_loop(),
+            self.clone().sweep_loop(),
+        );
+    }
+
+    async fn watch_clusters(self: Arc<Self>) {
+        let Some(writer) = self.clusters_writer.lock().take() else {
+            return;
+        };
+        let api: Api<ManagedCluster> = Api::all(self.client.clone());
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Delete(mc)) => {
+                    let ns = mc.namespace().unwrap_or_default();
+                    for e in self.index.namespace_entries(&ns) {
+                        self.reconcile_finalizer(&e);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "watching ManagedClusters"),
+            }
+        }
+    }
+
+    async fn watch_subscriptions(self: Arc<Self>) {
+        let Some(writer) = self.subs_writer.lock().take() else {
+            return;
+        };
+        let api: Api<Subscription> = Api::all(self.client.clone());
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
+                    self.mark_dirty(s.namespace().unwrap_or_default(), s.name_any());
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "watching Subscriptions"),
+            }
+        }
+    }
+
+    async fn watch_descriptions(self: Arc<Self>) {
+        let _ = self.clusters.wait_until_ready().await;
+        let api: Api<Description> = Api::all(self.client.clone());
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Init) => self.index.begin_relist(),
+                Ok(watcher::Event::InitApply(d) | watcher::Event::Apply(d)) => {
+                    let u = self
+                        .index
+                        .apply(DescEntry::from_description(&d, self.config.limits));
+                    self.after_update(u);
+                }
+                Ok(watcher::Event::Delete(d)) => {
+                    let u = self
+                        .index
+                        .delete(&d.namespace().unwrap_or_default(), &d.name_any());
+                    self.after_update(u);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    for u in self.index.finish_relist() {
+                        self.after_update(u);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "watching Descriptions"),
+            }
+        }
+    }
+
+    fn after_update(&self, u: Update) {
+        let entry = u.current.as_ref().or(u.previous.as_ref());
+        if let Some(e) = entry {
+            let status_changed = u.current.as_ref().map(|c| &c.status)
+                != u.previous.as_ref().map(|p| &p.status)
+                || u.current.is_none()
+                || u.previous.is_none()
+                || u.current.as_ref().map(|c| c.deleting)
+                    != u.previous.as_ref().map(|p| p.deleting);
+            if status_changed && let Some((ns, name)) = e.subscription() {
+                self.mark_dirty(ns, name);
+            }
+        }
+        if let Some(c) = &u.current {
+            self.reconcile_finalizer(c);
+            if let Some(reason) = &c.rejected {
+                self.write_rejection(c, reason);
+            }
+        }
+    }
+
+    fn cluster_state(&self, namespace: &str, now: Timestamp) -> ClusterState {
+        let mcs = self
+            .clusters
+            .state_filter(|mc| mc.namespace().as_deref() == Some(namespace));
+        match mcs.first() {
+            None => ClusterState::Absent,
+            Some(mc) => {
+                let created = mc.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                if status::cluster_lost(
+                    mc.status.as_ref(),
+                    created,
+                    now,
+                    self.config.lost_cluster_timeout,
+                ) {
+                    ClusterState::Lost
+                } else {
+                    ClusterState::Registered
+                }
+            }
+        }
+    }
+
+    fn reconcile_finalizer(&self, e: &Arc<DescEntry>) {
+        let state = self.cluster_state(&e.namespace, Timestamp::now());
+        let action = status::finalizer_action(e, state);
+        if action == FinalizerAction::Keep {
+            return;
+        }
+        let client = self.client.clone();
+        let metrics = self.metrics.clone();
+        let sem = self.writes.clone();
+        let (ns, name) = (e.namespace.clone(), e.name.clone());
+        tokio::spawn(async move {
+            let _permit = sem.acquire().await;
+            let r = match action {
+                FinalizerAction::Add => add_finalizer(&client, &ns, &name).await,
+                _ => {
+                    tracing::info!(namespace = %ns, name = %name, cluster = ?state, "releasing a Description of a lost or deleted cluster");
+                    remove_finalizer(&client, &ns, &name).await
+                }
+            };
+            match r {
+                Ok(true) => metrics.write("finalizer"),
+                Ok(false) => {}
+                Err(e) => {
+                    metrics.error(&e);
+                    tracing::warn!(error = %e, "updating a Description finalizer failed");
+                }
+            }
+        });
+    }
+
+    fn write_rejection(&self, e: &Arc<DescEntry>, reason: &str) {
+        let already = e.status.as_ref().is_some_and(|s| {
+            s.phase == Some(DescriptionPhase::Failure) && s.reason.as_deref() == Some(reason)
+        });
+        if already {
+            return;
+        }
+        let st = DescriptionStatus {
+            phase: Some(DescriptionPhase::Failure),
+            reason: Some(reason.to_string()),
+            observed_generation: e.status.as_ref().and_then(|s| s.observed_generation),
+            ..DescriptionStatus::default()
+        };
+        let api: Api<Description> = Api::namespaced(self.client.clone(), &e.namespace);
+        let name = e.name.clone();
+        let obj = format!("{}/{}", e.namespace, e.name);
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            let r = api
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(known::FIELD_MANAGER_HUB).force(),
+                    &Patch::Apply(&status::description_status_patch(&st)),
+                )
+                .await
+                .map_err(api_err("write Description status", &obj));
+            if let Err(e) = r {
+                metrics.error(&e);
+                tracing::warn!(error = %e, "recording a rejected Description failed");
+            }
+        });
+    }
+
+    fn mark_dirty(&self, namespace: String, name: String) {
+        self.dirty.lock().insert((namespace, name));
+        self.dirty_notify.notify_one();
+    }
+
+    async fn aggregate_loop(self: Arc<Self>) {
+        let _ = self.subs.wait_until_ready().await;
+        let _ = self.clusters.wait_until_ready().await;
+        self.index.wait_synced().await;
+        loop {
+            self.dirty_notify.notified().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let batch: Vec<(String, String)> = self.dirty.lock().drain().collect();
+            for (ns, name) in batch {
+                if let Err(e) = self.aggregate(&ns, &name).await {
+                    self.metrics.error(&e);
+                    tracing::warn!(error = %e, "writing Subscription aggregated status failed");
+                }
+            }
+        }
+    }
+
+    /// Recomputes and, when changed, writes the aggregated status of Subscription `ns/name`.
+    pub async fn aggregate(&self, ns: &str, name: &str) -> Result<(), Error> {
+        let Some(sub) = self.subs.get(&ObjectRef::new(name).within(ns)) else {
+            return Ok(());
+        };
+        let descs = self.index.by_subscription(ns, name);
+        let clusters: HashMap<(String, String), String> = self
+            .clusters
+            .state()
+            .iter()
+            .map(|mc| {
+                (
+                    (mc.namespace().unwrap_or_default(), mc.name_any()),
+                    mc.spec.cluster_id.clone(),
+                )
+            })
+            .collect();
+        let patch = status::subscription_status_patch(&sub, &descs, |cns, cname| {
+            clusters.get(&(cns.to_string(), cname.to_string())).cloned()
+        });
+        let Some(patch) = patch else {
+            return Ok(());
+        };
+        let api: Api<Subscription> = Api::namespaced(self.client.clone(), ns);
+        api.patch_status(
+            name,
+            &PatchParams::apply(known::FIELD_MANAGER_HUB).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(api_err(
+            "write Subscription status",
+            &format!("{ns}/{name}"),
+        ))?;
+        self.metrics.write("subscription_status");
+        Ok(())
+    }
+
+    async fn sweep_loop(self: Arc<Self>) {
+        let _ = self.clusters.wait_until_ready().await;
+        self.index.wait_synced().await;
+        let mut tick = tokio::time::interval(self.config.sweep_every);
+        loop {
+            tick.tick().await;
+            for e in self.index.all_entries() {
+                self.reconcile_finalizer(&e);
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Wiring: the controllers, the backend, the gRPC service and server, started together. Used by
+//! the binary and by the integration tests.
+
+use crate::Error;
+use crate::args::HubArgs;
+use crate::backend::{BackendConfig, KubeBackend};
+use crate::controllers::{ControllerConfig, Controllers};
+use crate::index::{Index, Limits};
+use crate::metrics::Metrics;
+use crate::server::{self, ServerConfig};
+use crate::service::{HubService, StreamConfig};
+use atoll_runtime::admin::Readiness;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Everything the hub needs to run.
+#[derive(Clone, Debug)]
+pub struct HubConfig {
+    /// gRPC server.
+    pub server: ServerConfig,
+    /// Streams.
+    pub stream: StreamConfig,
+    /// Registration and write-back.
+    pub backend: BackendConfig,
+    /// Watches, finalizers, lost clusters.
+    pub controllers: ControllerConfig,
+}
+
+impl HubConfig {
+    /// The configuration the flags describe.
+    pub fn from_args(a: &HubArgs) -> HubConfig {
+        let tls = match (&a.tls_cert, &a.tls_key) {
+            (Some(c), Some(k)) if !a.insecure => Some((c.clone(), k.clone())),
+            _ => None,
+        };
+        HubConfig {
+            server: ServerConfig {
+                listen: a.listen,
+                tls,
+                max_decode_bytes: a.max_message_bytes,
+                max_encode_bytes: a.max_message_bytes,
+            },
+            stream: StreamConfig {
+                heartbeat_seconds: a.heartbeat_seconds.max(1),
+                window: a.window.max(1),
+            },
+            backend: BackendConfig {
+                manual_approval: a.manual_approval,
+                disconnect_grace: Duration::from_secs(u64::from(
+                    a.heartbeat_seconds.max(1) * a.disconnect_grace_heartbeats.max(1),
+                )),
+                approval_poll: Duration::from_secs(1),
+            },
+            controllers: ControllerConfig {
+                lost_cluster_timeout: a.lost_cluster_timeout,
+                sweep_every: Duration::from_secs(15),
+                limits: Limits {
+                    max_objects_per_description: a.max_objects_per_description,
+                    max_description_bytes: a.max_message_bytes.saturating_sub(64 * 1024),
+                },
+            },
+        }
+    }
+
+    /// A plaintext configuration on `127.0.0.1:0` with short timers, for tests.
+    pub fn for_tests() -> HubConfig {
+        HubConfig {
+            server: ServerConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                tls: None,
+                max_decode_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
+                max_encode_bytes: server::DEFAULT_MAX_MESSAGE_BYTES,
+            },
+            stream: StreamConfig {
+                heartbeat_seconds: 1,
+                window: 16,
+            },
+            backend: BackendConfig {
+                manual_approval: false,
+                disconnect_grace: Duration::from_millis(500),
+                approval_poll: Duration::from_millis(100),
+            },
+            controllers: ControllerConfig {
+                lost_cluster_timeout: Duration::from_secs(300),
+                sweep_every: Duration::from_millis(500),
+                limits: Limits::default(),
+            },
+        }
+    }
+}
+
+/// A running hub.
+pub struct RunningHub {
+    /// The bound gRPC address.
+    pub addr: SocketAddr,
+    /// The Description index.
+    pub index: Arc<Index>,
+    /// The controllers.
+    pub controllers: Arc<Controllers>,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: JoinHandle<Result<(), Error>>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl RunningHub {
+    /// Stops serving and every background loop.
+    pub async fn stop(mut self) -> Result<(), Error> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        for t in &self.background {
+            t.abort();
+        }
+        let r = tokio::time::timeout(Duration::from_secs(5), &mut self.server).await;
+        self.server.abort();
+        match r {
+            Ok(Ok(r)) => r,
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for RunningHub {
+    fn drop(&mut self) {
+        self.server.abort();
+        for t in &self.background {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the hub: watches, backend, gRPC server. `readiness` turns true once every watch has
+/// listed.
+pub async fn start(
+    client: kube::Client,
+    config: HubConfig,
+    registry: &mut Registry,
+    readiness: Readiness,
+) -> Result<RunningHub, Error> {
+    let metrics = Arc::new(Metrics::register(registry));
+    let index = Arc::new(Index::new());
+    let controllers = Controllers::new(
+        client.clone(),
+        index.clone(),
+        metrics.clone(),
+        config.controllers,
+    );
+    let backend = Arc::new(KubeBackend::new(
+        client,
+        config.backend,
+        controllers.clusters(),
+        metrics.clone(),
+    ));
+    let service = HubService::new(backend, index.clone(), config.stream, metrics);
+    let incoming = server::bind(config.server.listen)?;
+    let addr = incoming.local_addr().map_err(|e| Error::ServeGrpc {
+        addr: config.server.listen.to_string(),
+        message: e.to_string(),
+    })?;
+    let mut background = vec![tokio::spawn(controllers.clone().run())];
+    let c = controllers.clone();
+    background.push(tokio::spawn(async move {
+        c.wait_ready().await;
+        readiness.set(true);
+        tracing::info!("hub caches synced; ready");
+    }));
+    let (tx, rx) = oneshot::channel::<()>();
+    let server_config = config.server.clone();
+    let server = tokio::spawn(async move {
+        server::serve(service, &server_config, incoming, async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    tracing::info!(%addr, tls = config.server.tls.is_some(), "hub gRPC server listening");
+    Ok(RunningHub {
+        addr,
+        index,
+        controllers,
+        shutdown: Some(tx),
+        server,
+        background,
+    })
+}
