@@ -5,11 +5,12 @@
 //! It knows nothing about gRPC, so the hub can reuse it for Push-mode clusters.
 //!
 //! Field ownership: the agent applies with one field manager and without `force`. When the API
-//! server reports a conflict, a field is forced only if the agent already owned it (the object
-//! was applied by this Description before, and the other manager did not write it through a
-//! subresource such as `scale`, which is how autoscalers write). Any other conflicting field is
-//! left to its owner ("yielded"), recorded in the inventory, and never claimed again for that
-//! object.
+//! server reports a conflict, the agent looks at who owns the field. A manager that declared
+//! ownership itself, with server-side apply or through a subresource such as `scale` (how the
+//! HPA writes), keeps the field: the agent leaves it alone ("yields"), records it in the
+//! inventory and never claims it again for that object. A field changed by a plain update
+//! (`kubectl edit`, `kubectl patch`) is drift: the agent forces it back, on objects it owns
+//! (applied before, or adopted).
 
 use crate::discovery::{Discovery, Kind};
 use crate::fieldpath;
@@ -26,7 +27,7 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -101,6 +102,8 @@ pub struct Applier {
     pub(crate) state: Mutex<State>,
     notifier: Mutex<Option<mpsc::UnboundedSender<Notice>>>,
     pub(crate) drift: drift::Watchers,
+    /// One lock per Description: applying, deleting and repairing it never interleave.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Applier {
@@ -117,6 +120,7 @@ impl Applier {
             state: Mutex::new(State::default()),
             notifier: Mutex::new(None),
             drift: drift::Watchers::default(),
+            locks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -156,6 +160,10 @@ impl Applier {
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    fn description_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.locks).entry(key.to_owned()).or_default().clone()
     }
 
     /// Reads the inventories from the child once, so that pruning knows what earlier runs of
@@ -216,6 +224,8 @@ impl Applier {
     /// contains. Never fails as a whole: every problem is reported per object.
     pub async fn apply(&self, desc: &Description) -> Report {
         let key = desc.key();
+        let guard = self.description_lock(&key);
+        let _guard = guard.lock().await;
         if let Err(e) = self.load_inventory().await {
             return failure_report(desc, &e.to_string());
         }
@@ -254,6 +264,18 @@ impl Applier {
             .map(|i| i.objects.clone())
             .unwrap_or_default();
         let old_refs: HashSet<ObjectRef> = old.iter().map(|e| e.object.clone()).collect();
+        // What this Description applied before (its inventory, then memory), with the fields
+        // it left to other managers.
+        let mut prior: HashMap<ObjectRef, Vec<String>> = old
+            .iter()
+            .map(|e| (e.object.clone(), e.yielded.clone()))
+            .collect();
+        {
+            let state = self.state();
+            for (r, d) in state.objects.iter().filter(|(_, d)| d.owner == key) {
+                prior.insert(r.clone(), d.yielded.clone());
+            }
+        }
         if unique.iter().any(|p| !old_refs.contains(&p.object)) {
             let mut union = old.clone();
             for p in &unique {
@@ -283,8 +305,8 @@ impl Applier {
                 && p.object.group() == "apiextensions.k8s.io"
         });
         let mut results = Vec::new();
-        results.extend(self.apply_batch(&key, namespaces).await);
-        let crd_results = self.apply_batch(&key, crds).await;
+        results.extend(self.apply_batch(&key, namespaces, &prior).await);
+        let crd_results = self.apply_batch(&key, crds, &prior).await;
         for r in &crd_results {
             if r.error.is_none()
                 && let Err(e) = self.wait_established(&r.object.name).await
@@ -293,7 +315,7 @@ impl Applier {
             }
         }
         results.extend(crd_results);
-        results.extend(self.apply_batch(&key, rest).await);
+        results.extend(self.apply_batch(&key, rest, &prior).await);
 
         let errors: HashMap<ObjectRef, String> = results
             .iter()
@@ -384,17 +406,25 @@ impl Applier {
             .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
     }
 
-    async fn apply_batch(&self, key: &str, batch: Vec<Prepared>) -> Vec<Applied> {
+    async fn apply_batch(
+        &self,
+        key: &str,
+        batch: Vec<Prepared>,
+        prior: &HashMap<ObjectRef, Vec<String>>,
+    ) -> Vec<Applied> {
         futures::stream::iter(batch)
-            .map(|p| self.apply_prepared(key, p))
+            .map(|p| {
+                let before = prior.get(&p.object).cloned();
+                self.apply_prepared(key, p, before)
+            })
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await
     }
 
-    async fn apply_prepared(&self, key: &str, p: Prepared) -> Applied {
+    async fn apply_prepared(&self, key: &str, p: Prepared, prior: Option<Vec<String>>) -> Applied {
         let object = p.object.clone();
-        match self.apply_one(key, p).await {
+        match self.apply_one(key, p, prior).await {
             Ok(desired) => Applied {
                 object,
                 desired: Some(desired),
@@ -408,7 +438,12 @@ impl Applier {
         }
     }
 
-    async fn apply_one(&self, key: &str, p: Prepared) -> Result<Desired, Error> {
+    async fn apply_one(
+        &self,
+        key: &str,
+        p: Prepared,
+        prior: Option<Vec<String>>,
+    ) -> Result<Desired, Error> {
         let Prepared {
             mut object,
             mut config,
@@ -428,31 +463,19 @@ impl Applier {
                 meta.remove("namespace");
             }
         }
-        // Ownership: ours already (in memory or in this Description's inventory), or check.
-        let (owned_before, yielded) = {
-            let state = self.state();
-            if let Some(d) = state.objects.get(&object)
-                && d.owner != key
-            {
-                return Err(Error::OwnershipConflict {
-                    object: object.to_string(),
-                    description: key.to_owned(),
-                    owner: d.owner.clone(),
-                });
-            }
-            let in_memory = state.objects.get(&object).map(|d| d.yielded.clone());
-            let in_inventory = state
-                .inventories
-                .get(key)
-                .and_then(|i| i.objects.iter().find(|e| e.object == object))
-                .map(|e| e.yielded.clone());
-            match in_memory.or(in_inventory) {
-                Some(y) => (true, y),
-                None => (false, Vec::new()),
-            }
-        };
+        // Ownership: ours already (applied before by this Description), or check the live object.
+        if let Some(d) = self.state().objects.get(&object)
+            && d.owner != key
+        {
+            return Err(Error::OwnershipConflict {
+                object: object.to_string(),
+                description: key.to_owned(),
+                owner: d.owner.clone(),
+            });
+        }
+        let owned_before = prior.is_some();
+        let yielded = prior.unwrap_or_default();
         let api = self.api(&kind, &object.namespace);
-        let mut owned_before = owned_before;
         if !owned_before {
             match api.get_opt(&object.name).await {
                 Ok(None) => {}
@@ -461,11 +484,10 @@ impl Applier {
                     let owner = annotations.get(ANNOTATION_OWNED_BY_DESCRIPTION);
                     let adopt = annotations
                         .get(ANNOTATION_ADOPT)
-                        .is_some_and(|v| v == "true");
-                    if owner.map(String::as_str) == Some(key) {
-                        // Applied by an earlier run whose inventory was lost.
-                        owned_before = true;
-                    } else if !(adopt || self.adopt_existing) {
+                        .is_some_and(|v| v == "true")
+                        || (self.adopt_existing && owner.is_none());
+                    // Ours already when an earlier run applied it and its inventory was lost.
+                    if owner.map(String::as_str) != Some(key) && !adopt {
                         return Err(Error::OwnershipConflict {
                             object: object.to_string(),
                             description: key.to_owned(),
@@ -506,12 +528,12 @@ impl Applier {
                             source: kube::Error::Api(status),
                         });
                     }
-                    let subresource_managers = match api.get_opt(&object.name).await {
-                        Ok(Some(live)) => subresource_managers(&live),
+                    let owners = match api.get_opt(&object.name).await {
+                        Ok(Some(live)) => declared_owners(&live, &self.field_manager),
                         _ => HashSet::new(),
                     };
                     for (manager, field) in conflicts {
-                        let foreign = !owned_before || subresource_managers.contains(&manager);
+                        let foreign = owners.contains(&manager);
                         if foreign {
                             tracing::info!(%object, %field, %manager, "leaving a field to its owner");
                             fieldpath::remove_path(&mut config, &field);
@@ -551,6 +573,12 @@ impl Applier {
     /// Re-applies one desired object as remembered (drift repair). Returns whether it was
     /// applied.
     pub(crate) async fn reapply(&self, object: &ObjectRef) -> Result<bool, Error> {
+        let Some(owner) = self.state().objects.get(object).map(|d| d.owner.clone()) else {
+            return Ok(false);
+        };
+        let guard = self.description_lock(&owner);
+        let _guard = guard.lock().await;
+        // Read the wanted state only now: an apply may have changed it meanwhile.
         let Some(desired) = self.state().objects.get(object).cloned() else {
             return Ok(false);
         };
@@ -562,6 +590,7 @@ impl Applier {
                     object: object.clone(),
                     config: desired.config.clone(),
                 },
+                Some(desired.yielded.clone()),
             )
             .await;
         let mut state = self.state();
@@ -684,6 +713,8 @@ impl Applier {
     /// until they are gone. The report says `deleted` only when all of them are.
     pub async fn delete(&self, namespace: &str, name: &str, uid: &str) -> Report {
         let key = atoll_crds::known::owned_by_description(namespace, name);
+        let guard = self.description_lock(&key);
+        let _guard = guard.lock().await;
         if let Err(e) = self.load_inventory().await {
             return deletion_report(name, uid, 0, vec![], Some(e.to_string()));
         }
@@ -883,18 +914,24 @@ pub(crate) fn conflicts_of(status: &kube::core::Status) -> Vec<(String, String)>
         .collect()
 }
 
-/// Managers that wrote the object through a subresource (`scale`: autoscalers).
-fn subresource_managers(live: &DynamicObject) -> HashSet<String> {
+/// Managers whose fields the agent leaves alone: those that declared ownership with
+/// server-side apply (operation `Apply`, e.g. an autoscaler using SSA) and those that wrote
+/// through a subresource other than `status` (`scale`: the HPA). Fields changed by plain
+/// updates (`kubectl edit`, `kubectl patch`, creates) are drift and are taken back.
+pub(crate) fn declared_owners(live: &DynamicObject, own_manager: &str) -> HashSet<String> {
     live.metadata
         .managed_fields
         .iter()
         .flatten()
         .filter(|m| {
-            m.subresource
+            let subresource = m
+                .subresource
                 .as_deref()
-                .is_some_and(|s| !s.is_empty() && s != "status")
+                .is_some_and(|s| !s.is_empty() && s != "status");
+            subresource || m.operation.as_deref() == Some("Apply")
         })
         .filter_map(|m| m.manager.clone())
+        .filter(|m| m != own_manager)
         .collect()
 }
 
