@@ -267,21 +267,43 @@ pub fn server_side_apply(
     force: bool,
     now: &str,
 ) -> Result<Value, ApplyError> {
-    server_side_apply_with_schema(live, applied, manager, force, now, None)
+    let options = ApplyOptions {
+        force,
+        ..ApplyOptions::default()
+    };
+    server_side_apply_with(live, applied, manager, now, &options)
 }
 
-/// [`server_side_apply`] for a custom resource: `schema` is the CRD version's
-/// `openAPIV3Schema`, whose `x-kubernetes-list-type: map|set` (with
-/// `x-kubernetes-list-map-keys`) makes lists granular; other CR lists are atomic, as in
-/// kube-apiserver. `None` uses the built-in kinds' list types.
-pub fn server_side_apply_with_schema(
+/// Options of [`server_side_apply_with`] beyond what [`server_side_apply`] takes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApplyOptions<'a> {
+    /// `force=true`: take conflicting fields from their owners instead of failing.
+    pub force: bool,
+    /// `Some("status")` for an apply through `/status`: only `status` is applied and owned,
+    /// and the entry carries `"subresource": "status"` (so the same manager applying spec
+    /// on the main endpoint and status on `/status` keeps two entries, as in kube).
+    pub subresource: Option<&'a str>,
+    /// The resource has a status subresource: an apply through the main endpoint neither
+    /// changes nor owns `status`.
+    pub status_subresource: bool,
+    /// For a custom resource, the CRD version's `openAPIV3Schema`: its
+    /// `x-kubernetes-list-type: map|set` (with `x-kubernetes-list-map-keys`) makes lists
+    /// granular, other CR lists are atomic, as in kube-apiserver. `None` uses the built-in
+    /// kinds' list types.
+    pub schema: Option<&'a Value>,
+}
+
+/// [`server_side_apply`] with subresource, status reset and CRD schema handling.
+pub fn server_side_apply_with(
     live: Option<&Value>,
     applied: &Value,
     manager: &str,
-    force: bool,
     now: &str,
-    schema: Option<&Value>,
+    options: &ApplyOptions<'_>,
 ) -> Result<Value, ApplyError> {
+    let force = options.force;
+    let schema = options.schema;
+    let subresource = options.subresource.filter(|s| !s.is_empty());
     if !applied.is_object() {
         return Err(ApplyError::Invalid(
             "the applied configuration must be an object".into(),
@@ -294,6 +316,22 @@ pub fn server_side_apply_with_schema(
             if !matches!(*field, "name" | "namespace") {
                 meta.remove(*field);
             }
+        }
+    }
+    // Fields the strategy resets are neither applied nor owned [AS `GetResetFields`].
+    if let Some(root) = config.as_object_mut() {
+        if subresource == Some("status") {
+            root.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "status"));
+            if let Some(meta) = applied.get("metadata").and_then(Value::as_object) {
+                let ids: Map<String, Value> = meta
+                    .iter()
+                    .filter(|(k, _)| matches!(k.as_str(), "name" | "namespace"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                root.insert("metadata".into(), Value::Object(ids));
+            }
+        } else if subresource.is_none() && options.status_subresource {
+            root.remove("status");
         }
     }
     let (group, kind) = walker_for(&config);
@@ -316,7 +354,7 @@ pub fn server_side_apply_with_schema(
             operation: APPLY.into(),
             api_version,
             time: now.to_string(),
-            subresource: None,
+            subresource: subresource.map(String::from),
             set: applied_set,
         };
         write_entries(&mut created, vec![entry]);
@@ -341,9 +379,9 @@ pub fn server_side_apply_with_schema(
             set: walker.object_set(&live_plain, true),
         });
     }
-    let me = entries
-        .iter()
-        .position(|e| e.manager == manager && e.operation == APPLY && e.subresource.is_none());
+    let me = entries.iter().position(|e| {
+        e.manager == manager && e.operation == APPLY && e.subresource.as_deref() == subresource
+    });
     let previous = me
         .and_then(|i| entries.get(i))
         .map(|e| e.set.clone())
@@ -416,7 +454,7 @@ pub fn server_side_apply_with_schema(
             operation: APPLY.into(),
             api_version,
             time: now.to_string(),
-            subresource: None,
+            subresource: subresource.map(String::from),
             set: applied_set,
         }),
     }
@@ -542,7 +580,7 @@ pub fn record_update(
 }
 
 /// [`record_update`] for a custom resource, with the list types of its CRD schema (see
-/// [`server_side_apply_with_schema`]).
+/// [`ApplyOptions::schema`]).
 pub fn record_update_with_schema(
     old: Option<&Value>,
     new: &mut Value,
@@ -927,6 +965,90 @@ mod tests {
         assert_eq!(reset["metadata"].get("managedFields"), None);
     }
 
+    fn ssa_cr(
+        live: Option<&Value>,
+        applied: &Value,
+        manager: &str,
+        force: bool,
+        now: &str,
+        schema: Option<&Value>,
+    ) -> Result<Value, ApplyError> {
+        let options = ApplyOptions {
+            force,
+            schema,
+            ..ApplyOptions::default()
+        };
+        server_side_apply_with(live, applied, manager, now, &options)
+    }
+
+    #[test]
+    fn apply_through_status_keeps_a_separate_entry_and_spec_ownership() {
+        let obj = |spec: Value, status: Value| {
+            json!({"apiVersion": "apps.example.com/v1", "kind": "Sub", "metadata": {"name": "s"},
+                   "spec": spec, "status": status})
+        };
+        let main = ApplyOptions {
+            status_subresource: true,
+            ..ApplyOptions::default()
+        };
+        let status = ApplyOptions {
+            subresource: Some("status"),
+            status_subresource: true,
+            ..ApplyOptions::default()
+        };
+        // The main endpoint ignores status.
+        let live = stored(
+            server_side_apply_with(
+                None,
+                &obj(json!({"a": 1}), json!({"x": 1})),
+                "ctl",
+                T1,
+                &main,
+            )
+            .unwrap(),
+        );
+        assert_eq!(live.get("status"), None);
+        let with_status = stored(
+            server_side_apply_with(
+                Some(&live),
+                &obj(json!({"ignored": true}), json!({"phase": "Ready"})),
+                "ctl",
+                T2,
+                &status,
+            )
+            .unwrap(),
+        );
+        assert_eq!(with_status["spec"], json!({"a": 1}));
+        assert_eq!(with_status["status"], json!({"phase": "Ready"}));
+        let entries = with_status["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(
+            entries[1],
+            json!({"manager": "ctl", "operation": "Apply", "apiVersion": "apps.example.com/v1",
+                "time": T2, "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:phase": {}}}, "subresource": "status"})
+        );
+        // Re-applying either part is a no-op: no ownership flip-flop between the two.
+        let again = server_side_apply_with(
+            Some(&with_status),
+            &obj(json!({"a": 1}), json!({})),
+            "ctl",
+            T3,
+            &main,
+        )
+        .unwrap();
+        assert_eq!(again, with_status);
+        let again = server_side_apply_with(
+            Some(&with_status),
+            &obj(json!({}), json!({"phase": "Ready"})),
+            "ctl",
+            T3,
+            &status,
+        )
+        .unwrap();
+        assert_eq!(again, with_status);
+    }
+
     #[test]
     fn apply_to_custom_resources_uses_the_schema_list_types() {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
@@ -941,7 +1063,7 @@ mod tests {
                    "spec": spec})
         };
         let live = stored(
-            server_side_apply_with_schema(
+            ssa_cr(
                 None,
                 &sub(
                     json!({"subscribers": [{"name": "a", "weight": 1}], "tags": ["x"],
@@ -960,7 +1082,7 @@ mod tests {
                 "f:subscribers": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:weight": {}}},
                 "f:tags": {"v:\"x\"": {}}}}))
         );
-        let got = server_side_apply_with_schema(
+        let got = ssa_cr(
             Some(&live),
             &sub(json!({"subscribers": [{"name": "b", "weight": 2}], "tags": ["y"]})),
             "m2",
@@ -975,7 +1097,7 @@ mod tests {
                    "tags": ["x", "y"], "conditions": [{"type": "A"}]})
         );
         // An atomic CR list owned by another manager conflicts as a whole.
-        let err = server_side_apply_with_schema(
+        let err = ssa_cr(
             Some(&got),
             &sub(json!({"conditions": [{"type": "B"}]})),
             "m2",
