@@ -214,7 +214,7 @@ struct Candidate<'a> {
     key: String,
     /// weight from matching subscribers (static dividing)
     weight: i64,
-    /// indices of the subscribers whose selector matches
+    /// indices of the subscribers whose selector matches (filled for subgroup scheduling only)
     subscribers: Vec<usize>,
 }
 
@@ -286,13 +286,16 @@ pub fn schedule(
     let mut placement = Placement::default();
     let mut feasible: Vec<Candidate<'_>> = Vec::new();
     for cluster in clusters {
-        let matching: Vec<usize> = selectors
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.matches(&cluster.labels))
-            .map(|(i, _)| i)
-            .collect();
-        if matching.is_empty() {
+        // no allocation on the hot path: matched flag and summed weight first
+        let mut matched = false;
+        let mut weight: i64 = 0;
+        for (s, selector) in sub.subscribers.iter().zip(&selectors) {
+            if selector.matches(&cluster.labels) {
+                matched = true;
+                weight += i64::from(s.weight.max(0));
+            }
+        }
+        if !matched {
             continue;
         }
         placement.matched += 1;
@@ -305,15 +308,21 @@ pub fn schedule(
                 .push((cluster.key(), format!("{plugin}: {reason}")));
             continue;
         }
-        let weight = matching
-            .iter()
-            .map(|i| i64::from(sub.subscribers[*i].weight.max(0)))
-            .sum();
+        let subscribers = if by_subgroup {
+            selectors
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.matches(&cluster.labels))
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            Vec::new()
+        };
         feasible.push(Candidate {
             cluster,
             key: cluster.key(),
             weight,
-            subscribers: matching,
+            subscribers,
         });
     }
     feasible.sort_by(|a, b| a.key.cmp(&b.key));
@@ -519,18 +528,16 @@ fn dynamic(
         for idx in order.into_iter().take(max) {
             keep[idx] = true;
         }
+        let reason = format!(
+            "MaxClusters: not among the {max} clusters with the most capacity \
+             (dynamicDividing.maxClusters)"
+        );
         let mut next = Vec::with_capacity(max);
         for ((c, caps), k) in kept.into_iter().zip(keep) {
             if k {
                 next.push((c, caps));
             } else {
-                placement.unschedulable.push((
-                    c.key,
-                    format!(
-                        "MaxClusters: not among the {max} clusters with the most capacity \
-                         (dynamicDividing.maxClusters)"
-                    ),
-                ));
+                placement.unschedulable.push((c.key, reason.clone()));
             }
         }
         kept = next;
@@ -581,6 +588,15 @@ pub fn spec_hash(spec: &SubscriptionSpec) -> i64 {
     let mut hasher = Fnv1a64::default();
     write_canonical(&value, &mut hasher);
     i64::from_ne_bytes(hasher.finish().to_ne_bytes())
+}
+
+/// A deterministic hash of any JSON value (FNV-1a 64 over its canonical form, map keys sorted),
+/// as 16 hex digits. The scheduler stores it on each Description to see, from metadata alone,
+/// whether the rendered objects changed.
+pub fn content_hash(value: &Value) -> String {
+    let mut hasher = Fnv1a64::default();
+    write_canonical(value, &mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 /// FNV-1a, 64 bit.

@@ -52,19 +52,16 @@ pub fn first_untolerated_hard_taint<'a>(
 /// Number of `PreferNoSchedule` taints not tolerated. As in Kubernetes' TaintToleration score
 /// plugin, only tolerations whose effect is empty or `PreferNoSchedule` count.
 pub fn untolerated_soft_taints(taints: &[Taint], tolerations: &[Toleration]) -> usize {
-    let soft: Vec<&Toleration> = tolerations
-        .iter()
-        .filter(|t| {
-            matches!(
-                t.effect.as_deref(),
-                None | Some("") | Some(EFFECT_PREFER_NO_SCHEDULE)
-            )
-        })
-        .collect();
+    let soft = |t: &&Toleration| {
+        matches!(
+            t.effect.as_deref(),
+            None | Some("") | Some(EFFECT_PREFER_NO_SCHEDULE)
+        )
+    };
     taints
         .iter()
         .filter(|taint| taint.effect == EFFECT_PREFER_NO_SCHEDULE)
-        .filter(|taint| !soft.iter().any(|t| tolerates(t, taint)))
+        .filter(|taint| !tolerations.iter().filter(soft).any(|t| tolerates(t, taint)))
         .count()
 }
 
