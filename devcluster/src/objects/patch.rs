@@ -98,7 +98,8 @@ fn parse_op(op: &Value) -> Result<Op<'_>, PatchError> {
             from: pointer("from")?,
             path: pointer("path")?,
         },
-        "test" => Op::Test(pointer("path")?, value()?),
+        // evanphx treats a `test` without "value" as a test against null.
+        "test" => Op::Test(pointer("path")?, obj.get("value").unwrap_or(&Value::Null)),
         other => {
             return Err(PatchError::OperationFailed(format!(
                 "Unexpected kind: {other}"
@@ -260,12 +261,25 @@ fn apply_op(doc: &mut Value, op: Op<'_>) -> Result<(), PatchError> {
                 .ok_or_else(|| failed("copy: missing \"from\" path"))?;
             add(doc, &path, value)
         }
-        Op::Test(path, expected) => match get(doc, &path) {
-            Some(actual) if json_equal(actual, expected) => Ok(()),
-            // evanphx: a missing member equals null, see §11 item 23.
-            None if expected.is_null() => Ok(()),
-            _ => Err(failed("testing value failed")),
-        },
+        Op::Test(path, expected) => {
+            let actual = match path.split_last() {
+                None => Some(&*doc),
+                Some((last, parent)) => match get(doc, parent) {
+                    Some(Value::Object(m)) => m.get(last),
+                    Some(Value::Array(a)) => {
+                        let i = array_index(last, a.len(), false)?;
+                        a.get(i)
+                    }
+                    _ => return Err(failed("test: missing path")),
+                },
+            };
+            match actual {
+                Some(actual) if json_equal(actual, expected) => Ok(()),
+                // evanphx: a missing member of an existing object equals null (§11 item 23).
+                None if expected.is_null() => Ok(()),
+                _ => Err(failed("testing value failed")),
+            }
+        }
     }
 }
 
@@ -353,6 +367,24 @@ mod tests {
             (
                 "test of a missing member against a non-null value fails",
                 json!([{"op": "test", "path": "/metadata/x", "value": "b"}]),
+                Err(()),
+            ),
+            (
+                "test against null below a missing parent fails",
+                json!([{"op": "test", "path": "/status/x", "value": null}]),
+                Err(()),
+            ),
+            (
+                "test of an existing null member against null succeeds",
+                json!([{"op": "test", "path": "/spec/list", "value": [1, 2]},
+                       {"op": "add", "path": "/spec/n", "value": null},
+                       {"op": "test", "path": "/spec/n", "value": null},
+                       {"op": "remove", "path": "/spec/n"}]),
+                Ok(doc.clone()),
+            ),
+            (
+                "test of an array element out of bounds fails",
+                json!([{"op": "test", "path": "/spec/list/2", "value": null}]),
                 Err(()),
             ),
             (
