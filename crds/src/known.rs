@@ -74,6 +74,9 @@ pub const ANNOTATION_FEED_PROTECTION: &str = "apps.clusternet.io/feed-protection
 pub const ANNOTATION_SKIP_VALIDATING: &str = "apps.clusternet.io/skip-validating";
 /// Annotation on every object deployed to a child: `<description-namespace>.<description-name>`.
 pub const ANNOTATION_OWNED_BY_DESCRIPTION: &str = "apps.clusternet.io/owned-by-description";
+/// Annotation on a Description: hash of its rendered `spec`, so the scheduler can tell from
+/// metadata alone (without caching every rendered object) whether a write is needed.
+pub const ANNOTATION_RENDER_HASH: &str = "apps.clusternet.io/render-hash";
 /// Annotation on deployed objects: the last applied configuration, for three-way patches.
 pub const ANNOTATION_LAST_APPLIED_CONFIG: &str = "clusternet.io/last-applied-configuration";
 /// Annotation on a Subscription: `"true"` marks the default ClusterInit workload.

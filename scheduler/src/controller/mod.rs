@@ -28,6 +28,7 @@ use atoll_crds::apps::{
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::known;
 use futures::{FutureExt, StreamExt};
+use kube::api::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -46,15 +47,23 @@ use tokio_stream::wrappers::ReceiverStream;
 const TRIGGER_QUEUE: usize = 4096;
 
 /// Starts a reflector for `api`, calling `on_event` for every change after the initial list.
-fn spawn_reflector<K, F>(api: Api<K>, config: watcher::Config, mut on_event: F) -> Store<K>
+fn spawn_reflector<K, F>(api: Api<K>, config: watcher::Config, on_event: F) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     F: FnMut(&Event<K>) -> Vec<Trigger> + Send + 'static,
 {
+    reflect_stream(watcher::watcher(api, config), on_event)
+}
+
+/// Reflects a watch stream into a store, calling `on_event` for every event.
+fn reflect_stream<K, S, F>(stream: S, mut on_event: F) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    S: futures::Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
+    F: FnMut(&Event<K>) -> Vec<Trigger> + Send + 'static,
+{
     let (store, writer) = reflector::store();
-    let stream = watcher::watcher(api, config)
-        .default_backoff()
-        .reflect(writer);
+    let stream = stream.default_backoff().reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
@@ -221,8 +230,10 @@ pub async fn run(
         },
     );
     let tx = one_tx.clone();
+    // Metadata only: the render-hash annotation tells whether a write is needed, so the
+    // scheduler never holds every rendered object in memory.
     let descriptions = spawn_reflector(
-        Api::<Description>::all(client.clone()),
+        Api::<PartialObjectMeta<Description>>::all(client.clone()),
         watcher::Config::default().labels(known::LABEL_SUBS_UID),
         move |event| {
             let Event::Delete(description) = event else {

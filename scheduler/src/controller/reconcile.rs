@@ -12,9 +12,10 @@ use atoll_crds::apps::{
 };
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::{conditions, known};
+use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
@@ -58,8 +59,8 @@ pub struct Stores {
     pub localizations: Store<Localization>,
     /// Manifests in `clusternet-reserved`.
     pub manifests: Store<Manifest>,
-    /// Descriptions written by the scheduler, all namespaces.
-    pub descriptions: Store<Description>,
+    /// Metadata of the Descriptions written by the scheduler, all namespaces.
+    pub descriptions: Store<PartialObjectMeta<Description>>,
 }
 
 /// Everything a reconcile needs.
@@ -238,22 +239,26 @@ fn description_labels(sub: &Subscription, cluster: &ClusterInfo) -> BTreeMap<Str
     ])
 }
 
+/// How many Description writes of one Subscription are in flight at once.
+const WRITE_CONCURRENCY: usize = 16;
+
 /// Writes the Description of every bound cluster whose objects rendered and changed. Returns
 /// true when some cluster must be looked at again (its old Description is still being deleted).
 async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> Result<bool, Error> {
     let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
-    let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
     let mut waiting = false;
+    let mut writes = Vec::new();
     for cluster_plan in &plan.clusters {
         let Ok(objects) = &cluster_plan.objects else {
             continue;
         };
-        let namespace = &cluster_plan.cluster.namespace;
+        let namespace = cluster_plan.cluster.namespace.clone();
         let labels = description_labels(sub, &cluster_plan.cluster);
+        let hash = placement::content_hash(&Value::Array(objects.clone()));
         let existing = ctx
             .stores
             .descriptions
-            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(namespace));
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&namespace));
         if let Some(existing) = &existing {
             if existing.metadata.deletion_timestamp.is_some() {
                 // It is being removed (e.g. the cluster was unbound a moment ago); write it anew
@@ -266,25 +271,49 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
                 .labels
                 .as_ref()
                 .is_some_and(|have| labels.iter().all(|(k, v)| have.get(k) == Some(v)));
-            if labels_match && existing.spec.raw == *objects && existing.spec.charts.is_empty() {
+            let hash_matches = existing
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(known::ANNOTATION_RENDER_HASH))
+                .is_some_and(|h| *h == hash);
+            if labels_match && hash_matches {
                 continue;
             }
         }
         let description = json!({
             "apiVersion": Description::api_version(&()),
             "kind": Description::kind(&()),
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": {known::ANNOTATION_RENDER_HASH: hash},
+            },
             "spec": {"deployer": "Generic", "raw": objects},
         });
-        Api::<Description>::namespaced(ctx.client.clone(), namespace)
-            .patch(&name, &params, &Patch::Apply(&description))
-            .await
-            .map_err(api_error(
-                "apply Description",
-                format!("{namespace}/{name}"),
-            ))?;
-        ctx.metrics.descriptions_written.inc();
+        writes.push((namespace, description));
     }
+    let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
+    stream::iter(writes)
+        .map(|(namespace, description)| {
+            let params = &params;
+            let name = &name;
+            async move {
+                Api::<Description>::namespaced(ctx.client.clone(), &namespace)
+                    .patch(name, params, &Patch::Apply(&description))
+                    .await
+                    .map_err(api_error(
+                        "apply Description",
+                        format!("{namespace}/{name}"),
+                    ))?;
+                ctx.metrics.descriptions_written.inc();
+                Ok::<(), Error>(())
+            }
+        })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
     Ok(waiting)
 }
 
@@ -309,7 +338,10 @@ async fn remove_unbound_descriptions(
     Ok(())
 }
 
-fn descriptions_of(store: &Store<Description>, uid: &str) -> Vec<Arc<Description>> {
+fn descriptions_of(
+    store: &Store<PartialObjectMeta<Description>>,
+    uid: &str,
+) -> Vec<Arc<PartialObjectMeta<Description>>> {
     store.state_filter(|d| {
         d.metadata
             .labels

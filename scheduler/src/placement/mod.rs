@@ -225,7 +225,9 @@ struct Candidate<'a> {
 /// feasible cluster, static Dividing splits by weight ([`divide::divide_static`]) and dynamic
 /// Dividing splits by capacity ([`divide::divide`]). Zero feasible clusters is not an error: the
 /// placement is empty and `unschedulable` says why, so previously bound clusters are released
-/// (as Clusternet binds the empty result).
+/// (as Clusternet binds the empty result). The one exception is dynamic dividing with
+/// `minClusters` set: fewer feasible clusters than that is [`Error::SelectClusters`], and the
+/// caller keeps the previous placement.
 pub fn schedule(
     sub: &SubscriptionSpec,
     clusters: &[ClusterInfo],
