@@ -223,6 +223,8 @@ impl DevCluster {
             t.abort();
         }
         self.state.shutdown();
+        // Everything acknowledged so far is committed before the handle is gone.
+        self.state.store.close();
     }
 }
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::Error;
-use sqlite::{Db, DbOp};
+use sqlite::{Db, DbOp, Writer};
 
 /// A stored object (immutable once stored; writes replace it).
 pub type Obj = Arc<Value>;
@@ -146,13 +146,14 @@ struct Inner {
     tables: HashMap<ResKey, Table>,
     uids: HashMap<String, ObjRef>,
     owners: HashMap<String, BTreeSet<ObjRef>>,
-    db: Option<Db>,
+    persisted: bool,
     count: usize,
 }
 
 /// The store.
 pub struct Store {
     inner: Mutex<Inner>,
+    writer: Option<Writer>,
     events: broadcast::Sender<Arc<WatchEvent>>,
     history_limit: usize,
 }
@@ -198,11 +199,12 @@ impl Store {
                 .map_err(|e| Error::OpenStore(format!("corrupt object in database: {e}")))?;
             objects.push((ResKey::new(&row.group, &row.resource), obj));
         }
-        Ok(Store::with_db(Some(db), rv, objects, last))
+        let writer = Writer::start(db)?;
+        Ok(Store::with_db(Some(writer), rv, objects, last))
     }
 
     fn with_db(
-        db: Option<Db>,
+        writer: Option<Writer>,
         rv: u64,
         objects: Vec<(ResKey, Value)>,
         last: Vec<(String, String, u64)>,
@@ -213,7 +215,7 @@ impl Store {
             tables: HashMap::new(),
             uids: HashMap::new(),
             owners: HashMap::new(),
-            db,
+            persisted: writer.is_some(),
             count: 0,
         };
         for (g, r, lrv) in last {
@@ -237,6 +239,7 @@ impl Store {
         }
         Store {
             inner: Mutex::new(inner),
+            writer,
             events,
             history_limit: DEFAULT_HISTORY,
         }
@@ -374,6 +377,20 @@ impl Store {
         (objs, rx, inner.rv)
     }
 
+    /// Waits until every write so far is in the database (no-op in memory).
+    pub fn sync(&self) {
+        if let Some(w) = self.writer.as_ref() {
+            w.sync();
+        }
+    }
+
+    /// Commits what is queued and stops the database writer (later writes stay in memory).
+    pub fn close(&self) {
+        if let Some(w) = self.writer.as_ref() {
+            w.close();
+        }
+    }
+
     /// A receiver of every future event.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
         self.events.subscribe()
@@ -501,7 +518,7 @@ impl Txn<'_> {
             self.guard.count += 1;
         }
         self.guard.index(&r, prev.as_deref(), Some(&obj));
-        if self.guard.db.is_some() {
+        if self.guard.persisted {
             self.ops.push(DbOp::Put {
                 group: key.group.clone(),
                 resource: key.resource.clone(),
@@ -538,7 +555,7 @@ impl Txn<'_> {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
         let last = Arc::new(last);
-        if self.guard.db.is_some() {
+        if self.guard.persisted {
             self.ops.push(DbOp::Delete {
                 group: key.group.clone(),
                 resource: key.resource.clone(),
@@ -584,7 +601,7 @@ impl Txn<'_> {
                 }
             }
         }
-        if self.guard.db.is_some() {
+        if self.guard.persisted {
             self.ops.push(DbOp::LastChange {
                 group: key.group.clone(),
                 resource: key.resource.clone(),
@@ -600,19 +617,18 @@ impl Txn<'_> {
     }
 
     fn flush(&mut self) -> Result<(), Error> {
-        let mut result = Ok(());
         if !self.ops.is_empty() {
             let rv = self.guard.rv;
             let ops = std::mem::take(&mut self.ops);
-            if let Some(db) = self.guard.db.as_mut() {
-                result = db.write(&ops, rv);
+            if let Some(w) = self.store.writer.as_ref() {
+                w.write(ops, rv);
             }
         }
         for ev in self.events.drain(..) {
             // No receivers is fine.
             let _ = self.store.events.send(ev);
         }
-        result
+        Ok(())
     }
 }
 
@@ -693,6 +709,7 @@ mod tests {
             tx.put(&k, cm("ns", "b"));
             tx.remove(&k, "ns", "a");
             tx.commit().unwrap();
+            s.sync();
         }
         let s = Store::open(dir.path()).unwrap();
         assert_eq!(s.current_rv(), 3);

@@ -186,3 +186,95 @@ impl Db {
         tx.commit().map_err(sql_err)
     }
 }
+
+enum Msg {
+    Write(Vec<DbOp>, u64),
+    Sync(std::sync::mpsc::Sender<()>),
+}
+
+/// A background thread that owns the database and commits queued writes in batches (group
+/// commit): writes are queued in resourceVersion order while the store lock is held, and every
+/// batch lands in one transaction, so the database always holds a prefix of the history.
+pub(crate) struct Writer {
+    tx: parking_lot::Mutex<Option<std::sync::mpsc::Sender<Msg>>>,
+    handle: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Writer {
+    /// Starts the writer thread.
+    pub(crate) fn start(mut db: Db) -> Result<Writer, Error> {
+        let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+        let handle = std::thread::Builder::new()
+            .name("devcluster-sqlite".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    while batch.len() < 4096 {
+                        match rx.try_recv() {
+                            Ok(m) => batch.push(m),
+                            Err(_) => break,
+                        }
+                    }
+                    let mut ops = Vec::new();
+                    let mut rv = None;
+                    let mut waiters = Vec::new();
+                    for m in batch {
+                        match m {
+                            Msg::Write(o, r) => {
+                                ops.extend(o);
+                                rv = Some(r);
+                            }
+                            Msg::Sync(w) => waiters.push(w),
+                        }
+                    }
+                    if let Some(rv) = rv
+                        && let Err(e) = db.write(&ops, rv)
+                    {
+                        tracing::error!(error = %e, "persisting writes failed");
+                    }
+                    for w in waiters {
+                        let _ = w.send(());
+                    }
+                }
+            })
+            .map_err(|e| Error::OpenStore(format!("starting the SQLite writer: {e}")))?;
+        Ok(Writer {
+            tx: parking_lot::Mutex::new(Some(tx)),
+            handle: parking_lot::Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Queues writes (call with the store lock held, in RV order).
+    pub(crate) fn write(&self, ops: Vec<DbOp>, rv: u64) {
+        if let Some(tx) = self.tx.lock().as_ref() {
+            let _ = tx.send(Msg::Write(ops, rv));
+        }
+    }
+
+    /// Waits until everything queued so far is committed.
+    pub(crate) fn sync(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sent = self
+            .tx
+            .lock()
+            .as_ref()
+            .is_some_and(|s| s.send(Msg::Sync(tx)).is_ok());
+        if sent {
+            let _ = rx.recv();
+        }
+    }
+
+    /// Commits what is queued and stops the thread.
+    pub(crate) fn close(&self) {
+        self.tx.lock().take();
+        if let Some(h) = self.handle.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
