@@ -631,3 +631,13 @@ fn feed_replicas_read_replicas_and_pod_requests() {
         "parse_quantity"
     );
 }
+
+#[test]
+fn content_hash_ignores_key_order_and_tracks_values() {
+    let a: Value = serde_json::from_str(r#"{"b": 1, "a": [1, {"y": 2, "x": 1}]}"#).unwrap();
+    let b: Value = serde_json::from_str(r#"{"a": [1, {"x": 1, "y": 2}], "b": 1}"#).unwrap();
+    let c: Value = serde_json::from_str(r#"{"a": [1, {"x": 1, "y": 3}], "b": 1}"#).unwrap();
+    assert_eq!(content_hash(&a), content_hash(&b));
+    assert_ne!(content_hash(&a), content_hash(&c));
+    assert_eq!(content_hash(&a).len(), 16);
+}
