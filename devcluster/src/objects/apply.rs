@@ -478,7 +478,7 @@ fn owns_at_or_below(set: &FieldSet, path: &[String]) -> bool {
 /// lists merge item by item, everything else is replaced.
 fn merge(walker: &Walker<'_>, live: &Value, config: &Value, names: &mut Vec<String>) -> Value {
     match (live, config) {
-        (Value::Object(l), Value::Object(c)) => {
+        (Value::Object(l), Value::Object(c)) if !walker.atomic_map(names) => {
             let mut out = l.clone();
             for (k, cv) in c {
                 names.push(k.clone());
@@ -877,6 +877,24 @@ mod tests {
         assert_eq!(
             got["spec"]["template"]["spec"]["containers"],
             json!([{"name": "nginx", "image": "nginx:1"}])
+        );
+    }
+
+    #[test]
+    fn apply_owns_label_selectors_as_one_atomic_field() {
+        let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"app": "a"}}}});
+        let live = stored(server_side_apply(None, &config, "m1", false, T1).unwrap());
+        assert_eq!(
+            fields_of(&live, "m1", "Apply"),
+            Some(json!({"f:spec": {"f:selector": {}}}))
+        );
+        let other = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"tier": "b"}}}});
+        let got = server_side_apply(Some(&live), &other, "m2", true, T2).unwrap();
+        assert_eq!(
+            got["spec"]["selector"],
+            json!({"matchLabels": {"tier": "b"}})
         );
     }
 

@@ -1,7 +1,7 @@
 //! Field sets of server-side apply: the `fieldsV1` trie of structured-merge-diff
 //! [SMD `fieldpath/set.go`, `fieldpath/serialize.go`], and walking objects into them.
 
-use super::lists::{SsaList, key_default, strategy};
+use super::lists::{SsaList, atomic_map, key_default, strategy};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -268,6 +268,22 @@ impl Walker<'_> {
         }
     }
 
+    /// Whether the map at `names` is atomic: one field, replaced whole.
+    pub fn atomic_map(&self, names: &[String]) -> bool {
+        if names.is_empty() {
+            return false;
+        }
+        match self.schema {
+            Some(schema) if names.first().is_some_and(|n| n != "metadata") => {
+                schema_at(schema, names)
+                    .and_then(|n| n.get("x-kubernetes-map-type"))
+                    .and_then(Value::as_str)
+                    == Some("atomic")
+            }
+            _ => atomic_map(names),
+        }
+    }
+
     /// Whether the list at `names` is granular (its items are tracked one by one).
     pub fn granular(&self, names: &[String]) -> bool {
         !matches!(self.list_type(names), ListType::Atomic)
@@ -284,7 +300,7 @@ impl Walker<'_> {
 
     fn value_set(&self, value: &Value, names: &mut Vec<String>, own_maps: bool) -> FieldSet {
         match value {
-            Value::Object(map) if !map.is_empty() => {
+            Value::Object(map) if !map.is_empty() && !self.atomic_map(names) => {
                 let mut set = FieldSet {
                     member: own_maps,
                     children: BTreeMap::new(),
@@ -346,7 +362,7 @@ impl Walker<'_> {
         match (old, new) {
             (None, None) => {}
             (Some(o), Some(n)) if o == n => {}
-            (Some(Value::Object(o)), Some(Value::Object(n))) => {
+            (Some(Value::Object(o)), Some(Value::Object(n))) if !self.atomic_map(names) => {
                 let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
                 for k in keys {
                     names.push(k.clone());

@@ -98,6 +98,19 @@ pub(crate) fn strategy(group: &str, kind: &str, path: &[String]) -> ListStrategy
     }
 }
 
+/// Whether the map at `path` is owned and replaced as a whole by server-side apply
+/// (`+structType=atomic` / `+mapType=atomic`): label selectors and node selectors.
+pub(crate) fn atomic_map(path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    match last.as_str() {
+        "selector" => parents.last().is_some_and(|p| p == "spec"),
+        "nodeSelector" => true,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
