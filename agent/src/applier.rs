@@ -744,7 +744,7 @@ impl Applier {
         let mut objects = Vec::new();
         let mut failures = Vec::new();
         for tier in 0..3 {
-            let batch: Vec<&ObjectRef> = refs
+            let batch: Vec<ObjectRef> = refs
                 .iter()
                 .filter(|r| {
                     tier == match (r.group(), r.kind.as_str()) {
@@ -753,10 +753,16 @@ impl Applier {
                         _ => 0,
                     }
                 })
+                .cloned()
                 .collect();
-            let key_ref = key.as_str();
             let results: Vec<(ObjectRef, Result<(), Error>)> = futures::stream::iter(batch)
-                .map(|r| async move { (r.clone(), self.delete_object(key_ref, r, true).await) })
+                .map(|r: ObjectRef| {
+                    let key = key.clone();
+                    async move {
+                        let result = self.delete_object(&key, &r, true).await;
+                        (r, result)
+                    }
+                })
                 .buffer_unordered(CONCURRENCY)
                 .collect()
                 .await;

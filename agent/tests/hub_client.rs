@@ -1,0 +1,405 @@
+//! The hub client against a minimal in-test gRPC Hub and a child devcluster.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use atoll_agent::hub::Backoff;
+use atoll_agent::{Agent, AgentConfig, Applier, Description};
+use atoll_proto::v1::{self, agent_message, hub_message, hub_server};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+const NS: &str = "clusternet-test1";
+const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
+
+type Outbound = mpsc::Sender<Result<v1::HubMessage, Status>>;
+
+/// A hub that registers any agent presenting the bootstrap token, streams a fixed snapshot and
+/// records everything it receives.
+#[derive(Clone, Default)]
+struct TestHub {
+    descriptions: Arc<Mutex<BTreeMap<String, Vec<Value>>>>,
+    tokens: Arc<Mutex<Vec<String>>>,
+    minted: Arc<AtomicU64>,
+    hellos: Arc<Mutex<Vec<v1::Hello>>>,
+    received: Arc<Mutex<Vec<agent_message::Message>>>,
+    current: Arc<Mutex<Option<Outbound>>>,
+    seq: Arc<AtomicU64>,
+    epoch: Arc<AtomicU64>,
+}
+
+fn upsert(
+    seq: u64,
+    name: &str,
+    generation: i64,
+    objects: &[Value],
+    deleting: bool,
+) -> v1::HubMessage {
+    v1::HubMessage {
+        message: Some(hub_message::Message::Upsert(v1::DescriptionUpsert {
+            seq,
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            resource_version: "1".into(),
+            generation,
+            objects: objects
+                .iter()
+                .map(|o| serde_json::to_vec(o).unwrap())
+                .collect(),
+            deleting,
+            labels: Default::default(),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl hub_server::Hub for TestHub {
+    type SyncStream = ReceiverStream<Result<v1::HubMessage, Status>>;
+
+    async fn sync(
+        &self,
+        request: Request<Streaming<v1::AgentMessage>>,
+    ) -> Result<Response<Self::SyncStream>, Status> {
+        let mut inbound = request.into_inner();
+        let Some(v1::AgentMessage {
+            message: Some(agent_message::Message::Hello(hello)),
+        }) = inbound.message().await?
+        else {
+            return Err(Status::invalid_argument(
+                "the first message must be a Hello",
+            ));
+        };
+        self.hellos.lock().unwrap().push(hello.clone());
+        let cluster_token = if hello.token == BOOTSTRAP {
+            let token = format!("ct-{}", self.minted.fetch_add(1, Ordering::SeqCst) + 1);
+            self.tokens.lock().unwrap().push(token.clone());
+            token
+        } else if self.tokens.lock().unwrap().contains(&hello.token) {
+            String::new()
+        } else {
+            return Err(Status::unauthenticated("unknown or revoked token"));
+        };
+        let (tx, rx) = mpsc::channel(64);
+        self.seq.store(0, Ordering::SeqCst);
+        let welcome = v1::Welcome {
+            namespace: NS.into(),
+            managed_cluster_name: hello.cluster_name.clone(),
+            epoch: self.epoch.fetch_add(1, Ordering::SeqCst) + 1,
+            cluster_token,
+            heartbeat_seconds: 1,
+            window: 16,
+        };
+        let mut messages = vec![v1::HubMessage {
+            message: Some(hub_message::Message::Welcome(welcome)),
+        }];
+        for (name, objects) in self.descriptions.lock().unwrap().iter() {
+            messages.push(upsert(self.next_seq(), name, 1, objects, false));
+        }
+        messages.push(v1::HubMessage {
+            message: Some(hub_message::Message::SnapshotComplete(
+                v1::SnapshotComplete {
+                    seq: self.next_seq(),
+                },
+            )),
+        });
+        for m in messages {
+            tx.send(Ok(m)).await.unwrap();
+        }
+        *self.current.lock().unwrap() = Some(tx);
+        let received = self.received.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(m)) = inbound.message().await {
+                if let Some(m) = m.message {
+                    received.lock().unwrap().push(m);
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl TestHub {
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    async fn push(&self, message: v1::HubMessage) {
+        let tx = self.current.lock().unwrap().clone().unwrap();
+        tx.send(Ok(message)).await.unwrap();
+    }
+
+    /// Ends the current stream from the hub side.
+    fn drop_stream(&self) {
+        self.current.lock().unwrap().take();
+    }
+
+    fn acked(&self, seq: u64) -> bool {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| matches!(m, agent_message::Message::Ack(a) if a.seq == seq))
+    }
+
+    fn reports(&self, name: &str) -> Vec<v1::DescriptionReport> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|m| match m {
+                agent_message::Message::Report(r) if r.name == name => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn heartbeats(&self) -> Vec<v1::Heartbeat> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|m| match m {
+                agent_message::Message::Heartbeat(h) => Some(h.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+async fn serve(hub: TestHub) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(hub_server::HubServer::new(hub))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    format!("http://{addr}")
+}
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+}
+
+fn start_agent(
+    client: kube::Client,
+    url: &str,
+) -> (
+    tokio::sync::watch::Receiver<atoll_agent::hub::ConnectionState>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let mut config = AgentConfig::new(url, BOOTSTRAP, "child-1");
+    config.backoff = Backoff {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(200),
+    };
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    let agent = Agent::new(client, config, applier);
+    let state = agent.subscribe();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(agent.run(async move {
+        let _ = stopped.await;
+    }));
+    (state, stop)
+}
+
+async fn stored_token(client: &kube::Client) -> Option<String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "clusternet-system");
+    let s = secrets.get_opt("parent-cluster").await.unwrap()?;
+    Some(String::from_utf8(s.data?.get("token")?.0.clone()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas() {
+    let child = devcluster::DevCluster::start(devcluster::Config {
+        nodes: 2,
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    let client = child.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // A Description the hub no longer has, applied by an earlier run of the agent.
+    let stale = Applier::new(client.clone(), "atoll-agent")
+        .apply(&Description {
+            namespace: NS.into(),
+            name: "default.stale".into(),
+            uid: "uid-stale".into(),
+            generation: 1,
+            objects: vec![cm("stale")],
+        })
+        .await;
+    assert_eq!(stale.phase, atoll_agent::Phase::Success);
+
+    let hub = TestHub::default();
+    hub.descriptions
+        .lock()
+        .unwrap()
+        .insert("default.web".into(), vec![cm("web")]);
+    let url = serve(hub.clone()).await;
+    let (_state, _stop) = start_agent(client.clone(), &url);
+
+    // Snapshot (seq 1) and marker (seq 2) are acknowledged; the stale Description is pruned.
+    eventually("acks of the snapshot and marker", || async {
+        hub.acked(1) && hub.acked(2)
+    })
+    .await;
+    assert!(cms.get_opt("web").await.unwrap().is_some());
+    eventually("the stale object to be pruned", || async {
+        cms.get_opt("stale").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(stored_token(&client).await.as_deref(), Some("ct-1"));
+    let hello = hub.hellos.lock().unwrap()[0].clone();
+    assert_eq!(hello.token, BOOTSTRAP);
+    assert_eq!(hello.protocol_version, v1::ProtocolVersion::V1 as i32);
+    let kube_system = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get("kube-system")
+        .await
+        .unwrap();
+    assert_eq!(Some(hello.cluster_id), kube_system.metadata.uid);
+    let report = hub.reports("default.web").last().cloned().unwrap();
+    assert_eq!(
+        (
+            report.phase.as_str(),
+            report.observed_generation,
+            report.deleted
+        ),
+        ("Success", 1, false)
+    );
+    assert_eq!(report.objects.len(), 1);
+
+    // Heartbeats carry node counts, sums and health.
+    eventually("a heartbeat", || async { !hub.heartbeats().is_empty() }).await;
+    let hb = hub.heartbeats()[0].clone();
+    let nodes = hb.node_statistics.unwrap();
+    assert_eq!((nodes.ready_nodes, nodes.not_ready_nodes), (2, 0));
+    assert!(hb.capacity.contains_key("cpu") && hb.allocatable.contains_key("memory"));
+    assert!(hb.healthz && hb.livez && hb.readyz);
+    assert_eq!(hb.heartbeat_seconds, 1);
+
+    // Deltas: a new Description, a deletion, a removal.
+    hub.push(upsert(3, "default.api", 1, &[cm("api")], false))
+        .await;
+    eventually("the new Description to be applied and acked", || async {
+        hub.acked(3) && cms.get_opt("api").await.unwrap().is_some()
+    })
+    .await;
+    hub.push(upsert(4, "default.web", 2, &[cm("web")], true))
+        .await;
+    eventually("the deletion to be confirmed", || async {
+        hub.acked(4) && hub.reports("default.web").iter().any(|r| r.deleted)
+    })
+    .await;
+    assert!(
+        cms.get_opt("web").await.unwrap().is_none(),
+        "gone before deleted=true"
+    );
+    hub.push(v1::HubMessage {
+        message: Some(hub_message::Message::Removed(v1::DescriptionRemoved {
+            seq: 5,
+            name: "default.api".into(),
+            uid: "uid-default.api".into(),
+        })),
+    })
+    .await;
+    eventually("the removed Description's objects to be pruned", || async {
+        hub.acked(5) && cms.get_opt("api").await.unwrap().is_none()
+    })
+    .await;
+
+    // A status change is reported without waiting for the next heartbeat.
+    hub.push(upsert(6, "default.more", 1, &[cm("more")], false))
+        .await;
+    eventually("ack 6", || async { hub.acked(6) }).await;
+    let before = hub.reports("default.more").len();
+    let patch = json!({"data": {"k": "drifted"}});
+    cms.patch(
+        "more",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    eventually("drift repaired", || async {
+        cms.get("more")
+            .await
+            .unwrap()
+            .data
+            .unwrap()
+            .get("k")
+            .map(String::as_str)
+            == Some("v")
+    })
+    .await;
+    eventually("a report after the repair", || async {
+        hub.reports("default.more").len() > before
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_reconnects_with_its_stored_cluster_token_and_falls_back_to_bootstrap_once() {
+    let child = devcluster::DevCluster::start_default().await.unwrap();
+    let client = child.client().await.unwrap();
+    let hub = TestHub::default();
+    let url = serve(hub.clone()).await;
+    let (mut state, _stop) = start_agent(client.clone(), &url);
+    let wait_sessions = |n: u64| {
+        let mut state = state.clone();
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(20),
+                state.wait_for(|s| s.connected && s.sessions >= n),
+            )
+            .await
+            .expect("session in time")
+            .expect("agent alive");
+        }
+    };
+    wait_sessions(1).await;
+    assert_eq!(stored_token(&client).await.as_deref(), Some("ct-1"));
+
+    // The hub drops the stream: the agent comes back with the stored cluster token.
+    hub.drop_stream();
+    wait_sessions(2).await;
+    assert_eq!(hub.hellos.lock().unwrap()[1].token, "ct-1");
+    assert_eq!(hub.minted.load(Ordering::SeqCst), 1, "no new registration");
+
+    // The hub revokes the cluster token: the agent falls back to its bootstrap token once.
+    hub.tokens.lock().unwrap().clear();
+    hub.drop_stream();
+    wait_sessions(3).await;
+    let tokens: Vec<String> = hub
+        .hellos
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.token.clone())
+        .collect();
+    assert_eq!(tokens, vec![BOOTSTRAP, "ct-1", "ct-1", BOOTSTRAP]);
+    assert_eq!(stored_token(&client).await.as_deref(), Some("ct-2"));
+    assert!(state.borrow_and_update().epoch >= 3);
+}
