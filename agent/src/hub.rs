@@ -65,8 +65,8 @@ impl Backoff {
     }
 }
 
-/// Settings of one agent.
-#[derive(Clone, Debug)]
+/// Settings of one agent. `Debug` never shows the bootstrap token.
+#[derive(Clone)]
 pub struct AgentConfig {
     /// The hub's gRPC URL, `https://…` (or `http://…` with [`Transport::Plaintext`]).
     pub hub_url: String,
@@ -85,6 +85,21 @@ pub struct AgentConfig {
     pub backoff: Backoff,
     /// Heartbeat period when the hub does not say.
     pub default_heartbeat: Duration,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("hub_url", &self.hub_url)
+            .field("transport", &self.transport)
+            .field("bootstrap_token", &"<redacted>")
+            .field("cluster_name", &self.cluster_name)
+            .field("cluster_labels", &self.cluster_labels)
+            .field("cluster_type", &self.cluster_type)
+            .field("backoff", &self.backoff)
+            .field("default_heartbeat", &self.default_heartbeat)
+            .finish()
+    }
 }
 
 impl AgentConfig {
@@ -650,9 +665,10 @@ mod tests {
             ("not a url", Transport::Plaintext, false),
         ];
         for (url, transport, ok) in cases {
-            let mut c = AgentConfig::new(url, "a.b", "c");
+            let mut c = AgentConfig::new(url, "07401b.f395accd246ae52d", "c");
             c.transport = transport;
             assert_eq!(c.endpoint().is_ok(), ok, "{url}");
+            assert!(!format!("{c:?}").contains("f395accd"), "token redacted");
         }
     }
 

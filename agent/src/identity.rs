@@ -19,8 +19,8 @@ pub async fn cluster_id(client: &kube::Client) -> Result<String, Error> {
     Ok(ns.metadata.uid.unwrap_or_default())
 }
 
-/// What the agent keeps of its registration.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What the agent keeps of its registration. `Debug` and `Display` never show the token.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Credentials {
     /// The cluster token minted by the hub.
     pub token: String,
@@ -30,6 +30,17 @@ pub struct Credentials {
     pub namespace: String,
     /// The cluster id it was minted for.
     pub cluster_id: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("token", &"<redacted>")
+            .field("hub_url", &self.hub_url)
+            .field("namespace", &self.namespace)
+            .field("cluster_id", &self.cluster_id)
+            .finish()
+    }
 }
 
 impl std::fmt::Display for Credentials {
@@ -148,19 +159,20 @@ mod tests {
     fn credentials_round_trip_through_the_secret() {
         let cases = [
             Credentials {
-                token: "tok".into(),
+                token: "s3cr3t-value".into(),
                 hub_url: "https://hub:443".into(),
                 namespace: "clusternet-abcde".into(),
                 cluster_id: "uid-1".into(),
             },
             Credentials {
-                token: "t".into(),
+                token: "s3cr3t-other".into(),
                 ..Credentials::default()
             },
         ];
         for creds in cases {
             assert_eq!(from_secret(&to_secret(&creds)), Some(creds.clone()));
-            assert!(!creds.to_string().contains(&creds.token) || creds.token.len() < 2);
+            assert!(!creds.to_string().contains("s3cr3t"));
+            assert!(!format!("{creds:?}").contains("s3cr3t"));
         }
         assert_eq!(from_secret(&to_secret(&Credentials::default())), None);
     }
