@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1.7
+#
+# Images of atoll's three in-cluster components from one Dockerfile, one target each:
+#
+#   docker build --target scheduler -t atoll-scheduler .
+#   docker build --target hub       -t atoll-hub .
+#   docker build --target agent     -t atoll-agent .
+#
+# All three binaries are compiled once in the shared `builder` stage (BuildKit reuses it across
+# the three builds). Runtime images are distroless/cc (glibc, CA certificates, no shell) and run
+# as the `nonroot` user (65532), matching the securityContext in manifests/.
+
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
+WORKDIR /src
+# protoc comes from the protoc-bin-vendored crate; rusqlite (bundled) and ring need only the C
+# toolchain the rust image already has.
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
+    --mount=type=cache,target=/src/target,sharing=locked \
+    cargo build --release --locked \
+        -p atoll-scheduler -p atoll-hub -p atoll-agent \
+    && mkdir -p /out \
+    && cp target/release/atoll-scheduler target/release/atoll-hub target/release/atoll-agent /out/
+
+FROM gcr.io/distroless/cc-debian12:nonroot AS runtime-base
+USER 65532:65532
+# Admin server: /metrics, /healthz, /readyz.
+EXPOSE 9090
+
+FROM runtime-base AS scheduler
+LABEL org.opencontainers.image.title="atoll-scheduler" \
+      org.opencontainers.image.description="Turns Subscriptions and overrides into one Description per chosen cluster" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/atoll-scheduler /usr/local/bin/atoll-scheduler
+ENTRYPOINT ["/usr/local/bin/atoll-scheduler"]
+
+FROM runtime-base AS agent
+LABEL org.opencontainers.image.title="atoll-agent" \
+      org.opencontainers.image.description="Registers a child cluster with the hub and applies its Descriptions" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/atoll-agent /usr/local/bin/atoll-agent
+ENTRYPOINT ["/usr/local/bin/atoll-agent"]
+
+# Last, so that a plain `docker build .` produces the hub.
+FROM runtime-base AS hub
+LABEL org.opencontainers.image.title="atoll-hub" \
+      org.opencontainers.image.description="gRPC hub streaming Descriptions to atoll agents" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/atoll-hub /usr/local/bin/atoll-hub
+# gRPC for agents.
+EXPOSE 8443
+ENTRYPOINT ["/usr/local/bin/atoll-hub"]

@@ -1,0 +1,173 @@
+//! `fleet`: start, inspect and stop a local atoll fleet (parent + N children + scheduler + hub
+//! + agents) made of real processes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use atoll_e2e::{fleet, plan};
+use clap::{Parser, Subcommand};
+
+/// Starts, inspects and stops a local atoll fleet of real processes.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a parent and N child devclusters, the scheduler, the hub and N agents; return once
+    /// every ManagedCluster is Ready. The processes keep running until `fleet down`.
+    Up {
+        /// Number of child clusters.
+        #[arg(long, env = "FLEET_CHILDREN", default_value_t = 3)]
+        children: usize,
+        /// Fleet directory: kubeconfigs, logs/, fleet.json.
+        #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
+        dir: PathBuf,
+        /// Directory holding devcluster, atoll-scheduler, atoll-hub and atoll-agent (default:
+        /// the directory of this executable).
+        #[arg(long, env = "ATOLL_BIN_DIR")]
+        bin_dir: Option<PathBuf>,
+        /// The repository's manifests/ directory (its crds/ are installed in the parent).
+        #[arg(long, env = "FLEET_MANIFESTS", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"))]
+        manifests: PathBuf,
+        /// Simulated nodes per child cluster.
+        #[arg(long, env = "FLEET_NODES", default_value_t = 3)]
+        nodes: u32,
+        /// Delay before simulated workloads in the children become ready, in milliseconds.
+        #[arg(long, env = "FLEET_WORKLOAD_DELAY_MS", default_value_t = 500)]
+        workload_delay_ms: u64,
+        /// Seconds to wait for each start-up step.
+        #[arg(long, env = "FLEET_TIMEOUT_SECONDS", default_value_t = 120)]
+        timeout_seconds: u64,
+    },
+    /// Stop everything `fleet up` started in the directory (SIGTERM, then SIGKILL).
+    Down {
+        /// Fleet directory.
+        #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
+        dir: PathBuf,
+        /// Seconds between SIGTERM and SIGKILL.
+        #[arg(long, default_value_t = 10)]
+        grace_seconds: u64,
+    },
+    /// Print the fleet's processes, clusters and Subscriptions.
+    Status {
+        /// Fleet directory.
+        #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
+        dir: PathBuf,
+    },
+    /// Wait until every Subscription is scheduled and applied in every bound cluster.
+    Wait {
+        /// Fleet directory.
+        #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
+        dir: PathBuf,
+        /// Seconds to wait.
+        #[arg(long, default_value_t = 120)]
+        timeout_seconds: u64,
+    },
+    /// Print the dedicated namespace of a cluster (where its Localizations go).
+    DedicatedNamespace {
+        /// Fleet directory.
+        #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
+        dir: PathBuf,
+        /// ManagedCluster name, e.g. child-1.
+        #[arg(long)]
+        cluster: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fleet: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Up {
+            children,
+            dir,
+            bin_dir,
+            manifests,
+            nodes,
+            workload_delay_ms,
+            timeout_seconds,
+        } => {
+            let bin_dir = match bin_dir {
+                Some(d) => d,
+                None => {
+                    let exe = std::env::current_exe().map_err(atoll_e2e::Error::LocateSelf)?;
+                    plan::bin_dir(None, &exe).ok_or_else(|| {
+                        atoll_e2e::Error::LocateSelf(std::io::Error::other(
+                            "the executable has no parent directory",
+                        ))
+                    })?
+                }
+            };
+            let dir = std::path::absolute(&dir)?;
+            let opts = fleet::UpOptions {
+                dir: dir.clone(),
+                children,
+                bin_dir,
+                manifests,
+                nodes,
+                workload_delay_ms,
+                timeout: Duration::from_secs(timeout_seconds),
+            };
+            let state = fleet::up(&opts).await?;
+            println!("fleet: up\n{}", fleet::summary(&state, &dir));
+        }
+        Command::Down { dir, grace_seconds } => {
+            let results = match fleet::down(&dir, Duration::from_secs(grace_seconds)).await {
+                Err(atoll_e2e::Error::ReadState { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    println!("fleet: no fleet running in {}", dir.display());
+                    return Ok(());
+                }
+                other => other?,
+            };
+            let mut failed = false;
+            for (name, result) in results {
+                match result {
+                    Ok(how) => println!("{name}: {how}"),
+                    Err(e) => {
+                        failed = true;
+                        eprintln!("{name}: {e}");
+                    }
+                }
+            }
+            if failed {
+                anyhow::bail!("some processes could not be stopped; the state file was kept");
+            }
+        }
+        Command::Status { dir } => print!("{}", fleet::status(&dir).await?),
+        Command::Wait {
+            dir,
+            timeout_seconds,
+        } => fleet::wait_settled(&dir, Duration::from_secs(timeout_seconds)).await?,
+        Command::DedicatedNamespace { dir, cluster } => {
+            println!("{}", fleet::dedicated_namespace(&dir, &cluster).await?)
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Args::command().debug_assert();
+    }
+}

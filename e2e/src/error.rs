@@ -1,0 +1,172 @@
+//! The one error type of atoll-e2e.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while starting, inspecting or stopping a local fleet. Each
+/// message says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A binary the fleet needs was not found.
+    #[error(
+        "locating binary `{name}`: not found in {dir}; build it with `cargo build -p {package}` \
+         (or point ATOLL_BIN_DIR at the directory holding it)"
+    )]
+    LocateBinary {
+        /// The binary's file name.
+        name: String,
+        /// The Cargo package that builds it.
+        package: String,
+        /// Where it was looked for.
+        dir: PathBuf,
+    },
+    /// The directory of the running executable could not be determined.
+    #[error("finding the directory of the fleet executable: {0}; set ATOLL_BIN_DIR instead")]
+    LocateSelf(std::io::Error),
+    /// `kubectl` is not installed.
+    #[error("running kubectl: `kubectl` is not on PATH; install kubectl (1.28 or newer)")]
+    KubectlMissing,
+    /// A kubectl command failed.
+    #[error("kubectl {args} failed ({status}): {stderr}")]
+    Kubectl {
+        /// The arguments, joined by spaces.
+        args: String,
+        /// The exit status.
+        status: String,
+        /// What kubectl printed on stderr.
+        stderr: String,
+    },
+    /// Creating a directory or file failed.
+    #[error("creating {path}: {source}; check that the fleet directory is writable")]
+    CreateFile {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Starting a process failed.
+    #[error("starting {name} ({binary}): {source}")]
+    Spawn {
+        /// The fleet's name for the process, e.g. `child-1`.
+        name: String,
+        /// The binary.
+        binary: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A process the fleet started exited while the fleet waited for it.
+    #[error("{name} exited during start-up; its log {log} ends with:\n{tail}")]
+    ProcessExited {
+        /// The fleet's name for the process.
+        name: String,
+        /// Its log file.
+        log: PathBuf,
+        /// The last lines of that log.
+        tail: String,
+    },
+    /// Something did not happen in time.
+    #[error("waiting for {what}: still not done after {seconds}s{hint}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long the fleet waited.
+        seconds: u64,
+        /// Where to look next (starts with a separator, or is empty).
+        hint: String,
+    },
+    /// Reading the fleet state file failed.
+    #[error(
+        "reading the fleet state {path}: {source}; is a fleet running in this directory? \
+         (start one with `fleet up --dir ...`)"
+    )]
+    ReadState {
+        /// The state file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The fleet state file is not valid.
+    #[error(
+        "parsing the fleet state {path}: {source}; delete the file and stop leftover processes by hand"
+    )]
+    ParseState {
+        /// The state file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// Writing the fleet state file failed.
+    #[error("writing the fleet state {path}: {source}")]
+    WriteState {
+        /// The state file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A fleet is already running in the directory.
+    #[error(
+        "starting the fleet: {dir} already has a running fleet; run `fleet down --dir {dir}` first"
+    )]
+    AlreadyRunning {
+        /// The fleet directory.
+        dir: PathBuf,
+    },
+    /// Signalling a process failed.
+    #[error("signalling process group {pid} with {signal}: {message}")]
+    Signal {
+        /// The process (group) id.
+        pid: u32,
+        /// The signal name.
+        signal: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Loading a kubeconfig failed.
+    #[error("loading kubeconfig {path}: {message}")]
+    Kubeconfig {
+        /// The kubeconfig file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A Kubernetes API call failed.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done, e.g. `listing ManagedClusters in the parent`.
+        action: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A command-line value is invalid.
+    #[error("invalid {what}: {message}")]
+    InvalidArgument {
+        /// The argument.
+        what: String,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
+}
+
+impl Error {
+    /// A short, stable label for the kind of failure.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::LocateBinary { .. } => "locate_binary",
+            Error::LocateSelf(_) => "locate_self",
+            Error::KubectlMissing => "kubectl_missing",
+            Error::Kubectl { .. } => "kubectl",
+            Error::CreateFile { .. } => "create_file",
+            Error::Spawn { .. } => "spawn",
+            Error::ProcessExited { .. } => "process_exited",
+            Error::Timeout { .. } => "timeout",
+            Error::ReadState { .. } => "read_state",
+            Error::ParseState { .. } => "parse_state",
+            Error::WriteState { .. } => "write_state",
+            Error::AlreadyRunning { .. } => "already_running",
+            Error::Signal { .. } => "signal",
+            Error::Kubeconfig { .. } => "kubeconfig",
+            Error::Api { .. } => "api",
+            Error::InvalidArgument { .. } => "invalid_argument",
+        }
+    }
+}

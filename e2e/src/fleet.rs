@@ -1,0 +1,1072 @@
+//! `fleet up`, `fleet down`, `fleet status`, `fleet wait`: a parent and N child devclusters,
+//! the scheduler, the hub and one agent per child, as detached local processes.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use atoll_crds::apps::{Description, DescriptionPhase, Subscription};
+use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::{conditions, known};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config, ResourceExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::Error;
+use crate::kubectl::Kubectl;
+use crate::plan::{self, Binaries, ChildSpec, Layout};
+use crate::process::{self, Launch, Stopped};
+use crate::state::{ChildRecord, FleetState, Role};
+use crate::status;
+
+/// Server-side apply field manager of the fleet launcher.
+pub const FIELD_MANAGER: &str = "atoll-fleet";
+
+/// How to start a fleet.
+#[derive(Clone, Debug)]
+pub struct UpOptions {
+    /// The fleet directory (kubeconfigs, logs, state).
+    pub dir: PathBuf,
+    /// Number of child clusters.
+    pub children: usize,
+    /// Where the binaries are.
+    pub bin_dir: PathBuf,
+    /// The repository's `manifests/` directory (for `manifests/crds`).
+    pub manifests: PathBuf,
+    /// Simulated nodes per child.
+    pub nodes: u32,
+    /// Delay before simulated workloads in children become ready.
+    pub workload_delay_ms: u64,
+    /// How long to wait for each step (clusters Ready in particular).
+    pub timeout: Duration,
+}
+
+/// Starts the fleet and returns once every ManagedCluster is Ready; the processes keep running
+/// after this process exits. On failure everything started so far is stopped again (logs are
+/// kept).
+pub async fn up(opts: &UpOptions) -> Result<FleetState, Error> {
+    if opts.children == 0 || opts.children > 30 {
+        return Err(Error::InvalidArgument {
+            what: "--children".into(),
+            message: format!("{} is out of range; give 1 to 30", opts.children),
+        });
+    }
+    let binaries = Binaries::locate(&opts.bin_dir)?;
+    let crds = opts.manifests.join("crds");
+    if !crds.join("kustomization.yaml").is_file() {
+        return Err(Error::InvalidArgument {
+            what: "--manifests".into(),
+            message: format!(
+                "{} has no kustomization.yaml; point --manifests at the repository's manifests/ directory",
+                crds.display()
+            ),
+        });
+    }
+    let layout = Layout::new(&opts.dir);
+    if let Ok(previous) = FleetState::load(&layout.state())
+        && previous.processes.iter().any(process::is_running)
+    {
+        return Err(Error::AlreadyRunning {
+            dir: opts.dir.clone(),
+        });
+    }
+    for dir in [layout.dir.clone(), layout.logs(), layout.kube_cache()] {
+        std::fs::create_dir_all(&dir).map_err(|source| Error::CreateFile { path: dir, source })?;
+    }
+    let mut state = FleetState {
+        parent_kubeconfig: layout.parent_kubeconfig(),
+        ..Default::default()
+    };
+    match start(opts, &binaries, &layout, &mut state).await {
+        Ok(()) => Ok(state),
+        Err(e) => {
+            eprintln!(
+                "fleet: start-up failed, stopping what was started (logs kept in {})",
+                layout.logs().display()
+            );
+            stop_all(&state, Duration::from_secs(5)).await;
+            let _ = std::fs::remove_file(layout.state());
+            Err(e)
+        }
+    }
+}
+
+async fn start(
+    opts: &UpOptions,
+    binaries: &Binaries,
+    layout: &Layout,
+    state: &mut FleetState,
+) -> Result<(), Error> {
+    let children = plan::child_specs(opts.children);
+    // Clusters first: they take longest and start in parallel.
+    for path in std::iter::once(layout.parent_kubeconfig())
+        .chain(children.iter().map(|c| layout.child_kubeconfig(c.index)))
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    launch(
+        state,
+        layout,
+        Launch {
+            name: "parent",
+            role: Role::Parent,
+            binary: &binaries.devcluster,
+            args: vec![
+                "--port".into(),
+                "0".into(),
+                "--kubeconfig".into(),
+                layout.parent_kubeconfig().display().to_string(),
+            ],
+            log: layout.log("parent"),
+            admin: None,
+        },
+    )?;
+    for child in &children {
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &child.name,
+                role: Role::Child,
+                binary: &binaries.devcluster,
+                args: vec![
+                    "--port".into(),
+                    "0".into(),
+                    "--kubeconfig".into(),
+                    layout.child_kubeconfig(child.index).display().to_string(),
+                    "--nodes".into(),
+                    opts.nodes.to_string(),
+                    "--simulate-workloads".into(),
+                    "--workload-delay-ms".into(),
+                    opts.workload_delay_ms.to_string(),
+                ],
+                log: layout.log(&child.name),
+                admin: None,
+            },
+        )?;
+        state.children.push(ChildRecord {
+            name: child.name.clone(),
+            kubeconfig: layout.child_kubeconfig(child.index),
+            labels: child.labels.clone(),
+        });
+    }
+    state.save(&layout.state())?;
+    wait_for_file(state, "parent", &layout.parent_kubeconfig(), opts.timeout).await?;
+    for child in &children {
+        wait_for_file(
+            state,
+            &child.name,
+            &layout.child_kubeconfig(child.index),
+            opts.timeout,
+        )
+        .await?;
+    }
+    println!("fleet: {} clusters up", children.len() + 1);
+
+    // The parent: CRDs with the real kubectl, then namespaces and a bootstrap token.
+    let kubectl = Kubectl::new(layout.parent_kubeconfig(), layout.kube_cache());
+    kubectl
+        .apply_kustomization(&opts.manifests.join("crds"), &[])
+        .await?;
+    let parent = client_for(&layout.parent_kubeconfig()).await?;
+    wait_until(
+        opts.timeout,
+        "the CRDs to be served by the parent",
+        "",
+        || async {
+            Api::<ManagedCluster>::all(parent.clone())
+                .list(&ListParams::default().limit(1))
+                .await
+                .is_ok()
+                && Api::<Subscription>::all(parent.clone())
+                    .list(&ListParams::default().limit(1))
+                    .await
+                    .is_ok()
+        },
+    )
+    .await?;
+    for ns in [known::NAMESPACE_SYSTEM, known::NAMESPACE_RESERVED] {
+        apply_namespace(&parent, ns).await?;
+    }
+    let (id, secret) = plan::new_bootstrap_token(&mut rand::rng());
+    apply_bootstrap_token(&parent, &id, &secret).await?;
+    let token = format!("{id}.{secret}");
+    write_private(&layout.bootstrap_token(), &token)?;
+    state.bootstrap_token_id = Some(id);
+    println!("fleet: CRDs, namespaces and a bootstrap token installed in the parent");
+
+    // Control plane.
+    let scheduler_admin = free_addr()?;
+    launch(
+        state,
+        layout,
+        Launch {
+            name: "scheduler",
+            role: Role::Scheduler,
+            binary: &binaries.scheduler,
+            args: vec![
+                "--kubeconfig".into(),
+                layout.parent_kubeconfig().display().to_string(),
+                "--admin-listen".into(),
+                scheduler_admin.to_string(),
+                "--leader-elect-identity".into(),
+                "fleet-scheduler".into(),
+            ],
+            log: layout.log("scheduler"),
+            admin: Some(scheduler_admin.to_string()),
+        },
+    )?;
+    let hub_listen = free_addr()?;
+    let hub_admin = free_addr()?;
+    launch(
+        state,
+        layout,
+        Launch {
+            name: "hub",
+            role: Role::Hub,
+            binary: &binaries.hub,
+            args: vec![
+                "--kubeconfig".into(),
+                layout.parent_kubeconfig().display().to_string(),
+                "--listen".into(),
+                hub_listen.to_string(),
+                "--admin-listen".into(),
+                hub_admin.to_string(),
+                "--insecure".into(),
+            ],
+            log: layout.log("hub"),
+            admin: Some(hub_admin.to_string()),
+        },
+    )?;
+    let hub_url = format!("http://{hub_listen}");
+    state.hub_url = Some(hub_url.clone());
+    state.save(&layout.state())?;
+    wait_http_ok(
+        state,
+        "scheduler",
+        scheduler_admin,
+        "/healthz",
+        opts.timeout,
+    )
+    .await?;
+    wait_http_ok(state, "hub", hub_admin, "/healthz", opts.timeout).await?;
+    wait_tcp(state, "hub", hub_listen, opts.timeout).await?;
+    println!("fleet: scheduler and hub up (hub at {hub_url})");
+
+    // One agent per child.
+    for child in &children {
+        let admin = free_addr()?;
+        let name = format!("agent-{}", child.name);
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &name,
+                role: Role::Agent,
+                binary: &binaries.agent,
+                args: agent_args(child, layout, &hub_url, &token, admin),
+                log: layout.log(&name),
+                admin: Some(admin.to_string()),
+            },
+        )?;
+    }
+    state.save(&layout.state())?;
+    wait_clusters_ready(state, &parent, &children, opts.timeout).await?;
+    state.save(&layout.state())?;
+    Ok(())
+}
+
+/// The agent's command line for `child`.
+pub fn agent_args(
+    child: &ChildSpec,
+    layout: &Layout,
+    hub_url: &str,
+    token: &str,
+    admin: SocketAddr,
+) -> Vec<String> {
+    vec![
+        "--kubeconfig".into(),
+        layout.child_kubeconfig(child.index).display().to_string(),
+        "--hub".into(),
+        hub_url.into(),
+        "--bootstrap-token".into(),
+        token.into(),
+        "--cluster-name".into(),
+        child.name.clone(),
+        "--cluster-labels".into(),
+        child.labels_arg(),
+        "--insecure".into(),
+        "--admin-listen".into(),
+        admin.to_string(),
+    ]
+}
+
+fn launch(state: &mut FleetState, layout: &Layout, l: Launch<'_>) -> Result<(), Error> {
+    let record = process::spawn(l)?;
+    state.processes.push(record);
+    state.save(&layout.state())
+}
+
+fn exited(state: &FleetState, name: &str) -> Option<Error> {
+    let record = state.process(name)?;
+    if process::is_running(record) {
+        return None;
+    }
+    Some(Error::ProcessExited {
+        name: name.to_string(),
+        log: record.log.clone(),
+        tail: process::log_tail(&record.log, 20),
+    })
+}
+
+fn log_hint(state: &FleetState, name: &str) -> String {
+    state
+        .process(name)
+        .map(|p| format!("; see {}", p.log.display()))
+        .unwrap_or_default()
+}
+
+async fn wait_for_file(
+    state: &FleetState,
+    name: &str,
+    path: &Path,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if path.metadata().is_ok_and(|m| m.len() > 0) {
+            return Ok(());
+        }
+        if let Some(e) = exited(state, name) {
+            return Err(e);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("{name} to write {}", path.display()),
+                seconds: timeout.as_secs(),
+                hint: log_hint(state, name),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_until<F, Fut>(
+    timeout: Duration,
+    what: &str,
+    hint: &str,
+    mut check: F,
+) -> Result<(), Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: what.to_string(),
+                seconds: timeout.as_secs(),
+                hint: hint.to_string(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A free loopback address (bound, then released for the process to take).
+fn free_addr() -> Result<SocketAddr, Error> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| Error::Spawn {
+            name: "port allocation".into(),
+            binary: PathBuf::from("127.0.0.1:0"),
+            source: e,
+        })
+}
+
+/// `GET <path>` over plain HTTP/1.1; the status code.
+pub async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut stream =
+        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+            .await
+            .ok()?
+            .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut buf = vec![0u8; 256];
+    let n = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    parse_status_line(&String::from_utf8_lossy(buf.get(..n)?))
+}
+
+/// The status code of an HTTP response's first line (`HTTP/1.1 200 OK` -> 200).
+pub fn parse_status_line(response: &str) -> Option<u16> {
+    let line = response.lines().next()?;
+    let mut parts = line.split_whitespace();
+    if !parts.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
+async fn wait_http_ok(
+    state: &FleetState,
+    name: &str,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if http_status(addr, path).await == Some(200) {
+            return Ok(());
+        }
+        if let Some(e) = exited(state, name) {
+            return Err(e);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("{name} to answer GET http://{addr}{path} with 200"),
+                seconds: timeout.as_secs(),
+                hint: log_hint(state, name),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn wait_tcp(
+    state: &FleetState,
+    name: &str,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(());
+        }
+        if let Some(e) = exited(state, name) {
+            return Err(e);
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("{name} to listen on {addr}"),
+                seconds: timeout.as_secs(),
+                hint: log_hint(state, name),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A kube client for a kubeconfig file.
+pub async fn client_for(path: &Path) -> Result<Client, Error> {
+    let err = |message: String| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        message,
+    };
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Client::try_from(config).map_err(|e| err(e.to_string()))
+}
+
+async fn apply_namespace(client: &Client, name: &str) -> Result<(), Error> {
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name},
+    }))
+    .map_err(|e| Error::InvalidArgument {
+        what: "namespace".into(),
+        message: e.to_string(),
+    })?;
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&ns),
+        )
+        .await
+        .map_err(|source| Error::Api {
+            action: format!("creating namespace {name} in the parent"),
+            source,
+        })?;
+    Ok(())
+}
+
+/// The bootstrap-token Secret `bootstrap-token-<id>` in `clusternet-system`.
+pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": format!("bootstrap-token-{id}"),
+            "namespace": known::NAMESPACE_SYSTEM,
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "type": "bootstrap.kubernetes.io/token",
+        // `data`, not `stringData`: devcluster stores stringData as given instead of folding
+        // it into data as kube-apiserver does, and the hub reads data.
+        "data": {
+            "description": b64("Bootstrap token of the local atoll fleet"),
+            "token-id": b64(id),
+            "token-secret": b64(secret),
+        },
+    })
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+async fn apply_bootstrap_token(client: &Client, id: &str, secret: &str) -> Result<(), Error> {
+    let value = bootstrap_token_secret(id, secret);
+    let obj: Secret = serde_json::from_value(value).map_err(|e| Error::InvalidArgument {
+        what: "bootstrap token".into(),
+        message: e.to_string(),
+    })?;
+    Api::<Secret>::namespaced(client.clone(), known::NAMESPACE_SYSTEM)
+        .patch(
+            &format!("bootstrap-token-{id}"),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(|source| Error::Api {
+            action: "creating the bootstrap-token Secret in the parent".into(),
+            source,
+        })?;
+    Ok(())
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| Error::CreateFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(err)?;
+    file.write_all(text.as_bytes()).map_err(err)
+}
+
+/// Whether a ManagedCluster's Ready condition is True.
+pub fn is_ready(cluster: &ManagedCluster) -> bool {
+    cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, known::CONDITION_READY))
+}
+
+/// The names in `want` that are not Ready among `clusters`.
+pub fn not_ready<'a>(want: &'a [String], clusters: &[ManagedCluster]) -> Vec<&'a str> {
+    want.iter()
+        .filter(|name| {
+            !clusters
+                .iter()
+                .any(|c| c.name_any() == **name && is_ready(c))
+        })
+        .map(String::as_str)
+        .collect()
+}
+
+async fn wait_clusters_ready(
+    state: &FleetState,
+    parent: &Client,
+    children: &[ChildSpec],
+    timeout: Duration,
+) -> Result<(), Error> {
+    let api = Api::<ManagedCluster>::all(parent.clone());
+    let names: Vec<String> = children.iter().map(|c| c.name.clone()).collect();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let clusters = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| Error::Api {
+                action: "listing ManagedClusters in the parent".into(),
+                source,
+            })?;
+        let missing = not_ready(&names, &clusters.items);
+        if missing.is_empty() {
+            println!("fleet: {} ManagedClusters Ready", names.len());
+            return Ok(());
+        }
+        for p in &state.processes {
+            if let Some(e) = exited(state, &p.name) {
+                return Err(e);
+            }
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = missing
+                .iter()
+                .filter_map(|m| state.process(&format!("agent-{m}")))
+                .map(|p| p.log.display().to_string())
+                .collect();
+            return Err(Error::Timeout {
+                what: format!("ManagedClusters {} to be Ready", missing.join(", ")),
+                seconds: timeout.as_secs(),
+                hint: format!("; see the hub log and {}", logs.join(", ")),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Stops every process of `state`, newest first (agents before the hub before the clusters).
+pub async fn stop_all(
+    state: &FleetState,
+    grace: Duration,
+) -> Vec<(String, Result<Stopped, Error>)> {
+    let mut out = Vec::new();
+    for record in state.processes.iter().rev() {
+        out.push((record.name.clone(), process::stop(record, grace).await));
+    }
+    out
+}
+
+/// `fleet down`: stops everything the fleet in `dir` started and removes its state file.
+pub async fn down(
+    dir: &Path,
+    grace: Duration,
+) -> Result<Vec<(String, Result<Stopped, Error>)>, Error> {
+    let layout = Layout::new(dir);
+    let state = FleetState::load(&layout.state())?;
+    let results = stop_all(&state, grace).await;
+    if results.iter().all(|(_, r)| r.is_ok()) {
+        let _ = std::fs::remove_file(layout.state());
+    }
+    Ok(results)
+}
+
+/// The processes table of `state`.
+pub fn process_rows(state: &FleetState) -> Vec<Vec<String>> {
+    state
+        .processes
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.pid.to_string(),
+                if process::is_running(p) {
+                    "running"
+                } else {
+                    "exited"
+                }
+                .to_string(),
+                p.admin.clone().unwrap_or_else(|| "-".into()),
+                p.log.display().to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// `fleet status`: processes, clusters and Subscriptions of the fleet in `dir`.
+pub async fn status(dir: &Path) -> Result<String, Error> {
+    let layout = Layout::new(dir);
+    let state = FleetState::load(&layout.state())?;
+    let processes = process_rows(&state);
+    let parent = client_for(&state.parent_kubeconfig).await?;
+    let clusters = Api::<ManagedCluster>::all(parent.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::Api {
+            action: "listing ManagedClusters in the parent".into(),
+            source,
+        })?;
+    let subs = Api::<Subscription>::all(parent)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::Api {
+            action: "listing Subscriptions in the parent".into(),
+            source,
+        })?;
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    Ok(status::report(
+        &processes,
+        &clusters.items,
+        &subs.items,
+        now,
+    ))
+}
+
+/// Why a Subscription is not settled yet, or `None` when it is: scheduled for its current
+/// generation, its status aggregated, every workload with all replicas ready in every cluster,
+/// and every Description of it reporting `Success`.
+pub fn unsettled(sub: &Subscription, descriptions: &[Description]) -> Option<String> {
+    let name = format!("{}/{}", sub.namespace().unwrap_or_default(), sub.name_any());
+    let Some(status) = sub.status.as_ref() else {
+        return Some(format!("{name}: not scheduled yet"));
+    };
+    if status.observed_generation.is_some() && status.observed_generation != sub.metadata.generation
+    {
+        return Some(format!("{name}: generation not scheduled yet"));
+    }
+    if !conditions::is_true(&status.conditions, known::CONDITION_SCHEDULED)
+        && status.binding_clusters.is_empty()
+    {
+        return Some(format!("{name}: not scheduled yet"));
+    }
+    if !status.binding_clusters.is_empty() && status.aggregated_statuses.is_empty() {
+        return Some(format!("{name}: no status aggregated yet"));
+    }
+    for agg in &status.aggregated_statuses {
+        for d in &agg.feed_status_details {
+            let r = &d.replica_status;
+            if let Some(want) = r.replicas
+                && r.ready_replicas.unwrap_or(0) < want
+            {
+                return Some(format!(
+                    "{name}: {} {} has {}/{want} ready replicas in {}",
+                    agg.feed.kind,
+                    agg.feed.name,
+                    r.ready_replicas.unwrap_or(0),
+                    d.cluster_name
+                ));
+            }
+        }
+    }
+    let desc_name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
+    for binding in &status.binding_clusters {
+        let Some((ns, cluster)) = known::parse_binding_cluster(binding) else {
+            continue;
+        };
+        let desc = descriptions
+            .iter()
+            .find(|d| d.namespace().as_deref() == Some(ns) && d.name_any() == desc_name);
+        let phase = desc.and_then(|d| d.status.as_ref()).and_then(|s| s.phase);
+        if phase != Some(DescriptionPhase::Success) {
+            return Some(format!(
+                "{name}: Description for {cluster} is {}",
+                phase.map_or_else(|| "not reported".to_string(), |p| format!("{p:?}"))
+            ));
+        }
+    }
+    None
+}
+
+/// `fleet wait`: waits until every Subscription in the parent is settled (see [`unsettled`]).
+pub async fn wait_settled(dir: &Path, timeout: Duration) -> Result<(), Error> {
+    let layout = Layout::new(dir);
+    let state = FleetState::load(&layout.state())?;
+    let parent = client_for(&state.parent_kubeconfig).await?;
+    let subs_api = Api::<Subscription>::all(parent.clone());
+    let desc_api = Api::<Description>::all(parent);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let subs = subs_api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| Error::Api {
+                action: "listing Subscriptions in the parent".into(),
+                source,
+            })?;
+        let descs = desc_api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| Error::Api {
+                action: "listing Descriptions in the parent".into(),
+                source,
+            })?;
+        let pending: Vec<String> = subs
+            .items
+            .iter()
+            .filter_map(|s| unsettled(s, &descs.items))
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: "every Subscription to be applied".into(),
+                seconds: timeout.as_secs(),
+                hint: format!(
+                    "; still pending: {}; see {}",
+                    pending.join("; "),
+                    layout.logs().display()
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The dedicated namespace of the ManagedCluster named `cluster` in the fleet in `dir`.
+pub async fn dedicated_namespace(dir: &Path, cluster: &str) -> Result<String, Error> {
+    let state = FleetState::load(&Layout::new(dir).state())?;
+    let parent = client_for(&state.parent_kubeconfig).await?;
+    let clusters = Api::<ManagedCluster>::all(parent)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::Api {
+            action: "listing ManagedClusters in the parent".into(),
+            source,
+        })?;
+    clusters
+        .items
+        .iter()
+        .find(|c| c.name_any() == cluster)
+        .and_then(|c| c.namespace())
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "cluster".into(),
+            message: format!(
+                "no ManagedCluster named {cluster}; known: {}",
+                clusters
+                    .items
+                    .iter()
+                    .map(|c| c.name_any())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+}
+
+/// Per-child summary of what the fleet runs, for printing after `fleet up`.
+pub fn summary(state: &FleetState, dir: &Path) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "parent:  kubectl --kubeconfig {}\n",
+        state.parent_kubeconfig.display()
+    ));
+    for child in &state.children {
+        let labels: BTreeMap<_, _> = child.labels.iter().collect();
+        out.push_str(&format!(
+            "{}: kubectl --kubeconfig {}   ({})\n",
+            child.name,
+            child.kubeconfig.display(),
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    if let Some(hub) = &state.hub_url {
+        out.push_str(&format!("hub:     {hub}\n"));
+    }
+    out.push_str(&format!("logs:    {}\n", Layout::new(dir).logs().display()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atoll_crds::apps::{
+        AggregatedStatus, DescriptionSpec, DescriptionStatus, Feed, FeedStatus,
+        FeedStatusPerCluster, ReplicaStatus, SubscriptionSpec, SubscriptionStatus,
+    };
+    use atoll_crds::clusters::{ManagedClusterSpec, ManagedClusterStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    #[test]
+    fn status_lines_yield_their_code_and_garbage_yields_none() {
+        let cases = [
+            ("HTTP/1.1 200 OK\r\n\r\nok", Some(200)),
+            ("HTTP/1.0 503 Service Unavailable\r\n", Some(503)),
+            ("SSH-2.0-OpenSSH\r\n", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_status_line(text), want, "{text:?}");
+        }
+    }
+
+    fn mc(name: &str, ready: Option<&str>) -> ManagedCluster {
+        let mut c = ManagedCluster::new(name, ManagedClusterSpec::default());
+        c.status = ready.map(|r| ManagedClusterStatus {
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: r.into(),
+                reason: "R".into(),
+                message: String::new(),
+                observed_generation: None,
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            }],
+            ..Default::default()
+        });
+        c
+    }
+
+    #[test]
+    fn only_clusters_with_ready_true_count_as_ready() {
+        let clusters = [
+            mc("a", Some("True")),
+            mc("b", Some("Unknown")),
+            mc("c", None),
+        ];
+        let want: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        assert_eq!(not_ready(&want, &clusters), vec!["b", "c", "d"]);
+        assert!(not_ready(&want[..1], &clusters).is_empty());
+    }
+
+    #[test]
+    fn agents_get_the_hub_token_name_labels_and_their_own_admin_port() {
+        let child = &plan::child_specs(2)[1];
+        let layout = Layout::new("/f");
+        let args = agent_args(
+            child,
+            &layout,
+            "http://127.0.0.1:1",
+            "abcdef.0123456789abcdef",
+            "127.0.0.1:9".parse().unwrap(),
+        );
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("--kubeconfig /f/child-2.kubeconfig"),
+            "{joined}"
+        );
+        assert!(joined.contains("--cluster-name child-2"), "{joined}");
+        assert!(
+            joined.contains("--cluster-labels env=prod,region=us,tier=small"),
+            "{joined}"
+        );
+        assert!(joined.contains("--hub http://127.0.0.1:1 "), "{joined}");
+        assert!(joined.contains("--admin-listen 127.0.0.1:9"), "{joined}");
+        assert!(joined.contains("--insecure"), "{joined}");
+    }
+
+    #[test]
+    fn the_bootstrap_token_secret_has_the_type_name_and_keys_the_hub_reads() {
+        let s = bootstrap_token_secret("abc123", "0123456789abcdef");
+        assert_eq!(s["metadata"]["name"], "bootstrap-token-abc123");
+        assert_eq!(s["metadata"]["namespace"], "clusternet-system");
+        assert_eq!(s["type"], "bootstrap.kubernetes.io/token");
+        assert_eq!(s["data"]["token-id"], "YWJjMTIz");
+        assert_eq!(s["data"]["token-secret"], "MDEyMzQ1Njc4OWFiY2RlZg==");
+    }
+
+    fn sub(gen_: i64, status: Option<SubscriptionStatus>) -> Subscription {
+        let mut s = Subscription::new("web", SubscriptionSpec::default());
+        s.metadata.namespace = Some("demo".into());
+        s.metadata.generation = Some(gen_);
+        s.status = status;
+        s
+    }
+
+    fn desc(ns: &str, phase: Option<DescriptionPhase>) -> Description {
+        let mut d = Description::new("demo.web", DescriptionSpec::default());
+        d.metadata.namespace = Some(ns.into());
+        d.status = phase.map(|p| DescriptionStatus {
+            phase: Some(p),
+            ..Default::default()
+        });
+        d
+    }
+
+    #[test]
+    fn a_subscription_is_settled_only_when_every_bound_cluster_reports_success() {
+        let agg = |ready: i32| AggregatedStatus {
+            feed: Feed {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("demo".into()),
+                name: "web".into(),
+            },
+            feed_status_summary: FeedStatus::default(),
+            feed_status_details: vec![FeedStatusPerCluster {
+                cluster_id: String::new(),
+                cluster_name: "child-2".into(),
+                available: true,
+                replica_status: ReplicaStatus {
+                    replicas: Some(2),
+                    ready_replicas: Some(ready),
+                    ..Default::default()
+                },
+            }],
+        };
+        let bound = SubscriptionStatus {
+            binding_clusters: vec!["ns-a/child-1".into(), "ns-b/child-2".into()],
+            observed_generation: Some(2),
+            aggregated_statuses: vec![agg(2)],
+            ..Default::default()
+        };
+        let not_aggregated = SubscriptionStatus {
+            aggregated_statuses: vec![],
+            ..bound.clone()
+        };
+        let not_ready = SubscriptionStatus {
+            aggregated_statuses: vec![agg(1)],
+            ..bound.clone()
+        };
+        let both = || {
+            vec![
+                desc("ns-a", Some(DescriptionPhase::Success)),
+                desc("ns-b", Some(DescriptionPhase::Success)),
+            ]
+        };
+        let cases: Vec<(&str, Subscription, Vec<Description>, Option<&str>)> = vec![
+            ("no status", sub(2, None), vec![], Some("not scheduled")),
+            (
+                "old generation",
+                sub(3, Some(bound.clone())),
+                vec![],
+                Some("generation not scheduled"),
+            ),
+            (
+                "one description missing",
+                sub(2, Some(bound.clone())),
+                vec![desc("ns-a", Some(DescriptionPhase::Success))],
+                Some("child-2 is not reported"),
+            ),
+            (
+                "one failing",
+                sub(2, Some(bound.clone())),
+                vec![
+                    desc("ns-a", Some(DescriptionPhase::Success)),
+                    desc("ns-b", Some(DescriptionPhase::Failure)),
+                ],
+                Some("child-2 is Failure"),
+            ),
+            (
+                "status not aggregated",
+                sub(2, Some(not_aggregated)),
+                both(),
+                Some("no status aggregated"),
+            ),
+            (
+                "replicas not ready",
+                sub(2, Some(not_ready)),
+                both(),
+                Some("Deployment web has 1/2 ready replicas in child-2"),
+            ),
+            (
+                "all applied",
+                sub(2, Some(bound.clone())),
+                vec![
+                    desc("ns-a", Some(DescriptionPhase::Success)),
+                    desc("ns-b", Some(DescriptionPhase::Success)),
+                ],
+                None,
+            ),
+        ];
+        for (name, s, descs, want) in cases {
+            let got = unsettled(&s, &descs);
+            match want {
+                None => assert_eq!(got, None, "{name}"),
+                Some(fragment) => {
+                    let got = got.unwrap_or_default();
+                    assert!(got.contains(fragment), "{name}: {got}");
+                }
+            }
+        }
+    }
+}

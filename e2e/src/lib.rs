@@ -1,0 +1,22 @@
+//! atoll end to end: the local fleet launcher behind `make demo` and the end-to-end tests.
+//!
+//! A fleet is a parent devcluster, N child devclusters (simulated nodes and ready workloads),
+//! the scheduler, the hub and one agent per child, all as detached local processes whose pids
+//! are kept in `<dir>/fleet.json`:
+//!
+//! - [`plan`]: names, labels, file layout, binaries, bootstrap tokens (pure).
+//! - [`process`]: start detached, check, stop (SIGTERM then SIGKILL).
+//! - [`kubectl`]: the real kubectl, bound to one kubeconfig.
+//! - [`fleet`]: `up`, `down`, `status`, `wait`, `dedicated_namespace`.
+//! - [`status`]: the tables `fleet status` prints (pure).
+//! - [`state`]: the state file.
+
+mod error;
+pub mod fleet;
+pub mod kubectl;
+pub mod plan;
+pub mod process;
+pub mod state;
+pub mod status;
+
+pub use error::Error;

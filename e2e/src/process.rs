@@ -1,0 +1,287 @@
+//! Detached processes: start each in its own process group with its output in a log file, tell
+//! whether it still runs, and stop it (SIGTERM, then SIGKILL after a grace period).
+
+use std::ffi::OsStr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Error;
+use crate::state::{ProcessRecord, Role};
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct Launch<'a> {
+    /// The fleet's name for the process.
+    pub name: &'a str,
+    /// What it is.
+    pub role: Role,
+    /// The executable.
+    pub binary: &'a Path,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its log file (created or truncated).
+    pub log: PathBuf,
+    /// Its admin address, recorded in the state.
+    pub admin: Option<String>,
+}
+
+/// Starts `launch` detached: its own process group (so signals to the fleet's terminal do not
+/// reach it and `fleet down` can signal the whole group), stdin closed, stdout and stderr
+/// appended to the log. The process keeps running when the caller exits.
+pub fn spawn(launch: Launch<'_>) -> Result<ProcessRecord, Error> {
+    let log = std::fs::File::create(&launch.log).map_err(|source| Error::CreateFile {
+        path: launch.log.clone(),
+        source,
+    })?;
+    let log2 = log.try_clone().map_err(|source| Error::CreateFile {
+        path: launch.log.clone(),
+        source,
+    })?;
+    let child = Command::new(launch.binary)
+        .args(launch.args.iter().map(OsStr::new))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .process_group(0)
+        .spawn()
+        .map_err(|source| Error::Spawn {
+            name: launch.name.to_string(),
+            binary: launch.binary.to_path_buf(),
+            source,
+        })?;
+    let pid = child.id();
+    // Dropping a std Child neither waits for nor kills it: the process runs on, and is reaped
+    // by init once this process exits.
+    drop(child);
+    Ok(ProcessRecord {
+        name: launch.name.to_string(),
+        role: launch.role,
+        pid,
+        start_time: proc_stat(pid).map(|s| s.start_time),
+        log: launch.log,
+        admin: launch.admin,
+    })
+}
+
+/// The fields of `/proc/<pid>/stat` the fleet uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Process state (`R`, `S`, `D`, `Z`, ...).
+    pub state: char,
+    /// Start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+/// Parses the text of `/proc/<pid>/stat`. The command name (field 2) is in parentheses and may
+/// itself contain spaces and parentheses, so fields are counted from the last `)`.
+pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // `rest` starts at field 3 (state); start time is field 22.
+    let start_time = fields.nth(18)?.parse().ok()?;
+    Some(ProcStat { state, start_time })
+}
+
+/// `/proc/<pid>/stat` of a live process, if any.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_proc_stat(&text)
+}
+
+/// Whether the process of `record` still runs: it exists, is not a zombie, and (when known) has
+/// the same start time, so a reused pid does not count.
+pub fn is_running(record: &ProcessRecord) -> bool {
+    match proc_stat(record.pid) {
+        None => false,
+        Some(stat) => {
+            stat.state != 'Z'
+                && stat.state != 'X'
+                && record.start_time.is_none_or(|t| t == stat.start_time)
+        }
+    }
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// It was not running any more.
+    AlreadyGone,
+    /// It exited after SIGTERM.
+    Terminated,
+    /// It needed SIGKILL.
+    Killed,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stopped::AlreadyGone => "not running",
+            Stopped::Terminated => "stopped (SIGTERM)",
+            Stopped::Killed => "killed (SIGKILL)",
+        })
+    }
+}
+
+/// Stops the process group of `record`: SIGTERM, then SIGKILL when it is still running after
+/// `grace`.
+pub async fn stop(record: &ProcessRecord, grace: Duration) -> Result<Stopped, Error> {
+    if !is_running(record) {
+        return Ok(Stopped::AlreadyGone);
+    }
+    signal_group(record.pid, "TERM")?;
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if !is_running(record) {
+            return Ok(Stopped::Terminated);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !is_running(record) {
+        return Ok(Stopped::Terminated);
+    }
+    signal_group(record.pid, "KILL")?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while is_running(record) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Stopped::Killed)
+}
+
+/// Sends `signal` (`TERM`, `KILL`) to the process group `pgid` with the system `kill` (the
+/// workspace forbids `unsafe`, so no direct libc call).
+fn signal_group(pgid: u32, signal: &str) -> Result<(), Error> {
+    let out = Command::new("kill")
+        .arg("-s")
+        .arg(signal)
+        .arg("--")
+        .arg(format!("-{pgid}"))
+        .output()
+        .map_err(|e| Error::Signal {
+            pid: pgid,
+            signal: signal.to_string(),
+            message: format!("running `kill`: {e}"),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The group vanished between the check and the signal: that is what we wanted.
+    if stderr.contains("No such process") {
+        return Ok(());
+    }
+    Err(Error::Signal {
+        pid: pgid,
+        signal: signal.to_string(),
+        message: stderr.trim().to_string(),
+    })
+}
+
+/// The last `lines` lines of the file at `path` (empty when unreadable).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    tail(&text, lines)
+}
+
+/// The last `lines` lines of `text`.
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_fields_are_counted_after_the_command_name() {
+        let rest = "0 0 0 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1";
+        let cases = [
+            (
+                format!("123 (sleep) S 1 {rest} 987654 100 200"),
+                Some(ProcStat {
+                    state: 'S',
+                    start_time: 987654,
+                }),
+            ),
+            (
+                format!("123 (a (b) c) Z 1 {rest} 55 100 200"),
+                Some(ProcStat {
+                    state: 'Z',
+                    start_time: 55,
+                }),
+            ),
+            ("123 (short) S 1 2".to_string(), None),
+            ("garbage".to_string(), None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_proc_stat(&text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn our_own_process_is_running_and_a_different_start_time_is_not() {
+        let pid = std::process::id();
+        let stat = proc_stat(pid).unwrap();
+        let mut record = ProcessRecord {
+            name: "self".into(),
+            role: Role::Hub,
+            pid,
+            start_time: Some(stat.start_time),
+            log: "/dev/null".into(),
+            admin: None,
+        };
+        assert!(is_running(&record));
+        record.start_time = Some(stat.start_time + 1);
+        assert!(!is_running(&record), "a reused pid must not count");
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        let cases = [
+            ("a\nb\nc\n", 2, "b\nc"),
+            ("a\nb\nc", 5, "a\nb\nc"),
+            ("", 3, ""),
+        ];
+        for (text, n, want) in cases {
+            assert_eq!(tail(text, n), want);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_detached_process_is_stopped_with_sigterm_and_a_stubborn_one_with_sigkill() {
+        let dir = tempfile::tempdir().unwrap();
+        let sh = Path::new("/bin/sh");
+        let cases = [
+            ("polite", "sleep 30", Stopped::Terminated),
+            (
+                "stubborn",
+                "trap '' TERM; while true; do sleep 0.1; done",
+                Stopped::Killed,
+            ),
+        ];
+        for (name, script, want) in cases {
+            let record = spawn(Launch {
+                name,
+                role: Role::Agent,
+                binary: sh,
+                args: vec!["-c".into(), script.into()],
+                log: dir.path().join(format!("{name}.log")),
+                admin: None,
+            })
+            .unwrap();
+            assert!(is_running(&record), "{name} should run");
+            // Let the shell install its trap.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let got = stop(&record, Duration::from_millis(800)).await.unwrap();
+            assert_eq!(got, want, "{name}");
+            assert!(!is_running(&record), "{name} should be gone");
+            assert_eq!(
+                stop(&record, Duration::from_millis(100)).await.unwrap(),
+                Stopped::AlreadyGone
+            );
+        }
+    }
+}

@@ -1,0 +1,454 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The install manifests and examples, rendered with the real `kubectl kustomize` and applied
+//! with the real `kubectl apply -k` (and `--dry-run=server`) against a devcluster.
+//!
+//! Skipped, with a notice, when kubectl is not installed.
+
+use std::path::{Path, PathBuf};
+
+use atoll_e2e::kubectl::Kubectl;
+use serde_yaml::Value;
+
+fn manifests() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests")
+}
+
+async fn kubectl_or_skip(test: &str) -> bool {
+    if Kubectl::available().await {
+        return true;
+    }
+    eprintln!("NOTICE: {test} skipped: kubectl is not on PATH");
+    false
+}
+
+/// A devcluster in-process and kubectl pointed at it, with a private HOME and cache.
+struct Env {
+    _cluster: devcluster::DevCluster,
+    _dir: tempfile::TempDir,
+    kubectl: Kubectl,
+}
+
+async fn env() -> Env {
+    let cluster = devcluster::DevCluster::start(devcluster::Config::default())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let kubectl =
+        Kubectl::new(&kubeconfig, dir.path().join("cache")).with_home(dir.path().join("home"));
+    Env {
+        _cluster: cluster,
+        _dir: dir,
+        kubectl,
+    }
+}
+
+async fn render(dir: &str) -> Vec<Value> {
+    let tmp = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::new(tmp.path().join("none"), tmp.path().join("cache"))
+        .with_home(tmp.path().join("home"));
+    let path = manifests().join(dir);
+    let text = kubectl
+        .run(&["kustomize", path.to_str().unwrap()])
+        .await
+        .unwrap_or_else(|e| panic!("kubectl kustomize {dir}: {e}"));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+use serde::Deserialize;
+
+fn kind_name(v: &Value) -> (String, String) {
+    (
+        v["kind"].as_str().unwrap_or_default().to_string(),
+        v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+#[tokio::test]
+async fn every_kustomization_renders_the_objects_it_promises() {
+    if !kubectl_or_skip("every_kustomization_renders_the_objects_it_promises").await {
+        return;
+    }
+    let cases: [(&str, &[(&str, &str)]); 8] = [
+        (
+            "parent",
+            &[
+                ("Namespace", "clusternet-system"),
+                ("Namespace", "clusternet-reserved"),
+                (
+                    "CustomResourceDefinition",
+                    "subscriptions.apps.clusternet.io",
+                ),
+                (
+                    "CustomResourceDefinition",
+                    "managedclusters.clusters.clusternet.io",
+                ),
+                ("ServiceAccount", "atoll-scheduler"),
+                ("ServiceAccount", "atoll-hub"),
+                ("ClusterRole", "atoll-scheduler"),
+                ("ClusterRole", "atoll-hub"),
+                ("Deployment", "atoll-scheduler"),
+                ("Deployment", "atoll-hub"),
+                ("Service", "atoll-hub"),
+                ("Secret", "bootstrap-token-07401b"),
+            ],
+        ),
+        (
+            "agent",
+            &[
+                ("Namespace", "clusternet-system"),
+                ("ServiceAccount", "atoll-agent"),
+                ("ClusterRole", "atoll-agent"),
+                ("ClusterRoleBinding", "atoll-agent"),
+                ("Deployment", "atoll-agent"),
+            ],
+        ),
+        (
+            "examples",
+            &[
+                ("Subscription", "web-everywhere"),
+                ("Subscription", "api-divided"),
+                ("Globalization", "web-config-large-clusters"),
+                ("Deployment", "web"),
+                ("Deployment", "api"),
+            ],
+        ),
+        (
+            "examples/replication",
+            &[
+                ("Subscription", "web-everywhere"),
+                ("ConfigMap", "web-config"),
+            ],
+        ),
+        (
+            "examples/dividing",
+            &[("Subscription", "api-divided"), ("Deployment", "api")],
+        ),
+        (
+            "examples/localization",
+            &[("Localization", "web-three-replicas")],
+        ),
+        (
+            "examples/globalization",
+            &[("Globalization", "web-config-large-clusters")],
+        ),
+        (
+            "crds",
+            &[(
+                "CustomResourceDefinition",
+                "descriptions.apps.clusternet.io",
+            )],
+        ),
+    ];
+    for (dir, want) in cases {
+        let objects = render(dir).await;
+        let have: Vec<(String, String)> = objects.iter().map(kind_name).collect();
+        for (kind, name) in want {
+            assert!(
+                have.contains(&(kind.to_string(), name.to_string())),
+                "{dir}: {kind} {name} missing from {have:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_agent_secret_is_generated_with_a_hash_suffix_and_referenced_by_the_deployment() {
+    if !kubectl_or_skip("agent secret").await {
+        return;
+    }
+    let objects = render("agent").await;
+    let secret = objects
+        .iter()
+        .find(|o| o["kind"] == "Secret")
+        .expect("a generated Secret");
+    let name = secret["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("atoll-agent-hub-"), "{name}");
+    for key in [
+        "hub-url",
+        "bootstrap-token",
+        "cluster-name",
+        "cluster-labels",
+        "ca.crt",
+    ] {
+        assert!(!secret["data"][key].is_null(), "Secret lacks {key}");
+    }
+    let deploy = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let text = serde_yaml::to_string(deploy).unwrap();
+    assert!(text.contains(name), "the Deployment must reference {name}");
+    assert!(
+        !text.contains("name: atoll-agent-hub\n"),
+        "unhashed reference left"
+    );
+}
+
+/// Every container of every Deployment runs hardened, with probes on the admin port.
+#[tokio::test]
+async fn every_deployment_runs_non_root_read_only_without_capabilities_and_with_probes() {
+    if !kubectl_or_skip("deployment hardening").await {
+        return;
+    }
+    for dir in ["parent", "agent"] {
+        let objects = render(dir).await;
+        let deployments: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "Deployment")
+            .collect();
+        assert!(!deployments.is_empty(), "{dir} has no Deployment");
+        for d in deployments {
+            let name = d["metadata"]["name"].as_str().unwrap();
+            let pod = &d["spec"]["template"]["spec"];
+            assert_eq!(
+                pod["securityContext"]["runAsNonRoot"],
+                Value::Bool(true),
+                "{name}"
+            );
+            assert_eq!(
+                pod["securityContext"]["seccompProfile"]["type"].as_str(),
+                Some("RuntimeDefault"),
+                "{name}"
+            );
+            assert!(pod["serviceAccountName"].as_str().is_some(), "{name}");
+            for c in pod["containers"].as_sequence().unwrap() {
+                let sc = &c["securityContext"];
+                assert_eq!(sc["readOnlyRootFilesystem"], Value::Bool(true), "{name}");
+                assert_eq!(sc["allowPrivilegeEscalation"], Value::Bool(false), "{name}");
+                assert_eq!(
+                    sc["capabilities"]["drop"][0].as_str(),
+                    Some("ALL"),
+                    "{name}"
+                );
+                assert_eq!(
+                    c["livenessProbe"]["httpGet"]["path"].as_str(),
+                    Some("/healthz"),
+                    "{name}"
+                );
+                assert_eq!(
+                    c["readinessProbe"]["httpGet"]["path"].as_str(),
+                    Some("/readyz"),
+                    "{name}"
+                );
+                assert_eq!(
+                    c["livenessProbe"]["httpGet"]["port"].as_str(),
+                    Some("admin"),
+                    "{name}"
+                );
+                assert!(!c["resources"]["requests"]["cpu"].is_null(), "{name}");
+                assert!(!c["resources"]["limits"]["memory"].is_null(), "{name}");
+            }
+        }
+    }
+}
+
+/// Wildcard resources are granted for reads only, except to the agent in the child, whose
+/// ClusterRole is documented as cluster-admin-equivalent.
+#[tokio::test]
+async fn only_the_agent_gets_wildcard_writes() {
+    if !kubectl_or_skip("rbac wildcards").await {
+        return;
+    }
+    let reads = ["get", "list", "watch"];
+    for (dir, role, wildcard_writes_allowed) in [
+        ("parent", "atoll-scheduler", false),
+        ("parent", "atoll-hub", false),
+        ("agent", "atoll-agent", true),
+    ] {
+        let objects = render(dir).await;
+        let cr = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == role)
+            .unwrap_or_else(|| panic!("{dir}: ClusterRole {role}"));
+        let mut wildcard_write = false;
+        for rule in cr["rules"].as_sequence().unwrap() {
+            let resources: Vec<&str> = rule["resources"]
+                .as_sequence()
+                .map(|s| s.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let verbs: Vec<&str> = rule["verbs"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if resources.contains(&"*") && verbs.iter().any(|v| !reads.contains(v)) {
+                wildcard_write = true;
+            }
+        }
+        assert_eq!(wildcard_write, wildcard_writes_allowed, "{dir} {role}");
+    }
+}
+
+#[tokio::test]
+async fn the_parent_install_applies_and_server_dry_runs_against_devcluster() {
+    if !kubectl_or_skip("parent install").await {
+        return;
+    }
+    let env = env().await;
+    let dir = manifests().join("parent");
+    let out = env.kubectl.apply_kustomization(&dir, &[]).await.unwrap();
+    assert!(out.contains("deployment.apps/atoll-hub created"), "{out}");
+    // Server-side dry run needs the namespaces to exist, as with a real kube-apiserver.
+    let out = env
+        .kubectl
+        .apply_kustomization(&dir, &["--dry-run=server"])
+        .await
+        .unwrap();
+    assert!(out.contains("(server dry run)"), "{out}");
+    let got = env
+        .kubectl
+        .run(&["get", "deploy", "-n", "clusternet-system", "-o", "name"])
+        .await
+        .unwrap();
+    for want in [
+        "deployment.apps/atoll-hub",
+        "deployment.apps/atoll-scheduler",
+    ] {
+        assert!(got.contains(want), "{got}");
+    }
+    let crds = env
+        .kubectl
+        .run(&["get", "crd", "-o", "name"])
+        .await
+        .unwrap();
+    assert_eq!(crds.lines().count(), 7, "{crds}");
+}
+
+#[tokio::test]
+async fn the_agent_install_applies_and_server_dry_runs_against_devcluster() {
+    if !kubectl_or_skip("agent install").await {
+        return;
+    }
+    let env = env().await;
+    let dir = manifests().join("agent");
+    env.kubectl.apply_kustomization(&dir, &[]).await.unwrap();
+    let out = env
+        .kubectl
+        .apply_kustomization(&dir, &["--dry-run=server"])
+        .await
+        .unwrap();
+    assert!(
+        out.contains("deployment.apps/atoll-agent unchanged (server dry run)"),
+        "{out}"
+    );
+    let sa = env
+        .kubectl
+        .run(&[
+            "get",
+            "sa",
+            "atoll-agent",
+            "-n",
+            "clusternet-system",
+            "-o",
+            "jsonpath={.metadata.name}",
+        ])
+        .await
+        .unwrap();
+    assert_eq!(sa, "atoll-agent");
+}
+
+#[tokio::test]
+async fn the_examples_apply_and_server_dry_run_once_the_crds_are_installed() {
+    if !kubectl_or_skip("examples").await {
+        return;
+    }
+    let env = env().await;
+    env.kubectl
+        .apply_kustomization(&manifests().join("crds"), &[])
+        .await
+        .unwrap();
+    let examples = manifests().join("examples");
+    env.kubectl
+        .apply_kustomization(&examples, &[])
+        .await
+        .unwrap();
+    env.kubectl
+        .apply_kustomization(&examples, &["--dry-run=server"])
+        .await
+        .unwrap();
+    // The Localization goes to a cluster's dedicated namespace, given with -n.
+    env.kubectl
+        .run(&["create", "namespace", "clusternet-abcde"])
+        .await
+        .unwrap();
+    let loc = manifests().join("examples/localization");
+    env.kubectl
+        .apply_kustomization(&loc, &["-n", "clusternet-abcde"])
+        .await
+        .unwrap();
+    env.kubectl
+        .apply_kustomization(&loc, &["-n", "clusternet-abcde", "--dry-run=server"])
+        .await
+        .unwrap();
+
+    let jsonpath =
+        |ns: &'static str, kind: &'static str, name: &'static str, path: &'static str| {
+            let kubectl = env.kubectl.clone();
+            async move {
+                let p = format!("jsonpath={path}");
+            let mut args = vec!["get", kind, name, "-o", p.as_str()];
+            if !ns.is_empty() {
+                args.extend(["-n", ns]);
+            }
+            kubectl.run(&args).await.unwrap()
+            }
+        };
+    let cases = [
+        (
+            "demo",
+            "subscription",
+            "web-everywhere",
+            "{.spec.schedulingStrategy}",
+            "Replication",
+        ),
+        (
+            "demo-divided",
+            "subscription",
+            "api-divided",
+            "{.spec.schedulingStrategy}",
+            "Dividing",
+        ),
+        (
+            "demo-divided",
+            "subscription",
+            "api-divided",
+            "{.spec.dividingScheduling.type}",
+            "Static",
+        ),
+        (
+            "demo-divided",
+            "subscription",
+            "api-divided",
+            "{.spec.subscribers[*].weight}",
+            "1 2",
+        ),
+        ("demo-divided", "deployment", "api", "{.spec.replicas}", "6"),
+        (
+            "",
+            "globalization",
+            "web-config-large-clusters",
+            "{.spec.clusterAffinity.matchLabels.tier}",
+            "large",
+        ),
+        (
+            "clusternet-abcde",
+            "localization",
+            "web-three-replicas",
+            "{.spec.overrides[0].type}",
+            "JSONPatch",
+        ),
+    ];
+    for (ns, kind, name, path, want) in cases {
+        assert_eq!(
+            jsonpath(ns, kind, name, path).await,
+            want,
+            "{kind} {name} {path}"
+        );
+    }
+}
