@@ -425,6 +425,22 @@ fn validate_node(
                 }
             }
             let embedded = root || flag(schema, "x-kubernetes-embedded-resource");
+            if !root && embedded {
+                // An embedded object must say what it is [AX `validateEmbeddedResource`].
+                for key in ["apiVersion", "kind"] {
+                    if map
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        errs.push(FieldError::new(
+                            "FieldValueRequired",
+                            &child_path(path, key),
+                            "Required value: must not be empty".into(),
+                        ));
+                    }
+                }
+            }
             for (key, v) in map {
                 if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
                     continue;
@@ -530,16 +546,41 @@ fn structural(
             errs,
         );
     }
+    let int_or_string = flag(schema, "x-kubernetes-int-or-string");
     for key in ["allOf", "anyOf", "oneOf"] {
         if let Some(Value::Array(subs)) = node.get(key) {
+            // The one junctor shape int-or-string may carry [AX `validation.go`].
+            if int_or_string && key == "anyOf" && is_int_or_string_any_of(subs) {
+                continue;
+            }
             for (i, sub) in subs.iter().enumerate() {
-                structural(sub, &at(&format!("{key}[{i}]")), pos, true, errs);
+                let allowed = int_or_string
+                    && key == "allOf"
+                    && sub.as_object().is_some_and(|m| m.len() == 1)
+                    && sub
+                        .get("anyOf")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| is_int_or_string_any_of(a));
+                if !allowed {
+                    structural(sub, &at(&format!("{key}[{i}]")), pos, true, errs);
+                }
             }
         }
     }
     if let Some(not) = node.get("not") {
         structural(not, &at("not"), pos, true, errs);
     }
+}
+
+/// `[{type: integer}, {type: string}]`, in either order.
+fn is_int_or_string_any_of(subs: &[Value]) -> bool {
+    let mut types: Vec<&str> = subs
+        .iter()
+        .filter(|s| s.as_object().is_some_and(|m| m.len() == 1))
+        .filter_map(|s| s.get("type").and_then(Value::as_str))
+        .collect();
+    types.sort_unstable();
+    subs.len() == 2 && types == ["integer", "string"]
 }
 
 fn check_node(node: &Map<String, Value>, path: &str, pos: Position, errs: &mut Vec<FieldError>) {
@@ -845,6 +886,21 @@ mod tests {
             ),
             (json!({"spec": {"subscribers": [{}], "port": 80}}), vec![]),
             (
+                json!({"spec": {"subscribers": [{}], "template": {"metadata": {"name": "x"}}}}),
+                vec![
+                    (
+                        "FieldValueRequired",
+                        "spec.template.apiVersion",
+                        "Required value: must not be empty",
+                    ),
+                    (
+                        "FieldValueRequired",
+                        "spec.template.kind",
+                        "Required value: must not be empty",
+                    ),
+                ],
+            ),
+            (
                 json!({"spec": {"subscribers": [{}], "port": "http"}}),
                 vec![],
             ),
@@ -877,6 +933,16 @@ mod tests {
         let with_meta = json!({"type": "object", "properties": {
             "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}}}}});
         assert_eq!(check_structural(&with_meta), vec![]);
+    }
+
+    #[test]
+    fn check_structural_allows_the_int_or_string_any_of() {
+        let schema = json!({"type": "object", "properties": {
+            "a": {"x-kubernetes-int-or-string": true,
+                  "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "b": {"x-kubernetes-int-or-string": true,
+                  "allOf": [{"anyOf": [{"type": "string"}, {"type": "integer"}]}]}}});
+        assert_eq!(check_structural(&schema), vec![]);
     }
 
     #[test]
