@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, watch};
 
 /// Settings of the controllers.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +56,8 @@ pub struct Controllers {
     dirty: Mutex<HashSet<(String, String)>>,
     dirty_notify: Notify,
     writes: Arc<Semaphore>,
+    clusters_ready: watch::Sender<bool>,
+    subs_ready: watch::Sender<bool>,
 }
 
 impl Controllers {
@@ -80,6 +82,8 @@ impl Controllers {
             dirty: Mutex::new(HashSet::new()),
             dirty_notify: Notify::new(),
             writes: Arc::new(Semaphore::new(8)),
+            clusters_ready: watch::channel(false).0,
+            subs_ready: watch::channel(false).0,
         })
     }
 
@@ -89,10 +93,17 @@ impl Controllers {
     }
 
     /// Resolves once every watch has completed its first list.
+    ///
+    /// (kube's `Store::wait_until_ready` wakes only one of several concurrent waiters, so the
+    /// controllers keep their own flags.)
     pub async fn wait_ready(&self) {
-        let _ = self.clusters.wait_until_ready().await;
-        let _ = self.subs.wait_until_ready().await;
+        self.wait_clusters().await;
+        let _ = self.subs_ready.subscribe().wait_for(|r| *r).await;
         self.index.wait_synced().await;
+    }
+
+    async fn wait_clusters(&self) {
+        let _ = self.clusters_ready.subscribe().wait_for(|r| *r).await;
     }
 
     /// Runs every loop until one fails for good (they retry API errors with backoff).
@@ -118,6 +129,9 @@ impl Controllers {
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {
+                Ok(watcher::Event::InitDone) => {
+                    self.clusters_ready.send_replace(true);
+                }
                 Ok(watcher::Event::Delete(mc)) => {
                     let ns = mc.namespace().unwrap_or_default();
                     for e in self.index.namespace_entries(&ns) {
@@ -142,6 +156,9 @@ impl Controllers {
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {
+                Ok(watcher::Event::InitDone) => {
+                    self.subs_ready.send_replace(true);
+                }
                 Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
                     self.mark_dirty(s.namespace().unwrap_or_default(), s.name_any());
                 }
@@ -152,7 +169,7 @@ impl Controllers {
     }
 
     async fn watch_descriptions(self: Arc<Self>) {
-        let _ = self.clusters.wait_until_ready().await;
+        self.wait_clusters().await;
         let api: Api<Description> = Api::all(self.client.clone());
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
@@ -293,9 +310,7 @@ impl Controllers {
     }
 
     async fn aggregate_loop(self: Arc<Self>) {
-        let _ = self.subs.wait_until_ready().await;
-        let _ = self.clusters.wait_until_ready().await;
-        self.index.wait_synced().await;
+        self.wait_ready().await;
         loop {
             self.dirty_notify.notified().await;
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -348,8 +363,7 @@ impl Controllers {
     }
 
     async fn sweep_loop(self: Arc<Self>) {
-        let _ = self.clusters.wait_until_ready().await;
-        self.index.wait_synced().await;
+        self.wait_ready().await;
         let mut tick = tokio::time::interval(self.config.sweep_every);
         loop {
             tick.tick().await;

@@ -1,0 +1,753 @@
+//! The hub against a parent devcluster: registration (automatic, manual, denied, bad tokens),
+//! snapshot and deltas from the shared watch, status write-back, report authorisation,
+//! disconnection marks, the Description finalizer and a hub restart. Agents are raw gRPC
+//! clients speaking the protocol.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use atoll_crds::apps::{Description, DescriptionPhase, DescriptionSpec};
+use atoll_crds::clusters::{ApprovedResult, ClusterRegistrationRequest, ManagedCluster};
+use atoll_crds::{conditions, known};
+use atoll_hub::run::{self, HubConfig, RunningHub};
+use atoll_proto::v1;
+use atoll_proto::v1::agent_message::Message as In;
+use atoll_proto::v1::hub_client::HubClient;
+use atoll_proto::v1::hub_message::Message as Out;
+use atoll_runtime::admin::Readiness;
+use devcluster::DevCluster;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Streaming};
+
+const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
+const ID_A: &str = "aaaaaaaa-0000-4000-8000-00000000000a";
+const ID_B: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
+
+struct Parent {
+    _cluster: DevCluster,
+    client: Client,
+}
+
+async fn parent() -> Parent {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let cluster = DevCluster::start_default().await.unwrap();
+    let client = cluster.client().await.unwrap();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    for crd in atoll_crds::crdgen::crds() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "clusternet-system"}})).unwrap();
+    let _ = Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    bootstrap_secret(&client, "07401b", "f395accd246ae52d", None).await;
+    Parent {
+        _cluster: cluster,
+        client,
+    }
+}
+
+async fn bootstrap_secret(client: &Client, id: &str, secret: &str, expiration: Option<&str>) {
+    let mut data = std::collections::BTreeMap::new();
+    data.insert(
+        "token-id".to_string(),
+        k8s_openapi::ByteString(id.as_bytes().to_vec()),
+    );
+    data.insert(
+        "token-secret".to_string(),
+        k8s_openapi::ByteString(secret.as_bytes().to_vec()),
+    );
+    if let Some(e) = expiration {
+        data.insert(
+            "expiration".to_string(),
+            k8s_openapi::ByteString(e.as_bytes().to_vec()),
+        );
+    }
+    let s = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("bootstrap-token-{id}")),
+            namespace: Some("clusternet-system".into()),
+            ..Default::default()
+        },
+        type_: Some("bootstrap.kubernetes.io/token".into()),
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), "clusternet-system")
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+}
+
+async fn hub(client: &Client, edit: impl FnOnce(&mut HubConfig)) -> RunningHub {
+    let mut config = HubConfig::for_tests();
+    edit(&mut config);
+    let readiness = Readiness::default();
+    let hub = run::start(
+        client.clone(),
+        config,
+        &mut Registry::default(),
+        readiness.clone(),
+    )
+    .await
+    .unwrap();
+    eventually("hub ready", || async { readiness.is_ready().then_some(()) }).await;
+    hub
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Agent {
+    tx: mpsc::Sender<v1::AgentMessage>,
+    rx: Streaming<v1::HubMessage>,
+    welcome: v1::Welcome,
+}
+
+fn hello(id: &str, name: &str, token: &str) -> v1::AgentMessage {
+    v1::AgentMessage {
+        message: Some(In::Hello(v1::Hello {
+            protocol_version: v1::ProtocolVersion::V1 as i32,
+            cluster_id: id.into(),
+            cluster_name: name.into(),
+            cluster_labels: [("env".to_string(), "test".to_string())].into(),
+            token: token.into(),
+            agent_version: "v0.1.0-test".into(),
+            cluster_type: String::new(),
+        })),
+    }
+}
+
+async fn connect(
+    hub: &RunningHub,
+    id: &str,
+    name: &str,
+    token: &str,
+) -> Result<Agent, tonic::Status> {
+    let (tx, rx) = mpsc::channel(64);
+    tx.send(hello(id, name, token)).await.unwrap();
+    let mut client = HubClient::connect(format!("http://{}", hub.addr))
+        .await
+        .unwrap();
+    let mut stream = client.sync(ReceiverStream::new(rx)).await?.into_inner();
+    match stream.message().await? {
+        Some(v1::HubMessage {
+            message: Some(Out::Welcome(welcome)),
+        }) => Ok(Agent {
+            tx,
+            rx: stream,
+            welcome,
+        }),
+        other => panic!("expected Welcome, got {other:?}"),
+    }
+}
+
+impl Agent {
+    async fn recv(&mut self) -> Out {
+        let m = tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+            .await
+            .expect("timed out waiting for the hub")
+            .expect("stream error")
+            .expect("stream ended")
+            .message
+            .expect("empty message");
+        let seq = match &m {
+            Out::Upsert(u) => u.seq,
+            Out::Removed(r) => r.seq,
+            Out::SnapshotComplete(s) => s.seq,
+            Out::Welcome(_) => 0,
+        };
+        self.send(In::Ack(v1::Ack { seq })).await;
+        m
+    }
+    async fn recv_until(&mut self, pred: impl Fn(&Out) -> bool) -> Out {
+        loop {
+            let m = self.recv().await;
+            if pred(&m) {
+                return m;
+            }
+        }
+    }
+    async fn send(&self, m: In) {
+        let _ = self.tx.send(v1::AgentMessage { message: Some(m) }).await;
+    }
+    async fn heartbeat(&self, healthy: bool) {
+        self.send(In::Heartbeat(v1::Heartbeat {
+            k8s_version: "v1.33.1".into(),
+            platform: "linux/amd64".into(),
+            agent_version: "v0.1.0-test".into(),
+            node_statistics: Some(v1::NodeStatistics {
+                ready_nodes: 2,
+                not_ready_nodes: 0,
+                unknown_nodes: 0,
+            }),
+            capacity: [
+                ("cpu".to_string(), "8".to_string()),
+                ("memory".to_string(), "32Gi".to_string()),
+            ]
+            .into(),
+            allocatable: [("cpu".to_string(), "7".to_string())].into(),
+            healthz: healthy,
+            livez: true,
+            readyz: true,
+            heartbeat_seconds: 1,
+        }))
+        .await;
+    }
+}
+
+async fn description(client: &Client, ns: &str, name: &str, data: &str) {
+    let mut d = Description::new(name, DescriptionSpec::default());
+    d.metadata.namespace = Some(ns.into());
+    d.spec.raw = vec![
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}, "data": {"k": data}}),
+    ];
+    let api: Api<Description> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await.unwrap() {
+        None => {
+            api.create(&PostParams::default(), &d).await.unwrap();
+        }
+        Some(_) => {
+            let patch = json!({"spec": {"raw": d.spec.raw}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn ready(mc: &ManagedCluster) -> Option<String> {
+    mc.status
+        .as_ref()
+        .and_then(|s| conditions::status(&s.conditions, "Ready"))
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_the_cluster_token() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let w = a.welcome.clone();
+    assert!(
+        w.namespace.starts_with("clusternet-") && w.namespace.len() == 16,
+        "{}",
+        w.namespace
+    );
+    assert_eq!(w.managed_cluster_name, "edge-a");
+    assert!(!w.cluster_token.is_empty());
+    assert_eq!((w.heartbeat_seconds, w.window), (1, 16));
+
+    let crr = Api::<ClusterRegistrationRequest>::all(p.client.clone())
+        .get(&format!("clusternet-{ID_A}"))
+        .await
+        .unwrap();
+    let st = crr.status.unwrap();
+    assert_eq!(st.result, Some(ApprovedResult::Approved));
+    assert_eq!(
+        st.dedicated_namespace.as_deref(),
+        Some(w.namespace.as_str())
+    );
+    assert_eq!(st.managed_cluster_name.as_deref(), Some("edge-a"));
+
+    let ns = Api::<Namespace>::all(p.client.clone())
+        .get(&w.namespace)
+        .await
+        .unwrap();
+    assert_eq!(
+        ns.labels().get(known::LABEL_CLUSTER_ID).map(String::as_str),
+        Some(ID_A)
+    );
+    assert_eq!(
+        ns.labels()
+            .get(known::LABEL_CLUSTER_NAME)
+            .map(String::as_str),
+        Some("edge-a")
+    );
+    assert_eq!(
+        ns.labels().get(known::LABEL_CREATED_BY).map(String::as_str),
+        Some("atoll-hub")
+    );
+
+    let mc = Api::<ManagedCluster>::namespaced(p.client.clone(), &w.namespace)
+        .get("edge-a")
+        .await
+        .unwrap();
+    assert_eq!(mc.spec.cluster_id, ID_A);
+    assert_eq!(mc.spec.sync_mode, atoll_crds::clusters::SyncMode::Pull);
+    assert_eq!(mc.labels().get("env").map(String::as_str), Some("test"));
+    assert_eq!(
+        mc.labels().get(known::LABEL_CLUSTER_ID).map(String::as_str),
+        Some(ID_A)
+    );
+
+    let secret = Api::<Secret>::namespaced(p.client.clone(), &w.namespace)
+        .get("cluster-token")
+        .await
+        .unwrap();
+    let stored = secret.data.unwrap().get("sha256").unwrap().0.clone();
+    assert_eq!(
+        stored,
+        atoll_hub::token::sha256_hex(&w.cluster_token).into_bytes()
+    );
+    drop(a);
+
+    // Reconnect with the cluster token: same namespace, no new token.
+    let again = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
+    assert_eq!(again.welcome.namespace, w.namespace);
+    assert!(again.welcome.cluster_token.is_empty());
+    assert!(again.welcome.epoch > w.epoch);
+    drop(again);
+
+    // Re-register with the bootstrap token: same namespace and cluster, a new token; the old
+    // one is revoked.
+    let re = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    assert_eq!(re.welcome.namespace, w.namespace);
+    assert_ne!(re.welcome.cluster_token, w.cluster_token);
+    let revoked = connect(&h, ID_A, "edge-a", &w.cluster_token)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(revoked.code(), Code::Unauthenticated, "{revoked:?}");
+    assert!(!revoked.message().contains(&w.cluster_token));
+    let nss = Api::<Namespace>::all(p.client.clone())
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&format!("{}={ID_A}", known::LABEL_CLUSTER_ID)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(nss.items.len(), 1);
+    h.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_tokens_are_unauthenticated() {
+    let p = parent().await;
+    bootstrap_secret(
+        &p.client,
+        "old000",
+        "0123456789abcdef",
+        Some("2020-01-01T00:00:00Z"),
+    )
+    .await;
+    let h = hub(&p.client, |_| {}).await;
+    let cases = [
+        ("unknown id", "zzzzzz.f395accd246ae52d"),
+        ("wrong secret", "07401b.ffffffffffffffff"),
+        ("expired", "old000.0123456789abcdef"),
+        (
+            "unknown cluster token",
+            "c29tZS1yYW5kb20tY2x1c3Rlci10b2tlbg",
+        ),
+    ];
+    for (what, token) in cases {
+        let err = connect(&h, ID_B, "edge-b", token)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{what} accepted"));
+        assert_eq!(err.code(), Code::Unauthenticated, "{what}: {err:?}");
+        assert!(!err.message().contains(token), "{what}: token in message");
+    }
+    let crr = Api::<ClusterRegistrationRequest>::all(p.client.clone())
+        .get_opt(&format!("clusternet-{ID_B}"))
+        .await
+        .unwrap();
+    assert!(crr.is_none(), "a refused agent got a registration request");
+}
+
+#[tokio::test]
+async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
+    let p = parent().await;
+    let h = hub(&p.client, |c| c.backend.manual_approval = true).await;
+    let crrs: Api<ClusterRegistrationRequest> = Api::all(p.client.clone());
+    let pending = tokio::spawn({
+        let addr = h.addr;
+        async move {
+            let (tx, rx) = mpsc::channel(4);
+            tx.send(hello(ID_A, "edge-a", BOOTSTRAP)).await.unwrap();
+            let mut client = HubClient::connect(format!("http://{addr}")).await.unwrap();
+            let mut s = client
+                .sync(ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            let m = s.message().await.unwrap().unwrap().message.unwrap();
+            drop(tx);
+            m
+        }
+    });
+    let name = format!("clusternet-{ID_A}");
+    eventually("a pending ClusterRegistrationRequest", || async {
+        crrs.get_opt(&name)
+            .await
+            .unwrap()
+            .filter(|c| c.status.as_ref().and_then(|s| s.result).is_none())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pending.is_finished(), "admitted before approval");
+    crrs.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"result": "Approved"}})),
+    )
+    .await
+    .unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        Out::Welcome(w) => assert!(!w.cluster_token.is_empty()),
+        other => panic!("expected Welcome, got {other:?}"),
+    }
+
+    // A denied request: PERMISSION_DENIED with the reason.
+    let denied = format!("clusternet-{ID_B}");
+    let attempt = tokio::spawn({
+        let addr = h.addr;
+        async move {
+            let (tx, rx) = mpsc::channel(4);
+            tx.send(hello(ID_B, "edge-b", BOOTSTRAP)).await.unwrap();
+            let mut client = HubClient::connect(format!("http://{addr}")).await.unwrap();
+            let r = client.sync(ReceiverStream::new(rx)).await.map(|_| ());
+            drop(tx);
+            r
+        }
+    });
+    eventually("the second request", || async {
+        crrs.get_opt(&denied).await.unwrap()
+    })
+    .await;
+    crrs.patch_status(
+        &denied,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"result": "Denied", "errorMessage": "unknown datacenter"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), attempt)
+        .await
+        .unwrap()
+        .unwrap()
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(err.message().contains("unknown datacenter"), "{err:?}");
+}
+
+#[tokio::test]
+async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+    assert!(matches!(a.recv().await, Out::SnapshotComplete(_)));
+
+    description(&p.client, &ns, "apps.web", "v1").await;
+    let up = match a.recv_until(|m| matches!(m, Out::Upsert(_))).await {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    assert_eq!(up.name, "apps.web");
+    let obj: serde_json::Value = serde_json::from_slice(&up.objects[0]).unwrap();
+    assert_eq!(obj["data"]["k"], json!("v1"));
+    assert!(!up.deleting);
+
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    eventually("the hub's finalizer", || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+
+    // Heartbeat → ManagedCluster status, Ready=True.
+    a.heartbeat(true).await;
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    let mc = eventually("Ready=True", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        (ready(&mc).as_deref() == Some("True")).then_some(mc)
+    })
+    .await;
+    let st = mc.status.unwrap();
+    assert_eq!(st.k8s_version.as_deref(), Some("v1.33.1"));
+    assert_eq!(st.node_statistics.and_then(|n| n.ready_nodes), Some(2));
+    assert_eq!(st.heartbeat_frequency_seconds, Some(1));
+    assert!(st.healthz && st.livez && st.readyz);
+    a.heartbeat(false).await;
+    eventually("Ready=False", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        let c = mc
+            .status
+            .as_ref()
+            .and_then(|s| conditions::get(&s.conditions, "Ready"))
+            .cloned()?;
+        (c.status == "False" && c.reason == known::REASON_MANAGED_CLUSTER_NOT_READY).then_some(())
+    })
+    .await;
+
+    // Report → Description status.
+    a.send(In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        uid: up.uid.clone(),
+        observed_generation: up.generation,
+        phase: "Success".into(),
+        objects: vec![v1::ObjectStatus {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: "cm".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }))
+    .await;
+    let d = eventually("Description status", || async {
+        let d = descs.get("apps.web").await.unwrap();
+        (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(d)
+    })
+    .await;
+    let ds = d.status.unwrap();
+    assert_eq!(ds.observed_generation, Some(up.generation));
+    assert_eq!(ds.manifest_statuses.len(), 1);
+    let managers: Vec<(Option<String>, Option<String>)> = d
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .iter()
+        .map(|m| (m.manager.clone(), m.subresource.clone()))
+        .collect();
+    assert!(
+        managers.iter().any(|m| m.0.as_deref() == Some("atoll-hub")),
+        "{managers:?}"
+    );
+
+    // A change is a delta.
+    description(&p.client, &ns, "apps.web", "v2").await;
+    let up2 = match a
+        .recv_until(|m| matches!(m, Out::Upsert(u) if u.generation > up.generation))
+        .await
+    {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    let obj: serde_json::Value = serde_json::from_slice(&up2.objects[0]).unwrap();
+    assert_eq!(obj["data"]["k"], json!("v2"));
+
+    // Deleting: the Description waits for the agent's `deleted`.
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    let del = match a
+        .recv_until(|m| matches!(m, Out::Upsert(u) if u.deleting))
+        .await
+    {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        descs.get_opt("apps.web").await.unwrap().is_some(),
+        "deleted before the agent confirmed"
+    );
+    a.send(In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        uid: del.uid,
+        deleted: true,
+        ..Default::default()
+    }))
+    .await;
+    eventually("the Description gone", || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(matches!(
+        a.recv_until(|m| matches!(m, Out::Removed(_))).await,
+        Out::Removed(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_report_on_another_clusters_description_is_denied_and_nothing_is_written() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let b = connect(&h, ID_B, "edge-b", BOOTSTRAP).await.unwrap();
+    description(&p.client, &b.welcome.namespace, "apps.secret", "b").await;
+    a.send(In::Report(v1::DescriptionReport {
+        name: "apps.secret".into(),
+        phase: "Failure".into(),
+        reason: "pwned".into(),
+        ..Default::default()
+    }))
+    .await;
+    let status = loop {
+        match tokio::time::timeout(Duration::from_secs(10), a.rx.message())
+            .await
+            .unwrap()
+        {
+            Err(s) => break s,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("stream ended without a status"),
+        }
+    };
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let d = Api::<Description>::namespaced(p.client.clone(), &b.welcome.namespace)
+        .get("apps.secret")
+        .await
+        .unwrap();
+    assert!(d.status.is_none(), "{:?}", d.status);
+}
+
+#[tokio::test]
+async fn stream_end_marks_ready_unknown_and_taints_then_reconnection_clears_both() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+    let token = a.welcome.cluster_token.clone();
+    a.heartbeat(true).await;
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Ready=True", || async {
+        (ready(&mcs.get("edge-a").await.unwrap()).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    // Let the last heartbeat age beyond the grace.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    drop(a);
+    let mc = eventually("Ready=Unknown + taint", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        let tainted = mc
+            .spec
+            .taints
+            .iter()
+            .any(|t| t.key == known::TAINT_UNSCHEDULABLE && t.effect == "NoSchedule");
+        (ready(&mc).as_deref() == Some("Unknown") && tainted).then_some(mc)
+    })
+    .await;
+    let taint = mc
+        .spec
+        .taints
+        .iter()
+        .find(|t| t.key == known::TAINT_UNSCHEDULABLE)
+        .unwrap();
+    assert_eq!(
+        taint.value.as_deref(),
+        Some(known::REASON_CLUSTER_STATUS_UNKNOWN)
+    );
+
+    let a = connect(&h, ID_A, "edge-a", &token).await.unwrap();
+    a.heartbeat(true).await;
+    eventually("Ready=True and no taint", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        (ready(&mc).as_deref() == Some("True") && mc.spec.taints.is_empty()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deleted_cluster_releases_its_deleting_descriptions() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+    description(&p.client, &ns, "apps.web", "v1").await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    eventually("the finalizer", || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    drop(a);
+    Api::<ManagedCluster>::namespaced(p.client.clone(), &ns)
+        .delete("edge-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Description released", || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn after_a_hub_restart_agents_reconnect_and_get_a_fresh_snapshot() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+    let token = a.welcome.cluster_token.clone();
+    description(&p.client, &ns, "apps.web", "v1").await;
+    a.recv_until(|m| matches!(m, Out::Upsert(_))).await;
+    h.stop().await.unwrap();
+    drop(a);
+    description(&p.client, &ns, "apps.db", "v1").await;
+    let h2 = hub(&p.client, |_| {}).await;
+    let mut a = connect(&h2, ID_A, "edge-a", &token).await.unwrap();
+    assert_eq!(a.welcome.namespace, ns);
+    let mut names = vec![];
+    loop {
+        match a.recv().await {
+            Out::Upsert(u) => names.push(u.name),
+            Out::SnapshotComplete(_) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    names.sort();
+    assert_eq!(names, vec!["apps.db", "apps.web"]);
+}
