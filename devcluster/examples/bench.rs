@@ -194,6 +194,10 @@ async fn main() -> anyhow::Result<()> {
     let mem = DevCluster::start_default().await?;
     let mem_rate = create_rate(&mem, n, workers).await?;
     drop(mem);
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("memory") {
+        println!("creates/s, memory: {mem_rate:.0}");
+        return Ok(());
+    }
 
     let dir = tempfile::tempdir()?;
     let sql = DevCluster::start(Config {

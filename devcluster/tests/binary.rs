@@ -1,0 +1,107 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The `devcluster` binary: writes its kubeconfig once ready, enforces the bearer token,
+//! persists to its data dir, and exits cleanly on SIGTERM.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use kube::api::{ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use serde_json::json;
+
+async fn start(dir: &std::path::Path, extra: &[&str]) -> (tokio::process::Child, Client, String) {
+    let kubeconfig = dir.join("kubeconfig");
+    let _ = std::fs::remove_file(&kubeconfig);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_devcluster"))
+        .args(["--port", "0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !kubeconfig.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubeconfig never written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let kc = Kubeconfig::read_from(&kubeconfig).unwrap();
+    let server = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .unwrap()
+        .server
+        .clone()
+        .unwrap();
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    (child, Client::try_from(config).unwrap(), server)
+}
+
+async fn terminate(mut child: tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("did not exit on SIGTERM")
+        .unwrap();
+    assert!(exit.success(), "exit status {exit:?}");
+}
+
+#[tokio::test]
+async fn binary_serves_with_token_and_persists() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap().to_string();
+    let (child, client, server) = start(
+        dir.path(),
+        &["--token", "s3cret", "--nodes", "3", "--data-dir", &data_arg],
+    )
+    .await;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    assert!(nss.list(&ListParams::default()).await.unwrap().items.len() >= 4);
+    let nodes: Api<Node> = Api::all(client.clone());
+    assert_eq!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata":{"name":"kept"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    // Without the token: 401 as a Status.
+    let url = format!("{server}/api/v1/namespaces");
+    let out = tokio::process::Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "%{http_code}", &url])
+        .output()
+        .await;
+    if let Ok(out) = out {
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            text.ends_with("401") && text.contains("Unauthorized"),
+            "{text}"
+        );
+    }
+    terminate(child).await;
+
+    // Restarted on the same data dir: the object is still there.
+    let (child, client, _) =
+        start(dir.path(), &["--token", "s3cret", "--data-dir", &data_arg]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.get("kept").await.unwrap();
+    terminate(child).await;
+}
