@@ -192,6 +192,8 @@ pub struct Agent {
     notices: mpsc::UnboundedReceiver<Notice>,
     state: watch::Sender<ConnectionState>,
     cluster_id: Option<String>,
+    /// The last Hello presented the stored cluster token (not the bootstrap token).
+    presented_stored: bool,
 }
 
 impl Agent {
@@ -209,6 +211,7 @@ impl Agent {
             notices,
             state: watch::channel(ConnectionState::default()).0,
             cluster_id: None,
+            presented_stored: false,
         }
     }
 
@@ -265,7 +268,7 @@ impl Agent {
                 Ok(SessionEnd::Refused(status)) => {
                     let message = status.message().to_owned();
                     match status.code() {
-                        Code::Unauthenticated if choice == TokenChoice::Stored && !fell_back => {
+                        Code::Unauthenticated if self.presented_stored && !fell_back => {
                             tracing::warn!(
                                 "the hub refused the stored cluster token; registering again with the bootstrap token"
                             );
@@ -334,6 +337,7 @@ impl Agent {
             }
             _ => (self.config.bootstrap_token.clone(), false),
         };
+        self.presented_stored = using_stored;
         let hello = v1::Hello {
             protocol_version: atoll_proto::PROTOCOL_VERSION as i32,
             cluster_id: cluster_id.clone(),
