@@ -1150,6 +1150,48 @@ mod tests {
             }
 
             #[test]
+            fn managers_own_only_fields_that_exist_and_applies_win_their_fields(
+                steps in proptest::collection::vec(
+                    (prop_oneof![Just("a"), Just("b"), Just("c")], data(), any::<bool>()),
+                    1..8,
+                )
+            ) {
+                let mut live: Option<Value> = None;
+                for (manager, config, force) in steps {
+                    match server_side_apply(live.as_ref(), &cm(config.clone()), manager, force, T2) {
+                        Ok(next) => {
+                            let data = next.get("data").cloned().unwrap_or_else(|| json!({}));
+                            for (k, v) in config.as_object().into_iter().flatten() {
+                                prop_assert_eq!(data.get(k), Some(v));
+                            }
+                            for entry in read_entries(&next) {
+                                for path in entry.set.members() {
+                                    if let [f, key] = path.as_slice() {
+                                        prop_assert_eq!(f.as_str(), "f:data");
+                                        let key = key.trim_start_matches("f:");
+                                        prop_assert!(data.get(key).is_some(), "{} owns missing {}", entry.manager, key);
+                                    }
+                                }
+                            }
+                            let again = server_side_apply(Some(&next), &cm(config), manager, false, T3);
+                            prop_assert_eq!(again.ok(), Some(next.clone()));
+                            live = Some(stored(next));
+                        }
+                        Err(ApplyError::Conflicts(conflicts)) => {
+                            prop_assert!(!force);
+                            for c in conflicts {
+                                prop_assert!(c.manager != manager);
+                                let key = c.field.trim_start_matches(".data.");
+                                let current = live.as_ref().and_then(|l| l["data"].get(key));
+                                prop_assert_ne!(current, config.get(key));
+                            }
+                        }
+                        Err(e) => prop_assert!(false, "unexpected error {e}"),
+                    }
+                }
+            }
+
+            #[test]
             fn applies_by_one_manager_never_conflict(configs in proptest::collection::vec(data(), 1..5)) {
                 let mut live: Option<Value> = None;
                 for config in configs {
