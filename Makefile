@@ -60,9 +60,9 @@ fleet-down:
 
 ## demo: fleet-up, apply manifests/examples, show what every child received. Leaves the fleet up.
 demo: fleet-up
-	$(PARENT) apply -k manifests/examples
 	$(PARENT) apply -k manifests/examples/localization \
 		-n "$$($(FLEET) dedicated-namespace --dir $(FLEET_DIR) --cluster child-1)"
+	$(PARENT) apply -k manifests/examples
 	$(FLEET) wait --dir $(FLEET_DIR) --timeout-seconds 120
 	@for kc in $(FLEET_DIR)/child-*.kubeconfig; do \
 		echo; echo "== $$(basename $$kc .kubeconfig): Deployments"; \

@@ -711,7 +711,7 @@ pub async fn status(dir: &Path) -> Result<String, Error> {
 
 /// Why a Subscription is not settled yet, or `None` when it is: scheduled for its current
 /// generation, its status aggregated, every workload with all replicas ready in every cluster,
-/// and every Description of it reporting `Success`.
+/// and every Description of it reporting `Success` for its latest generation.
 pub fn unsettled(sub: &Subscription, descriptions: &[Description]) -> Option<String> {
     let name = format!("{}/{}", sub.namespace().unwrap_or_default(), sub.name_any());
     let Some(status) = sub.status.as_ref() else {
@@ -753,11 +753,19 @@ pub fn unsettled(sub: &Subscription, descriptions: &[Description]) -> Option<Str
         let desc = descriptions
             .iter()
             .find(|d| d.namespace().as_deref() == Some(ns) && d.name_any() == desc_name);
-        let phase = desc.and_then(|d| d.status.as_ref()).and_then(|s| s.phase);
+        let status = desc.and_then(|d| d.status.as_ref());
+        let phase = status.and_then(|s| s.phase);
         if phase != Some(DescriptionPhase::Success) {
             return Some(format!(
                 "{name}: Description for {cluster} is {}",
                 phase.map_or_else(|| "not reported".to_string(), |p| format!("{p:?}"))
+            ));
+        }
+        let generation = desc.and_then(|d| d.metadata.generation);
+        let observed = status.and_then(|s| s.observed_generation);
+        if generation.is_some() && observed.is_some() && observed < generation {
+            return Some(format!(
+                "{name}: {cluster} has not applied the latest Description yet"
             ));
         }
     }
@@ -972,6 +980,15 @@ mod tests {
         d
     }
 
+    fn desc_gen(ns: &str, generation: i64, observed: i64) -> Description {
+        let mut d = desc(ns, Some(DescriptionPhase::Success));
+        d.metadata.generation = Some(generation);
+        if let Some(s) = d.status.as_mut() {
+            s.observed_generation = Some(observed);
+        }
+        d
+    }
+
     #[test]
     fn a_subscription_is_settled_only_when_every_bound_cluster_reports_success() {
         let agg = |ready: i32| AggregatedStatus {
@@ -1047,6 +1064,15 @@ mod tests {
                 sub(2, Some(not_ready)),
                 both(),
                 Some("Deployment web has 1/2 ready replicas in child-2"),
+            ),
+            (
+                "older generation applied",
+                sub(2, Some(bound.clone())),
+                vec![
+                    desc("ns-a", Some(DescriptionPhase::Success)),
+                    desc_gen("ns-b", 3, 2),
+                ],
+                Some("child-2 has not applied the latest Description"),
             ),
             (
                 "all applied",

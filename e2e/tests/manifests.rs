@@ -392,11 +392,11 @@ async fn the_examples_apply_and_server_dry_run_once_the_crds_are_installed() {
             let kubectl = env.kubectl.clone();
             async move {
                 let p = format!("jsonpath={path}");
-            let mut args = vec!["get", kind, name, "-o", p.as_str()];
-            if !ns.is_empty() {
-                args.extend(["-n", ns]);
-            }
-            kubectl.run(&args).await.unwrap()
+                let mut args = vec!["get", kind, name, "-o", p.as_str()];
+                if !ns.is_empty() {
+                    args.extend(["-n", ns]);
+                }
+                kubectl.run(&args).await.unwrap()
             }
         };
     let cases = [
