@@ -651,3 +651,41 @@ async fn events_written_with_the_recorder_are_readable_in_both_apis() {
         "second publish made a series"
     );
 }
+
+#[tokio::test]
+async fn watch_bookmarks_and_initial_events_end() {
+    use kube::api::WatchEvent;
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // sendInitialEvents: ADDED for what exists, then the initial-events-end bookmark.
+    let wp = WatchParams::streaming_lists().timeout(4);
+    let stream = api.watch(&wp, "0").await.unwrap();
+    futures::pin_mut!(stream);
+    let mut added = 0;
+    loop {
+        match stream.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(_) => added += 1,
+            WatchEvent::Bookmark(b) => {
+                assert!(
+                    b.metadata
+                        .annotations
+                        .contains_key("k8s.io/initial-events-end")
+                );
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(added, 1, "kube-root-ca.crt");
+    // A bookmark arrives about 2 s before the timeout, then the stream ends cleanly.
+    let next = tokio::time::timeout(Duration::from_secs(4), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(next, Some(WatchEvent::Bookmark(_))), "{next:?}");
+    let end = tokio::time::timeout(Duration::from_secs(4), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(end.is_none());
+}

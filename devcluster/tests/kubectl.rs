@@ -410,6 +410,31 @@ async fn wait_for_condition_with_simulated_workloads() {
     .await;
     let out = e.ok(&["get", "deploy", "web"], None).await;
     assert!(out.contains("2/2"), "{out}");
+    // Client-side apply again (strategic merge patch): replicas and image change, the
+    // container list merges by name.
+    let changed = DEPLOYMENT
+        .replace("replicas: 2", "replicas: 3")
+        .replace("nginx:1.27", "nginx:1.28");
+    let out = e.ok(&["apply", "-f", "-"], Some(&changed)).await;
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    let out = e
+        .ok(
+            &[
+                "get",
+                "deploy",
+                "web",
+                "-o",
+                "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].image}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "3 nginx:1.28");
+    e.ok(
+        &["rollout", "status", "deployment/web", "--timeout=20s"],
+        None,
+    )
+    .await;
     let _ = &e.cluster;
 }
 

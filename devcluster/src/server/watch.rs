@@ -175,7 +175,10 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
         }
         let deadline = tokio::time::Instant::now() + timeout;
         let bookmark_every = Duration::from_secs(60);
-        let mut next_bookmark = tokio::time::Instant::now() + bookmark_every;
+        // Like kube-apiserver: a bookmark every minute and one shortly before the timeout.
+        let final_bookmark = deadline.checked_sub(Duration::from_secs(2));
+        let mut next_bookmark = (tokio::time::Instant::now() + bookmark_every)
+            .min(final_bookmark.unwrap_or(deadline));
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
@@ -199,7 +202,11 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
                 },
                 _ = tokio::time::sleep_until(deadline) => break,
                 _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
-                    next_bookmark = tokio::time::Instant::now() + bookmark_every;
+                    let now = tokio::time::Instant::now();
+                    next_bookmark = match final_bookmark {
+                        Some(f) if f > now => (now + bookmark_every).min(f),
+                        _ => deadline + bookmark_every,
+                    };
                     yield Ok(renderer.bookmark(last_rv, false));
                 }
                 _ = shutdown.changed() => break,
