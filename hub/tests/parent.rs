@@ -751,3 +751,148 @@ async fn after_a_hub_restart_agents_reconnect_and_get_a_fresh_snapshot() {
     names.sort();
     assert_eq!(names, vec!["apps.db", "apps.web"]);
 }
+
+#[tokio::test]
+async fn subscription_aggregated_status_follows_description_reports_without_touching_scheduler_fields()
+ {
+    use atoll_crds::apps::Subscription;
+    let p = parent().await;
+    let apps: Namespace = serde_json::from_value(json!({"metadata": {"name": "apps"}})).unwrap();
+    Api::<Namespace>::all(p.client.clone())
+        .create(&PostParams::default(), &apps)
+        .await
+        .unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+
+    let subs: Api<Subscription> = Api::namespaced(p.client.clone(), "apps");
+    let sub: Subscription = serde_json::from_value(json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1",
+        "kind": "Subscription",
+        "metadata": {"name": "web", "namespace": "apps"},
+        "spec": {
+            "subscribers": [{"clusterAffinity": {}}],
+            "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "apps", "name": "web"}]
+        }
+    }))
+    .unwrap();
+    subs.create(&PostParams::default(), &sub).await.unwrap();
+    // The scheduler's part of the status, under its own field manager.
+    let sched = json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1",
+        "kind": "Subscription",
+        "status": {"bindingClusters": [format!("{ns}/edge-a")], "desiredReleases": 1}
+    });
+    subs.patch_status(
+        "web",
+        &PatchParams::apply("atoll-scheduler").force(),
+        &Patch::Apply(&sched),
+    )
+    .await
+    .unwrap();
+
+    let mut d = Description::new("apps.web", DescriptionSpec::default());
+    d.metadata.namespace = Some(ns.clone());
+    d.metadata.labels = Some(
+        [
+            (known::LABEL_SUBS_NAME.to_string(), "web".to_string()),
+            (known::LABEL_SUBS_NAMESPACE.to_string(), "apps".to_string()),
+        ]
+        .into(),
+    );
+    d.spec.raw = vec![
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "apps"}}),
+    ];
+    Api::<Description>::namespaced(p.client.clone(), &ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let up = match a.recv_until(|m| matches!(m, Out::Upsert(_))).await {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    a.send(In::Report(v1::DescriptionReport {
+        name: up.name.clone(),
+        uid: up.uid.clone(),
+        observed_generation: up.generation,
+        phase: "Success".into(),
+        objects: vec![v1::ObjectStatus {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "apps".into(),
+            name: "web".into(),
+            status: serde_json::to_vec(
+                &json!({"replicas": 3, "readyReplicas": 3, "availableReplicas": 3}),
+            )
+            .unwrap(),
+            error: String::new(),
+        }],
+        ..Default::default()
+    }))
+    .await;
+    let st = eventually("aggregated status", || async {
+        let s = subs.get("web").await.unwrap().status?;
+        (s.completed_releases == Some(1) && !s.aggregated_statuses.is_empty()).then_some(s)
+    })
+    .await;
+    let agg = &st.aggregated_statuses[0];
+    assert!(agg.feed_status_summary.available);
+    assert_eq!(
+        agg.feed_status_summary.replica_status.ready_replicas,
+        Some(3)
+    );
+    assert_eq!(agg.feed_status_details[0].cluster_id, ID_A);
+    assert_eq!(agg.feed_status_details[0].cluster_name, "edge-a");
+    // The scheduler's fields are still there.
+    assert_eq!(st.binding_clusters, vec![format!("{ns}/edge-a")]);
+    assert_eq!(st.desired_releases, Some(1));
+}
+
+#[tokio::test]
+async fn a_cluster_not_ready_beyond_the_lost_timeout_releases_its_deleting_descriptions() {
+    let p = parent().await;
+    let h = hub(&p.client, |c| {
+        c.controllers.lost_cluster_timeout = Duration::from_secs(1);
+        c.controllers.sweep_every = Duration::from_millis(200);
+    })
+    .await;
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+    a.heartbeat(true).await;
+    description(&p.client, &ns, "apps.web", "v1").await;
+    a.recv_until(|m| matches!(m, Out::Upsert(_))).await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    eventually("the finalizer", || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    // While the cluster is Ready, a deleting Description waits for its agent.
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        descs.get_opt("apps.web").await.unwrap().is_some(),
+        "released while the cluster is Ready"
+    );
+    // The agent goes away; after the grace the cluster is Unknown, after the timeout lost.
+    drop(a);
+    eventually("the Description released", || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}

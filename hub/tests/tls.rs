@@ -1,0 +1,102 @@
+//! The gRPC server over TLS (rustls): the health service answers SERVING, the Hub service
+//! refuses a bad token with UNAUTHENTICATED, and a plaintext client cannot talk to it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use atoll_hub::run::{self, HubConfig};
+use atoll_proto::v1;
+use atoll_proto::v1::hub_client::HubClient;
+use atoll_runtime::admin::Readiness;
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+#[tokio::test]
+async fn tls_server_serves_health_and_hub_and_refuses_plaintext() {
+    let parent = devcluster::DevCluster::start_default().await.unwrap();
+    let client = parent.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_pem = ck.cert.pem();
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+    std::fs::write(&cert, &cert_pem).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+
+    let mut config = HubConfig::for_tests();
+    config.server.tls = Some((cert, key));
+    let hub = run::start(
+        client,
+        config,
+        &mut Registry::default(),
+        Readiness::default(),
+    )
+    .await
+    .unwrap();
+
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&cert_pem))
+        .domain_name("localhost");
+    let channel: Channel = Endpoint::try_from(format!("https://{}", hub.addr))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+
+    let mut health = HealthClient::new(channel.clone());
+    let r = health
+        .check(HealthCheckRequest {
+            service: "atoll.hub.v1.Hub".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        r.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(v1::AgentMessage {
+        message: Some(v1::agent_message::Message::Hello(v1::Hello {
+            protocol_version: v1::ProtocolVersion::V1 as i32,
+            cluster_id: "aaaaaaaa-0000-4000-8000-00000000000a".into(),
+            cluster_name: "edge".into(),
+            token: "07401b.f395accd246ae52d".into(),
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let err = HubClient::new(channel)
+        .sync(ReceiverStream::new(rx))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+
+    let plaintext = tokio::time::timeout(Duration::from_secs(5), async {
+        let ch = Endpoint::try_from(format!("http://{}", hub.addr))
+            .unwrap()
+            .connect()
+            .await?;
+        HealthClient::new(ch)
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .map(|_| ())
+            .map_err(|e| -> Box<dyn std::error::Error> { Box::new(e) })
+    })
+    .await;
+    assert!(
+        !matches!(plaintext, Ok(Ok(()))),
+        "a plaintext client was served"
+    );
+}
