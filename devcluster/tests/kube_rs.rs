@@ -689,3 +689,117 @@ async fn watch_bookmarks_and_initial_events_end() {
         .unwrap();
     assert!(end.is_none());
 }
+
+#[tokio::test]
+async fn custom_resources_are_pruned_defaulted_and_validated() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let (_c, client) = cluster().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Gadget", "plural": "gadgets"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer", "minimum": 1},
+                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"}}}}}}}]}
+    }))
+    .unwrap();
+    let created = crds.create(&PostParams::default(), &crd).await.unwrap();
+    let status = created.status.unwrap();
+    let established = status
+        .conditions
+        .unwrap()
+        .iter()
+        .any(|c| c.type_ == "Established" && c.status == "True");
+    assert!(established, "Established at once");
+
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+        "gadgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let obj = |name: &str, spec: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion":"example.com/v1","kind":"Gadget",
+            "metadata":{"name":name},"spec":spec}))
+        .unwrap()
+    };
+    // Unknown field pruned, default filled.
+    let g = api
+        .create(
+            &PostParams::default(),
+            &obj("g1", json!({"size": 2, "bogus": true})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(g.data["spec"], json!({"size": 2, "color": "red"}));
+    // Schema violations: 422 with causes, nothing stored.
+    for (name, spec) in [
+        ("g2", json!({"color": "red"})),
+        ("g3", json!({"size": "big"})),
+        ("g4", json!({"size": 1, "color": "pink"})),
+    ] {
+        let err = api
+            .create(&PostParams::default(), &obj(name, spec))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 422 && s.reason == "Invalid"),
+            "{name}: {err:?}"
+        );
+        assert!(api.get_opt(name).await.unwrap().is_none());
+    }
+    // Strict field validation refuses unknown fields.
+    let err = client
+        .request::<serde_json::Value>(
+            http::Request::post(
+                "/apis/example.com/v1/namespaces/default/gadgets?fieldValidation=Strict",
+            )
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&obj("g5", json!({"size": 1, "bogus": 1}))).unwrap())
+            .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400),
+        "{err:?}"
+    );
+    // Strategic merge patch is refused on custom resources.
+    let err = api
+        .patch(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec":{"size":3}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 415),
+        "{err:?}"
+    );
+    // A PUT without resourceVersion is refused for custom resources.
+    let mut put = g.clone();
+    put.metadata.resource_version = None;
+    let err = api
+        .replace("g1", &PostParams::default(), &put)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "{err:?}"
+    );
+    // A kind that does not match the path is a 400.
+    let mut wrong = obj("g6", json!({"size": 1}));
+    wrong.types.as_mut().unwrap().kind = "Other".into();
+    let err = api
+        .create(&PostParams::default(), &wrong)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400),
+        "{err:?}"
+    );
+}
