@@ -313,6 +313,8 @@ fn fmt(d: Duration) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // optional filter: `bench_core dynamic` runs only the cases whose name contains "dynamic"
+    let only = std::env::args().nth(1).unwrap_or_default();
     let clusters = clusters();
     let feeds = vec![FeedReplicas::from_object(
         &web(),
@@ -324,6 +326,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?];
     let mut rows = Vec::new();
     for strategy in ["replication", "static", "dynamic"] {
+        if !strategy.contains(only.as_str()) {
+            continue;
+        }
         let spec = spec(strategy);
         let placement = schedule(&spec, &clusters, &feeds)?;
         let placed: i32 = placement
@@ -349,6 +354,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
 
+    if !"render".contains(only.as_str()) {
+        print_rows(rows);
+        return Ok(());
+    }
     let template = deployment();
     let size = serde_json::to_vec(&template)?.len();
     let sets = overrides();
@@ -377,6 +386,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     });
 
+    print_rows(rows);
+    Ok(())
+}
+
+fn print_rows(rows: Vec<Row>) {
     println!("| case | runs | median | p99 | target | within target | notes |");
     println!("|---|---|---|---|---|---|---|");
     for r in rows {
@@ -397,5 +411,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.note
         );
     }
-    Ok(())
 }

@@ -89,21 +89,44 @@ pub fn divide(d: i64, w: &[i64]) -> Vec<i64> {
 /// Like Clusternet's predictor, this uses allocatable, not allocatable minus running pods: the
 /// agent reports allocatable only.
 pub fn max_replicas(allocatable: &Resources, request: Option<&ResourceRequests>) -> i64 {
-    let pods = allocatable.get(RESOURCE_PODS).map(|p| (*p).max(0) / 1000);
-    let mut limit: Option<i64> = None;
-    for (resource, amount) in request.into_iter().flatten() {
-        if *amount <= 0 {
-            continue;
+    ReplicaFit::new(request).max_replicas(allocatable)
+}
+
+/// A per-replica request prepared for [`max_replicas`] over many clusters (the positive amounts,
+/// collected once).
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaFit<'a> {
+    amounts: Vec<(&'a str, i64)>,
+}
+
+impl<'a> ReplicaFit<'a> {
+    /// Prepares `request` (amounts of 0 or less are ignored).
+    pub fn new(request: Option<&'a ResourceRequests>) -> Self {
+        ReplicaFit {
+            amounts: request
+                .into_iter()
+                .flatten()
+                .filter(|(_, amount)| **amount > 0)
+                .map(|(name, amount)| (name.as_str(), *amount))
+                .collect(),
         }
-        let have = allocatable.get(resource).copied().unwrap_or(0).max(0);
-        let fit = have / amount;
-        limit = Some(limit.map_or(fit, |l| l.min(fit)));
     }
-    match (limit, pods) {
-        (Some(l), Some(p)) => l.min(p),
-        (Some(l), None) => l,
-        (None, Some(p)) => p,
-        (None, None) => 0,
+
+    /// See [`max_replicas`].
+    pub fn max_replicas(&self, allocatable: &Resources) -> i64 {
+        let pods = allocatable.get(RESOURCE_PODS).map(|p| (*p).max(0) / 1000);
+        let mut limit: Option<i64> = None;
+        for (resource, amount) in &self.amounts {
+            let have = allocatable.get(*resource).copied().unwrap_or(0).max(0);
+            let fit = have / amount;
+            limit = Some(limit.map_or(fit, |l| l.min(fit)));
+        }
+        match (limit, pods) {
+            (Some(l), Some(p)) => l.min(p),
+            (Some(l), None) => l,
+            (None, Some(p)) => p,
+            (None, None) => 0,
+        }
     }
 }
 

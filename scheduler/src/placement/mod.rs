@@ -491,12 +491,16 @@ fn dynamic(
     max: Option<i32>,
 ) -> Result<(), Error> {
     // capacity per candidate per divisible feed
-    let divisible: Vec<&FeedReplicas> = feed_plan.iter().filter_map(|(_, f)| *f).collect();
+    let fits: Vec<divide::ReplicaFit<'_>> = feed_plan
+        .iter()
+        .filter_map(|(_, f)| *f)
+        .map(|f| divide::ReplicaFit::new(f.per_replica_request.as_ref()))
+        .collect();
     let mut kept: Vec<(Candidate<'_>, Vec<i64>)> = Vec::with_capacity(feasible.len());
     for c in feasible {
-        let caps: Vec<i64> = divisible
+        let caps: Vec<i64> = fits
             .iter()
-            .map(|f| divide::max_replicas(&c.cluster.allocatable, f.per_replica_request.as_ref()))
+            .map(|fit| fit.max_replicas(&c.cluster.allocatable))
             .collect();
         if caps.iter().all(|x| *x <= 0) {
             placement.unschedulable.push((
