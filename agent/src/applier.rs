@@ -15,6 +15,7 @@
 use crate::discovery::{Discovery, Kind};
 use crate::fieldpath;
 use crate::inventory::{self, Entry, Inventory};
+use crate::metrics::Metrics;
 use crate::model::{
     ANNOTATION_ADOPT, Description, LABEL_MANAGED_BY, MANAGED_BY_AGENT, ObjectRef, ObjectReport,
     Phase, Report,
@@ -104,6 +105,7 @@ pub struct Applier {
     pub(crate) drift: drift::Watchers,
     /// One lock per Description: applying, deleting and repairing it never interleave.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Applier {
@@ -121,6 +123,7 @@ impl Applier {
             notifier: Mutex::new(None),
             drift: drift::Watchers::default(),
             locks: Mutex::new(HashMap::new()),
+            metrics: Arc::new(Metrics::default()),
         }
     }
 
@@ -129,6 +132,17 @@ impl Applier {
     pub fn with_adopt_existing(mut self, adopt: bool) -> Self {
         self.adopt_existing = adopt;
         self
+    }
+
+    /// Counts into these metrics (by default, unregistered ones).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics this applier counts into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// How long a deletion may take before it is reported as failed.
@@ -226,6 +240,17 @@ impl Applier {
         let key = desc.key();
         let guard = self.description_lock(&key);
         let _guard = guard.lock().await;
+        let started = Instant::now();
+        let report = self.apply_locked(desc, &key).await;
+        self.metrics
+            .apply_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Metrics::count(&self.metrics.applies, report.phase.as_str());
+        report
+    }
+
+    async fn apply_locked(&self, desc: &Description, key: &str) -> Report {
+        let key = key.to_owned();
         if let Err(e) = self.load_inventory().await {
             return failure_report(desc, &e.to_string());
         }
@@ -790,6 +815,14 @@ impl Applier {
         } else {
             Some(failures.join("; "))
         };
+        Metrics::count(
+            &self.metrics.deletions,
+            if reason.is_none() {
+                "confirmed"
+            } else {
+                "pending"
+            },
+        );
         deletion_report(name, uid, generation, objects, reason)
     }
 

@@ -93,7 +93,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = args.agent_config()?;
     let child = atoll_runtime::client::client(&args.client).await?;
     let readiness = atoll_runtime::admin::Readiness::default();
-    let registry = Arc::new(prometheus_client::registry::Registry::default());
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(crate::metrics::Metrics::register(&mut registry));
+    let registry = Arc::new(registry);
     let (addr, admin) =
         atoll_runtime::admin::serve(args.admin.admin_listen, registry, readiness.clone()).await?;
     tracing::info!(%addr, "admin server listening");
@@ -104,7 +106,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     });
     let applier = Arc::new(
         Applier::new(child.clone(), atoll_crds::known::FIELD_MANAGER_AGENT)
-            .with_adopt_existing(args.adopt_existing),
+            .with_adopt_existing(args.adopt_existing)
+            .with_metrics(metrics),
     );
     let agent = Agent::new(child, config, applier);
     let mut state = agent.subscribe();

@@ -157,6 +157,7 @@ fn schedule_repair(weak: Weak<Applier>, object: ObjectRef) {
             tracing::info!(%object, "repairing drift");
             match applier.reapply(&object).await {
                 Ok(true) => {
+                    crate::metrics::Metrics::count(&applier.metrics.drift_repairs, "repaired");
                     let owner = applier
                         .state()
                         .objects
@@ -167,7 +168,10 @@ fn schedule_repair(weak: Weak<Applier>, object: ObjectRef) {
                     }
                 }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(%object, error = %e, "drift repair failed"),
+                Err(e) => {
+                    crate::metrics::Metrics::count(&applier.metrics.drift_repairs, "failed");
+                    tracing::warn!(%object, error = %e, "drift repair failed");
+                }
             }
             let mut inflight = lock(&applier.drift.inflight);
             match inflight.get_mut(&object) {

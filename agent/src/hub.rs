@@ -267,6 +267,10 @@ impl Agent {
                 }
                 Ok(SessionEnd::Refused(status)) => {
                     let message = status.message().to_owned();
+                    crate::metrics::Metrics::count(
+                        &self.applier.metrics().connect_failures,
+                        &format!("{:?}", status.code()),
+                    );
                     match status.code() {
                         Code::Unauthenticated if self.presented_stored && !fell_back => {
                             tracing::warn!(
@@ -295,6 +299,10 @@ impl Agent {
                     });
                 }
                 Err(e) => {
+                    crate::metrics::Metrics::count(
+                        &self.applier.metrics().connect_failures,
+                        e.metric_label(),
+                    );
                     tracing::warn!(error = %e, "hub session failed");
                     self.state.send_modify(|s| {
                         s.connected = false;
@@ -392,6 +400,9 @@ impl Agent {
             }
         }
         tracing::info!(namespace = %welcome.namespace, cluster = %welcome.managed_cluster_name, epoch = welcome.epoch, "connected to the hub");
+        let metrics = self.applier.metrics().clone();
+        metrics.connected.set(1);
+        metrics.sessions.inc();
         self.state.send_modify(|s| {
             s.connected = true;
             s.namespace = welcome.namespace.clone();
@@ -416,6 +427,7 @@ impl Agent {
             .follow(&welcome.namespace, &mut inbound, &tx, &current)
             .await;
         heartbeats.abort();
+        metrics.connected.set(0);
         result
     }
 

@@ -18,6 +18,7 @@ pub mod heartbeat;
 pub mod hub;
 pub mod identity;
 pub mod inventory;
+pub mod metrics;
 pub mod model;
 
 pub use applier::{Applier, Notice};

@@ -349,6 +349,15 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
     })
     .await;
 
+    let repaired = applier
+        .metrics()
+        .drift_repairs
+        .get_or_create(&atoll_agent::metrics::ResultLabel {
+            result: "repaired".into(),
+        })
+        .get();
+    assert!(repaired >= 2, "{repaired} repairs counted");
+
     // An object someone else created is not touched by drift repair.
     let mut foreign: ConfigMap = serde_json::from_value(cm("default", "foreign", "x")).unwrap();
     foreign.metadata.namespace = None;
