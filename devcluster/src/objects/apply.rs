@@ -167,46 +167,54 @@ fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
     }
 }
 
-/// Merges the oldest Update entries into one `ancient-changes` entry beyond the cap.
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Beyond the cap, merges the oldest Update entries into one `ancient-changes` bucket per
+/// apiVersion, oldest first, until the cap holds [AM `internal/capmanagers.go`].
 fn cap_updates(entries: &mut Vec<Entry>) {
-    let updates = entries.iter().filter(|e| e.operation == UPDATE).count();
-    if updates <= MAX_UPDATE_ENTRIES {
+    let mut count = entries.iter().filter(|e| e.operation == UPDATE).count();
+    if count <= MAX_UPDATE_ENTRIES {
         return;
     }
-    let mut by_age: Vec<usize> = (0..entries.len())
-        .filter(|&i| entries.get(i).is_some_and(|e| e.operation == UPDATE))
-        .collect();
-    by_age.sort_by(|&a, &b| {
-        let key = |i: usize| entries.get(i).map(|e| e.time.clone()).unwrap_or_default();
-        key(a).cmp(&key(b))
-    });
-    // One slot is taken by ancient-changes itself.
-    let excess: Vec<usize> = by_age
-        .into_iter()
-        .take(updates - MAX_UPDATE_ENTRIES + 1)
-        .collect();
-    let mut ancient = Entry {
-        manager: "ancient-changes".into(),
-        operation: UPDATE.into(),
-        api_version: String::new(),
-        time: String::new(),
-        subresource: None,
-        set: FieldSet::default(),
-    };
-    for &i in &excess {
-        if let Some(e) = entries.get(i) {
-            ancient.set.union(&e.set);
-            ancient.api_version = e.api_version.clone();
-            ancient.time = e.time.clone();
+    let mut updaters: Vec<Entry> = Vec::new();
+    let mut rest: Vec<Entry> = Vec::new();
+    for e in entries.drain(..) {
+        if e.operation == UPDATE {
+            updaters.push(e);
+        } else {
+            rest.push(e);
         }
     }
-    let mut i = 0;
-    entries.retain(|_| {
-        let keep = !excess.contains(&i);
-        i += 1;
-        keep
-    });
-    entries.push(ancient);
+    updaters.sort_by(|a, b| (&a.time, &a.manager).cmp(&(&b.time, &b.manager)));
+    // Per apiVersion: the index of the bucket, or of the first entry seen for it.
+    let mut first_of_version: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut merged: Vec<Option<Entry>> = updaters.into_iter().map(Some).collect();
+    for i in 0..merged.len() {
+        if count <= MAX_UPDATE_ENTRIES {
+            break;
+        }
+        let Some(entry) = merged.get(i).cloned().flatten() else {
+            continue;
+        };
+        let version = entry.api_version.clone();
+        let Some(&first) = first_of_version.get(&version) else {
+            first_of_version.insert(version, i);
+            continue;
+        };
+        if let Some(Some(bucket)) = merged.get_mut(first) {
+            // The first entry of the version becomes (or already is) the bucket.
+            bucket.manager = ANCIENT_CHANGES.into();
+            bucket.subresource = None;
+            bucket.set.union(&entry.set);
+            bucket.time = entry.time.clone();
+        }
+        if let Some(slot) = merged.get_mut(i) {
+            *slot = None;
+        }
+        count -= 1;
+    }
+    entries.extend(rest);
+    entries.extend(merged.into_iter().flatten());
 }
 
 fn metadata_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
@@ -1127,6 +1135,40 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "Apply failed with 1 conflict: conflict with \"m1\": .spec.conditions"
+        );
+    }
+
+    #[test]
+    fn update_entries_beyond_ten_merge_into_ancient_changes() {
+        let mut obj = created_by("m00", cm(json!({"k00": "v"})));
+        for i in 1..12 {
+            let old = obj.clone();
+            obj["data"][format!("k{i:02}")] = json!("v");
+            record_update(
+                Some(&old),
+                &mut obj,
+                &format!("m{i:02}"),
+                None,
+                &format!("2026-01-01T00:00:{i:02}Z"),
+            );
+        }
+        let entries = obj["metadata"]["managedFields"].as_array().unwrap();
+        let managers: Vec<&str> = entries
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        // m01 and m02 (the oldest after m00) merged into m00's bucket, which took m02's time.
+        let mut want = vec!["ancient-changes".to_string()];
+        want.extend((3..12).map(|i| format!("m{i:02}")));
+        assert_eq!(managers, want);
+        assert_eq!(entries.len(), 10);
+        let ancient = entries
+            .iter()
+            .find(|e| e["manager"] == "ancient-changes")
+            .unwrap();
+        assert_eq!(
+            ancient["fieldsV1"],
+            json!({"f:data": {".": {}, "f:k00": {}, "f:k01": {}, "f:k02": {}}})
         );
     }
 
