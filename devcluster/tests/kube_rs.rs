@@ -803,3 +803,24 @@ async fn custom_resources_are_pruned_defaulted_and_validated() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn secret_string_data_and_workload_defaults() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (_c, client) = cluster().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let s: Secret =
+        serde_json::from_value(json!({"metadata":{"name":"s"},"stringData":{"user":"admin"}}))
+            .unwrap();
+    let made = secrets.create(&PostParams::default(), &s).await.unwrap();
+    assert!(made.string_data.is_none());
+    assert_eq!(made.type_.as_deref(), Some("Opaque"));
+    assert_eq!(made.data.unwrap()["user"].0, b"admin".to_vec());
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata":{"name":"d"},"spec":{
+        "selector":{"matchLabels":{"a":"b"}},
+        "template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}}))
+    .unwrap();
+    let made = deploys.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(made.spec.unwrap().replicas, Some(1));
+}

@@ -636,7 +636,52 @@ fn kind_defaults_on_create(info: &ResourceInfo, obj: &mut Value) {
         ("", "Pod") => {
             obj["status"] = json!({"phase": "Pending"});
         }
+        ("apps", "Deployment" | "StatefulSet" | "ReplicaSet") => {
+            if obj["spec"]["replicas"].is_null() {
+                obj["spec"]["replicas"] = json!(1);
+            }
+        }
+        ("batch", "Job") => {
+            for f in ["completions", "parallelism"] {
+                if obj["spec"][f].is_null() {
+                    obj["spec"][f] = json!(1);
+                }
+            }
+        }
         _ => {}
+    }
+    secret_string_data(info, obj);
+}
+
+/// Secrets: `stringData` is write-only and merged into `data` (base64); `type` defaults to
+/// `Opaque`.
+fn secret_string_data(info: &ResourceInfo, obj: &mut Value) {
+    if !(info.builtin && info.group.is_empty() && info.kind == "Secret") {
+        return;
+    }
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(sd)) = o.remove("stringData") {
+        let data = o.entry("data").or_insert_with(|| json!({}));
+        if !data.is_object() {
+            *data = json!({});
+        }
+        if let Some(d) = data.as_object_mut() {
+            for (k, v) in sd {
+                let text = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                d.insert(
+                    k,
+                    Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+                );
+            }
+        }
+    }
+    if o.get("type").is_none_or(Value::is_null) {
+        o.insert("type".into(), json!("Opaque"));
     }
 }
 
@@ -773,6 +818,7 @@ pub(crate) fn finish_update(
     if info.builtin && info.group == "apiextensions.k8s.io" {
         crd::prepare(info, &mut new, Some(old))?;
     }
+    secret_string_data(info, &mut new);
     let errs = validate_metadata(info, &new);
     if !errs.is_empty() {
         return Err(ApiError::invalid(info, &name, &errs));

@@ -176,9 +176,13 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
         let deadline = tokio::time::Instant::now() + timeout;
         let bookmark_every = Duration::from_secs(60);
         // Like kube-apiserver: a bookmark every minute and one shortly before the timeout.
-        let final_bookmark = deadline.checked_sub(Duration::from_secs(2));
-        let mut next_bookmark = (tokio::time::Instant::now() + bookmark_every)
-            .min(final_bookmark.unwrap_or(deadline));
+        let final_bookmark = (timeout > Duration::from_secs(2))
+            .then(|| deadline.checked_sub(Duration::from_secs(2)))
+            .flatten();
+        let mut next_bookmark = match final_bookmark {
+            Some(f) => (tokio::time::Instant::now() + bookmark_every).min(f),
+            None => tokio::time::Instant::now() + bookmark_every,
+        };
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
@@ -195,8 +199,22 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
-                        yield Ok(error_line(410, "Expired", &format!("too old resource version: {last_rv} (watch fell behind)")));
-                        break;
+                        // Fell behind the broadcast: catch up from the resource's history.
+                        match state.store.watch_from(&key, last_rv) {
+                            Ok((events, new_rx, rv)) => {
+                                rx = new_rx;
+                                for ev in events {
+                                    if let Some(line) = filter_event(&ev, &sel, namespace.as_deref(), &mut renderer) {
+                                        yield Ok(line);
+                                    }
+                                }
+                                last_rv = last_rv.max(rv);
+                            }
+                            Err(floor) => {
+                                yield Ok(error_line(410, "Expired", &format!("too old resource version: {last_rv} ({floor})")));
+                                break;
+                            }
+                        }
                     }
                     Err(RecvError::Closed) => break,
                 },

@@ -209,7 +209,7 @@ impl Store {
         objects: Vec<(ResKey, Value)>,
         last: Vec<(String, String, u64)>,
     ) -> Store {
-        let (events, _) = broadcast::channel(16_384);
+        let (events, _) = broadcast::channel(65_536);
         let mut inner = Inner {
             rv,
             tables: HashMap::new(),
