@@ -340,14 +340,13 @@ pub fn schedule(
         }
         Mode::Static => {
             let weights: Vec<i64> = feasible.iter().map(|c| c.weight).collect();
-            let weight_sum: i64 = weights.iter().sum();
             for (key, fact) in &feed_plan {
                 let replicas = match fact.and_then(|f| f.desired) {
                     Some(desired) => {
                         let desired = desired.max(0);
                         let r = divide::divide_static(desired, &weights);
                         let placed: i64 = r.iter().map(|x| i64::from(*x)).sum();
-                        if weight_sum == 0 || placed < i64::from(desired) {
+                        if placed < i64::from(desired) {
                             let short = i64::from(desired) - placed;
                             placement
                                 .unplaced

@@ -252,6 +252,11 @@ fn static_dividing_with_no_weighted_feasible_cluster_reports_unplaced_replicas()
     assert_eq!(p.binding_clusters, vec!["ns-b/b"]);
     assert_eq!(p.replicas[&web.key()], vec![0]);
     assert_eq!(p.unplaced[&web.key()], 4);
+    let none_wanted = schedule(&spec, &clusters, &[facts(&web, Some(0), None)]).unwrap();
+    assert!(
+        none_wanted.unplaced.is_empty(),
+        "no shortfall when 0 are wanted"
+    );
 }
 
 #[test]
