@@ -447,6 +447,9 @@ pub fn server_side_apply_with(
         }
     }
 
+    if manager == "kubectl" {
+        sync_last_applied(&mut merged, applied);
+    }
     let object_changed = merged != live_plain;
 
     match me.and_then(|i| entries.get_mut(i)) {
@@ -469,6 +472,35 @@ pub fn server_side_apply_with(
     let mut result = merged;
     write_entries(&mut result, entries);
     Ok(result)
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `kubectl apply --server-side` keeps an existing client-side apply annotation in step with
+/// what it applied [AM `internal/lastappliedupdater.go`]: the applied object without the
+/// annotation, as Go's JSON encoder writes it (sorted keys, trailing newline).
+fn sync_last_applied(obj: &mut Value, applied: &Value) {
+    let has = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .is_some();
+    if !has {
+        return;
+    }
+    let mut config = applied.clone();
+    if let Some(annotations) = config
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(LAST_APPLIED);
+    }
+    let text = format!("{config}\n");
+    if let Some(annotations) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.insert(LAST_APPLIED.into(), Value::String(text));
+    }
 }
 
 fn owns_at_or_below(set: &FieldSet, path: &[String]) -> bool {
@@ -1136,6 +1168,22 @@ mod tests {
             err.to_string(),
             "Apply failed with 1 conflict: conflict with \"m1\": .spec.conditions"
         );
+    }
+
+    #[test]
+    fn server_side_apply_by_kubectl_rewrites_the_last_applied_annotation() {
+        let mut old = cm(json!({"a": "1"}));
+        old["metadata"]["annotations"] = json!({LAST_APPLIED: "{}"});
+        let live = created_by("kubectl-client-side-apply", old);
+        let config = cm(json!({"a": "1"}));
+        let got = server_side_apply(Some(&live), &config, "kubectl", false, T2).unwrap();
+        assert_eq!(
+            got["metadata"]["annotations"][LAST_APPLIED],
+            format!("{config}\n")
+        );
+        // Other managers leave it alone.
+        let got = server_side_apply(Some(&live), &config, "other", false, T2).unwrap();
+        assert_eq!(got["metadata"]["annotations"][LAST_APPLIED], "{}");
     }
 
     #[test]
