@@ -517,8 +517,8 @@ pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
             "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
         },
         "type": "bootstrap.kubernetes.io/token",
-        // `data`, not `stringData`: devcluster stores stringData as given instead of folding
-        // it into data as kube-apiserver does, and the hub reads data.
+        // `data` rather than `stringData`: the hub reads `data`, and early devcluster builds
+        // did not fold `stringData` into it.
         "data": {
             "description": b64("Bootstrap token of the local atoll fleet"),
             "token-id": b64(id),

@@ -95,6 +95,16 @@ async fn a_fleet_with_two_children_receives_the_examples_and_stops_cleanly() {
         "FIGURE fleet up (2 children, all Ready): {:?}",
         started.elapsed()
     );
+    let again = fleet(&["up", "--children", "1", "--dir", &dir_s]);
+    assert!(
+        !again.status.success(),
+        "a second fleet in the same directory"
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already has a running fleet"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     for file in [
         "parent.kubeconfig",
         "child-1.kubeconfig",
