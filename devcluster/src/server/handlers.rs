@@ -636,10 +636,10 @@ fn kind_defaults_on_create(info: &ResourceInfo, obj: &mut Value) {
         ("", "Pod") => {
             obj["status"] = json!({"phase": "Pending"});
         }
-        ("apps", "Deployment" | "StatefulSet" | "ReplicaSet") => {
-            if obj["spec"]["replicas"].is_null() {
-                obj["spec"]["replicas"] = json!(1);
-            }
+        ("apps", "Deployment" | "StatefulSet" | "ReplicaSet")
+            if obj["spec"]["replicas"].is_null() =>
+        {
+            obj["spec"]["replicas"] = json!(1);
         }
         ("batch", "Job") => {
             for f in ["completions", "parallelism"] {
