@@ -8,7 +8,7 @@
 use crate::applier::{Applier, Notice};
 use crate::heartbeat;
 use crate::identity::{self, Credentials};
-use crate::model::{Description, Report};
+use crate::model::{Description, Phase, Report};
 use crate::{Error, VERSION};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -85,6 +85,8 @@ pub struct AgentConfig {
     pub backoff: Backoff,
     /// Heartbeat period when the hub does not say.
     pub default_heartbeat: Duration,
+    /// How often a Description whose apply failed is applied again.
+    pub retry_failed: Duration,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -98,6 +100,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("cluster_type", &self.cluster_type)
             .field("backoff", &self.backoff)
             .field("default_heartbeat", &self.default_heartbeat)
+            .field("retry_failed", &self.retry_failed)
             .finish()
     }
 }
@@ -114,6 +117,7 @@ impl AgentConfig {
             cluster_type: "StandardCluster".to_owned(),
             backoff: Backoff::default(),
             default_heartbeat: Duration::from_secs(30),
+            retry_failed: Duration::from_secs(30),
         }
     }
 
@@ -442,6 +446,11 @@ impl Agent {
         let mut pending_deletions: HashMap<String, (String, String)> = HashMap::new();
         let mut retry = tokio::time::interval(Duration::from_secs(5));
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Descriptions whose last apply failed: applied again periodically (an object may have
+        // been adopted, a CRD installed, a transient error passed).
+        let mut failed: HashMap<String, Description> = HashMap::new();
+        let mut reapply = tokio::time::interval(self.config.retry_failed);
+        reapply.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 message = inbound.message() => {
@@ -456,6 +465,7 @@ impl Agent {
                             let seq = up.seq;
                             let desc = to_description(namespace, &up);
                             let key = desc.key();
+                            failed.remove(&key);
                             if up.deleting {
                                 lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
                                 let report = self.applier.delete(namespace, &up.name, &up.uid).await;
@@ -468,8 +478,11 @@ impl Agent {
                                 send(tx, report_message(&report)).await;
                             } else {
                                 pending_deletions.remove(&key);
-                                lock(current).insert(key, (up.name.clone(), up.uid.clone()));
+                                lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
                                 let report = self.applier.apply(&desc).await;
+                                if report.phase == Phase::Failure {
+                                    failed.insert(key, desc);
+                                }
                                 send(tx, report_message(&report)).await;
                             }
                             seq
@@ -478,6 +491,7 @@ impl Agent {
                             let key = atoll_crds::known::owned_by_description(namespace, &removed.name);
                             lock(current).remove(&key);
                             pending_deletions.remove(&key);
+                            failed.remove(&key);
                             let report = self.applier.delete(namespace, &removed.name, &removed.uid).await;
                             if !report.deleted {
                                 tracing::warn!(description = %key, reason = %report.reason, "pruning a removed Description is incomplete; it stays in the inventory");
@@ -511,6 +525,18 @@ impl Agent {
                             send(tx, v1::AgentMessage { message: Some(agent_message::Message::Resync(v1::ResyncRequest {})) }).await;
                         }
                         None => return Ok(SessionEnd::Shutdown),
+                    }
+                }
+                _ = reapply.tick(), if !failed.is_empty() => {
+                    let batch: Vec<(String, Description)> = failed.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
+                    for (key, desc) in batch {
+                        let report = self.applier.apply(&desc).await;
+                        if report.phase == Phase::Success {
+                            failed.remove(&key);
+                        }
+                        if lock(current).contains_key(&key) {
+                            send(tx, report_message(&report)).await;
+                        }
                     }
                 }
                 _ = retry.tick(), if !pending_deletions.is_empty() => {

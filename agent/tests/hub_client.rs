@@ -215,6 +215,7 @@ fn start_agent(
         initial: Duration::from_millis(50),
         max: Duration::from_millis(200),
     };
+    config.retry_failed = Duration::from_millis(300);
     let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
     let agent = Agent::new(client, config, applier);
     let state = agent.subscribe();
@@ -402,4 +403,55 @@ async fn agent_reconnects_with_its_stored_cluster_token_and_falls_back_to_bootst
     assert_eq!(tokens, vec![BOOTSTRAP, "ct-1", "ct-1", BOOTSTRAP]);
     assert_eq!(stored_token(&client).await.as_deref(), Some("ct-2"));
     assert!(state.borrow_and_update().epoch >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_description_is_applied_again_until_it_succeeds() {
+    let child = devcluster::DevCluster::start_default().await.unwrap();
+    let client = child.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut theirs: ConfigMap = serde_json::from_value(cm("taken")).unwrap();
+    theirs.data = Some([("k".to_owned(), "theirs".to_owned())].into());
+    cms.create(&Default::default(), &theirs).await.unwrap();
+
+    let hub = TestHub::default();
+    hub.descriptions
+        .lock()
+        .unwrap()
+        .insert("default.app".into(), vec![cm("taken")]);
+    let url = serve(hub.clone()).await;
+    let (_state, _stop) = start_agent(client.clone(), &url);
+    eventually("a Failure report for the conflict", || async {
+        hub.reports("default.app")
+            .iter()
+            .any(|r| r.phase == "Failure")
+    })
+    .await;
+    let value = || async {
+        cms.get("taken")
+            .await
+            .unwrap()
+            .data
+            .unwrap()
+            .get("k")
+            .cloned()
+    };
+    assert_eq!(value().await.as_deref(), Some("theirs"));
+
+    // The user opts in: the next retry takes the object over.
+    let adopt = json!({"metadata": {"annotations": {"apps.clusternet.io/adopt": "true"}}});
+    cms.patch(
+        "taken",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&adopt),
+    )
+    .await
+    .unwrap();
+    eventually("a Success report after the retry", || async {
+        hub.reports("default.app")
+            .last()
+            .is_some_and(|r| r.phase == "Success")
+    })
+    .await;
+    assert_eq!(value().await.as_deref(), Some("v"));
 }
