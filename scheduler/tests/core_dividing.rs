@@ -159,5 +159,6 @@ proptest! {
         let q = schedule(&spec, &shuffled, &facts).unwrap();
         prop_assert_eq!(&q.binding_clusters, &p.binding_clusters);
         prop_assert_eq!(&q.replicas, &p.replicas);
+        prop_assert_eq!(&q.unschedulable, &p.unschedulable);
     }
 }

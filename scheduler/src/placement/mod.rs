@@ -200,7 +200,7 @@ pub struct Placement {
     /// one entry per feed, `[]` for a non-divisible feed. Replication: empty.
     pub replicas: BTreeMap<String, Vec<i32>>,
     /// Clusters that matched a subscriber but were left out, with the reason (cluster key,
-    /// reason), in the order the clusters were given.
+    /// reason), sorted by cluster key so that the result does not depend on the input order.
     pub unschedulable: Vec<(String, String)>,
     /// Feed key → replicas that could not be placed (capacity or weights too small); only
     /// feeds with a shortfall appear.
@@ -364,6 +364,7 @@ pub fn schedule(
             dynamic(&mut placement, &input, feasible, &feed_plan, min, max)?;
         }
     }
+    placement.unschedulable.sort();
     Ok(placement)
 }
 
