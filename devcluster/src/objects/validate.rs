@@ -271,6 +271,36 @@ pub fn validate_labels(
     out
 }
 
+/// Total size limit of all annotation keys and values (256 KiB).
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
+/// Validates `metadata.annotations` as apimachinery does: keys are qualified names (case
+/// does not matter) and keys plus values stay within [`TOTAL_ANNOTATION_SIZE_LIMIT`].
+/// Returns (field, message) pairs like [`validate_labels`].
+pub fn validate_annotations(
+    annotations: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(String, String)> {
+    const FIELD: &str = "metadata.annotations";
+    let mut out = Vec::new();
+    let mut size = 0;
+    for (key, value) in annotations {
+        for msg in qualified_name_errors(&key.to_lowercase()) {
+            out.push((
+                FIELD.to_string(),
+                format!("Invalid value: {}: {msg}", go_quote(key)),
+            ));
+        }
+        size += key.len() + value.as_str().map_or(0, str::len);
+    }
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT {
+        out.push((
+            FIELD.to_string(),
+            format!("Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +377,22 @@ mod tests {
         let mut want = want;
         want.sort();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn validate_annotations_checks_keys_and_total_size() {
+        let ok = json!({"kubectl.kubernetes.io/last-applied-configuration": "{}", "Mixed.Case/Key": "v"});
+        assert_eq!(validate_annotations(ok.as_object().unwrap()), vec![]);
+        let bad = json!({"a b": "v"});
+        assert_eq!(validate_annotations(bad.as_object().unwrap()).len(), 1);
+        let big = json!({"k": "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT)});
+        assert_eq!(
+            validate_annotations(big.as_object().unwrap()),
+            vec![(
+                "metadata.annotations".to_string(),
+                "Too long: may not be more than 262144 bytes".to_string()
+            )]
+        );
     }
 
     #[test]
