@@ -709,6 +709,9 @@ pub async fn status(dir: &Path) -> Result<String, Error> {
     ))
 }
 
+/// Kinds whose replica status the hub aggregates; `fleet wait` waits for it from every cluster.
+pub const WORKLOAD_KINDS: [&str; 2] = ["Deployment", "StatefulSet"];
+
 /// Why a Subscription is not settled yet, or `None` when it is: scheduled for its current
 /// generation, its status aggregated, every workload with all replicas ready in every cluster,
 /// and every Description of it reporting `Success` for its latest generation.
@@ -730,6 +733,21 @@ pub fn unsettled(sub: &Subscription, descriptions: &[Description]) -> Option<Str
         return Some(format!("{name}: no status aggregated yet"));
     }
     for agg in &status.aggregated_statuses {
+        if WORKLOAD_KINDS.contains(&agg.feed.kind.as_str()) {
+            for binding in &status.binding_clusters {
+                let cluster =
+                    known::parse_binding_cluster(binding).map_or(binding.as_str(), |(_, c)| c);
+                let reported = agg.feed_status_details.iter().any(|d| {
+                    d.cluster_name == cluster && d.replica_status.observed_generation.is_some()
+                });
+                if !reported {
+                    return Some(format!(
+                        "{name}: {} {} has no status from {cluster} yet",
+                        agg.feed.kind, agg.feed.name
+                    ));
+                }
+            }
+        }
         for d in &agg.feed_status_details {
             let r = &d.replica_status;
             if let Some(want) = r.replicas
@@ -1004,6 +1022,7 @@ mod tests {
                 cluster_name: "child-2".into(),
                 available: true,
                 replica_status: ReplicaStatus {
+                    observed_generation: Some(1),
                     replicas: Some(2),
                     ready_replicas: Some(ready),
                     ..Default::default()
@@ -1011,13 +1030,17 @@ mod tests {
             }],
         };
         let bound = SubscriptionStatus {
-            binding_clusters: vec!["ns-a/child-1".into(), "ns-b/child-2".into()],
+            binding_clusters: vec!["ns-b/child-2".into()],
             observed_generation: Some(2),
             aggregated_statuses: vec![agg(2)],
             ..Default::default()
         };
         let not_aggregated = SubscriptionStatus {
             aggregated_statuses: vec![],
+            ..bound.clone()
+        };
+        let one_silent = SubscriptionStatus {
+            binding_clusters: vec!["ns-a/child-1".into(), "ns-b/child-2".into()],
             ..bound.clone()
         };
         let not_ready = SubscriptionStatus {
@@ -1058,6 +1081,12 @@ mod tests {
                 sub(2, Some(not_aggregated)),
                 both(),
                 Some("no status aggregated"),
+            ),
+            (
+                "a cluster has not reported the workload",
+                sub(2, Some(one_silent)),
+                both(),
+                Some("Deployment web has no status from child-1 yet"),
             ),
             (
                 "replicas not ready",
