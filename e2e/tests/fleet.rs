@@ -314,3 +314,47 @@ async fn fleet_down_without_a_fleet_says_so_and_succeeds() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("no fleet running"));
 }
+
+#[tokio::test]
+async fn a_process_that_dies_during_start_up_is_named_with_its_log_and_nothing_is_left() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let bins = tmp.path().join("bin");
+    std::fs::create_dir_all(&bins).unwrap();
+    for c in Component::ALL {
+        let path = bins.join(c.binary());
+        std::fs::write(
+            &path,
+            "#!/bin/sh\necho \"boom: address already in use\" >&2\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let dir = tmp.path().join("fleet");
+    let out = Command::new(fleet_exe())
+        .args([
+            "up",
+            "--children",
+            "1",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--manifests",
+            manifests().to_str().unwrap(),
+            "--timeout-seconds",
+            "10",
+        ])
+        .env("ATOLL_BIN_DIR", &bins)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "parent exited during start-up",
+        "logs/parent.log",
+        "boom: address already in use",
+    ] {
+        assert!(stderr.contains(want), "{want} not in: {stderr}");
+    }
+    assert!(!dir.join("fleet.json").exists(), "state must be cleaned up");
+    assert!(dir.join("logs/parent.log").is_file(), "logs must be kept");
+}
