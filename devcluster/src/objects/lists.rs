@@ -90,6 +90,15 @@ pub(crate) fn strategy(group: &str, kind: &str, path: &[String]) -> ListStrategy
             keyed("topologyKey", &["topologyKey", "whenUnsatisfiable"])
         }
         (Some("spec"), "resourceClaims" | "schedulingGates") => keyed("name", &["name"]),
+        (Some("status"), "podIPs" | "hostIPs") => keyed("ip", &["ip"]),
+        (Some("status"), "addresses") if kind == "Node" => ListStrategy {
+            smp: SmpList::MergeKey("type"),
+            ssa: SsaList::Atomic,
+        },
+        (Some("spec"), "podCIDRs") if kind == "Node" => ListStrategy {
+            smp: SmpList::MergePrimitive,
+            ssa: SsaList::Set,
+        },
         (None, "secrets") if group.is_empty() && kind == "ServiceAccount" => ListStrategy {
             smp: SmpList::MergeKey("name"),
             ssa: SsaList::Atomic,
