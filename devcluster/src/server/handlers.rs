@@ -306,7 +306,9 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let mut list_meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some(next) = &page.next {
         list_meta["continue"] = Value::String(encode_continue(page.rv, next));
-        list_meta["remainingItemCount"] = json!(page.remaining);
+        if page.remaining > 0 {
+            list_meta["remainingItemCount"] = json!(page.remaining);
+        }
     }
     match request::output(&ctx.headers) {
         Output::Table => {

@@ -129,7 +129,7 @@ pub struct Page {
     pub rv: u64,
     /// `(namespace, name)` of the last returned item when more matching items follow.
     pub next: Option<(String, String)>,
-    /// How many matching items follow (when `next` is set).
+    /// How many matching items follow, when known (0 = unknown).
     pub remaining: usize,
 }
 
@@ -307,28 +307,26 @@ impl Store {
         };
         let mut items = Vec::new();
         let mut next = None;
-        let mut remaining = 0;
-        for ((ns, name), obj) in table.objects.range((lower, Bound::Unbounded)) {
-            if let Some(want) = namespace
-                && ns != want
-            {
-                break;
-            }
+        let mut iter = table
+            .objects
+            .range((lower, Bound::Unbounded))
+            .take_while(|((ns, _), _)| namespace.is_none_or(|want| ns == want));
+        for ((ns, name), obj) in iter.by_ref() {
             if !filter(obj) {
-                continue;
-            }
-            if limit > 0 && items.len() >= limit {
-                remaining += 1;
                 continue;
             }
             items.push(obj.clone());
             if limit > 0 && items.len() == limit {
                 next = Some((ns.clone(), name.clone()));
+                break;
             }
         }
-        if remaining == 0 {
+        // Like etcd: a continue token whenever more keys follow (matching or not), so that a
+        // page costs O(page) however large the collection is.
+        if next.is_some() && iter.next().is_none() {
             next = None;
         }
+        let remaining = 0;
         Page {
             items,
             rv,
@@ -366,13 +364,7 @@ impl Store {
         let objs = inner
             .tables
             .get(key)
-            .map(|t| {
-                t.objects
-                    .iter()
-                    .filter(|((ns, _), _)| namespace.is_none_or(|want| ns == want))
-                    .map(|(_, o)| o.clone())
-                    .collect()
-            })
+            .map(|t| in_namespace(t, namespace))
             .unwrap_or_default();
         (objs, rx, inner.rv)
     }
@@ -394,6 +386,19 @@ impl Store {
     /// A receiver of every future event.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
         self.events.subscribe()
+    }
+}
+
+/// The objects of a table, optionally of one namespace (a range scan, not a filter).
+fn in_namespace(t: &Table, namespace: Option<&str>) -> Vec<Obj> {
+    match namespace {
+        None => t.objects.values().cloned().collect(),
+        Some(ns) => t
+            .objects
+            .range((ns.to_string(), String::new())..)
+            .take_while(|((n, _), _)| n == ns)
+            .map(|(_, o)| o.clone())
+            .collect(),
     }
 }
 
@@ -449,13 +454,7 @@ impl Txn<'_> {
         self.guard
             .tables
             .get(key)
-            .map(|t| {
-                t.objects
-                    .iter()
-                    .filter(|((ns, _), _)| namespace.is_none_or(|want| ns == want))
-                    .map(|(_, o)| o.clone())
-                    .collect()
-            })
+            .map(|t| in_namespace(t, namespace))
             .unwrap_or_default()
     }
 
@@ -675,7 +674,6 @@ mod tests {
         drop(tx);
         let p1 = s.list_page(&k, Some("ns"), None, 2, &|_| true);
         assert_eq!(p1.items.len(), 2);
-        assert_eq!(p1.remaining, 3);
         let p2 = s.list_page(&k, Some("ns"), p1.next.clone(), 2, &|_| true);
         let p3 = s.list_page(&k, Some("ns"), p2.next.clone(), 2, &|_| true);
         assert_eq!(p3.items.len(), 1);
