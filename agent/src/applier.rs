@@ -114,7 +114,7 @@ impl Applier {
         let field_manager = field_manager.into();
         Self {
             discovery: Discovery::new(child.clone()),
-            store: inventory::Store::new(child.clone(), &field_manager),
+            store: inventory::Store::new(child.clone(), &field_manager, inventory::NAMESPACE),
             client: child,
             field_manager,
             adopt_existing: false,
@@ -132,6 +132,18 @@ impl Applier {
     pub fn with_adopt_existing(mut self, adopt: bool) -> Self {
         self.adopt_existing = adopt;
         self
+    }
+
+    /// Keeps the agent's state (inventories, the cluster token Secret) in `namespace` of the
+    /// child instead of `clusternet-system` (lets simulated agents share one cluster).
+    pub fn with_state_namespace(mut self, namespace: &str) -> Self {
+        self.store = inventory::Store::new(self.client.clone(), &self.field_manager, namespace);
+        self
+    }
+
+    /// The namespace of the agent's state in the child.
+    pub fn state_namespace(&self) -> &str {
+        self.store.namespace()
     }
 
     /// Counts into these metrics (by default, unregistered ones).

@@ -242,7 +242,7 @@ async fn watch_inventory(weak: Weak<Applier>) {
         let Some(applier) = weak.upgrade() else {
             return;
         };
-        Api::namespaced(applier.client.clone(), inventory::NAMESPACE)
+        Api::namespaced(applier.client.clone(), applier.state_namespace())
     };
     let config = watcher::Config::default().labels(inventory::INVENTORY_SELECTOR);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();

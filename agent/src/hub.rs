@@ -340,7 +340,8 @@ impl Agent {
                 id
             }
         };
-        let stored = identity::load(&self.child).await?;
+        let state_namespace = self.applier.state_namespace().to_owned();
+        let stored = identity::load(&self.child, &state_namespace).await?;
         let (token, using_stored) = match (&stored, choice) {
             (Some(creds), TokenChoice::Stored)
                 if creds.cluster_id == cluster_id || creds.cluster_id.is_empty() =>
@@ -399,8 +400,14 @@ impl Agent {
                     namespace: welcome.namespace.clone(),
                     cluster_id: cluster_id.clone(),
                 };
-                identity::store(&self.child, &creds, self.applier.field_manager()).await?;
-                tracing::info!(namespace = %welcome.namespace, "stored the cluster token in Secret clusternet-system/parent-cluster");
+                identity::store(
+                    &self.child,
+                    &state_namespace,
+                    &creds,
+                    self.applier.field_manager(),
+                )
+                .await?;
+                tracing::info!(namespace = %welcome.namespace, secret = %format!("{state_namespace}/{}", identity::PARENT_SECRET), "stored the cluster token");
             }
         }
         tracing::info!(namespace = %welcome.namespace, cluster = %welcome.managed_cluster_name, epoch = welcome.epoch, "connected to the hub");

@@ -54,8 +54,8 @@ impl std::fmt::Display for Credentials {
     }
 }
 
-/// Encodes credentials as the Secret.
-pub fn to_secret(creds: &Credentials) -> Secret {
+/// Encodes credentials as the Secret in `namespace`.
+pub fn to_secret(creds: &Credentials, namespace: &str) -> Secret {
     let data = BTreeMap::from([
         (
             "token".to_owned(),
@@ -77,7 +77,7 @@ pub fn to_secret(creds: &Credentials) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(PARENT_SECRET.to_owned()),
-            namespace: Some(known::NAMESPACE_SYSTEM.to_owned()),
+            namespace: Some(namespace.to_owned()),
             labels: Some(BTreeMap::from([
                 (
                     known::LABEL_CLUSTER_BOOTSTRAPPING.to_owned(),
@@ -116,38 +116,43 @@ pub fn from_secret(secret: &Secret) -> Option<Credentials> {
     })
 }
 
-/// Reads the stored credentials.
-pub async fn load(client: &kube::Client) -> Result<Option<Credentials>, Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), known::NAMESPACE_SYSTEM);
+/// Reads the stored credentials from `namespace` (normally `clusternet-system`).
+pub async fn load(client: &kube::Client, namespace: &str) -> Result<Option<Credentials>, Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     match api.get_opt(PARENT_SECRET).await {
         Ok(secret) => Ok(secret.as_ref().and_then(from_secret)),
         Err(e) => Err(Error::ParentSecret(e)),
     }
 }
 
-/// Stores the credentials, creating `clusternet-system` when needed.
+/// Stores the credentials in `namespace`, creating it when needed.
 pub async fn store(
     client: &kube::Client,
+    namespace: &str,
     creds: &Credentials,
     field_manager: &str,
 ) -> Result<(), Error> {
     let ns_api: Api<Namespace> = Api::all(client.clone());
     let ns = Namespace {
         metadata: ObjectMeta {
-            name: Some(known::NAMESPACE_SYSTEM.to_owned()),
+            name: Some(namespace.to_owned()),
             ..ObjectMeta::default()
         },
         ..Namespace::default()
     };
     let params = PatchParams::apply(field_manager).force();
     ns_api
-        .patch(known::NAMESPACE_SYSTEM, &params, &Patch::Apply(&ns))
+        .patch(namespace, &params, &Patch::Apply(&ns))
         .await
         .map_err(Error::ParentSecret)?;
-    let api: Api<Secret> = Api::namespaced(client.clone(), known::NAMESPACE_SYSTEM);
-    api.patch(PARENT_SECRET, &params, &Patch::Apply(&to_secret(creds)))
-        .await
-        .map_err(Error::ParentSecret)?;
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        PARENT_SECRET,
+        &params,
+        &Patch::Apply(&to_secret(creds, namespace)),
+    )
+    .await
+    .map_err(Error::ParentSecret)?;
     Ok(())
 }
 
@@ -170,10 +175,16 @@ mod tests {
             },
         ];
         for creds in cases {
-            assert_eq!(from_secret(&to_secret(&creds)), Some(creds.clone()));
+            assert_eq!(
+                from_secret(&to_secret(&creds, "clusternet-system")),
+                Some(creds.clone())
+            );
             assert!(!creds.to_string().contains("s3cr3t"));
             assert!(!format!("{creds:?}").contains("s3cr3t"));
         }
-        assert_eq!(from_secret(&to_secret(&Credentials::default())), None);
+        assert_eq!(
+            from_secret(&to_secret(&Credentials::default(), "clusternet-system")),
+            None
+        );
     }
 }

@@ -10,7 +10,7 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// Namespace holding the inventories (and the agent's other state).
+/// Default namespace holding the inventories (and the agent's other state).
 pub const NAMESPACE: &str = atoll_crds::known::NAMESPACE_SYSTEM;
 /// Label marking an inventory ConfigMap (value `"true"`).
 pub const LABEL_INVENTORY: &str = "apps.clusternet.io/inventory";
@@ -48,13 +48,13 @@ pub fn config_map_name(description: &str) -> String {
     format!("atoll-inventory-{hex}")
 }
 
-/// Encodes an inventory as a ConfigMap.
-pub fn to_config_map(inventory: &Inventory) -> ConfigMap {
+/// Encodes an inventory as a ConfigMap in `namespace`.
+pub fn to_config_map(inventory: &Inventory, namespace: &str) -> ConfigMap {
     let objects = serde_json::to_string(&inventory.objects).unwrap_or_else(|_| "[]".to_owned());
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(config_map_name(&inventory.description)),
-            namespace: Some(NAMESPACE.to_owned()),
+            namespace: Some(namespace.to_owned()),
             labels: Some(BTreeMap::from([
                 (LABEL_MANAGED_BY.to_owned(), MANAGED_BY_AGENT.to_owned()),
                 (LABEL_INVENTORY.to_owned(), "true".to_owned()),
@@ -92,16 +92,23 @@ pub struct Store {
     client: kube::Client,
     api: Api<ConfigMap>,
     field_manager: String,
+    namespace: String,
 }
 
 impl Store {
-    /// A store writing with `field_manager`.
-    pub fn new(client: kube::Client, field_manager: &str) -> Self {
+    /// A store in `namespace`, writing with `field_manager`.
+    pub fn new(client: kube::Client, field_manager: &str, namespace: &str) -> Self {
         Self {
-            api: Api::namespaced(client.clone(), NAMESPACE),
+            api: Api::namespaced(client.clone(), namespace),
             client,
             field_manager: field_manager.to_owned(),
+            namespace: namespace.to_owned(),
         }
+    }
+
+    /// The namespace of the inventories.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Every inventory in the cluster.
@@ -120,7 +127,7 @@ impl Store {
 
     /// Writes (creates or replaces) an inventory.
     pub async fn write(&self, inventory: &Inventory) -> Result<(), Error> {
-        let cm = to_config_map(inventory);
+        let cm = to_config_map(inventory, &self.namespace);
         let name = config_map_name(&inventory.description);
         let params = PatchParams::apply(&self.field_manager).force();
         let err = |source| Error::WriteInventory {
@@ -157,18 +164,18 @@ impl Store {
         }
     }
 
-    /// Creates `clusternet-system` when it is missing.
+    /// Creates the namespace when it is missing.
     pub async fn ensure_namespace(&self) -> Result<(), kube::Error> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let ns = Namespace {
             metadata: ObjectMeta {
-                name: Some(NAMESPACE.to_owned()),
+                name: Some(self.namespace.clone()),
                 ..ObjectMeta::default()
             },
             ..Namespace::default()
         };
         api.patch(
-            NAMESPACE,
+            &self.namespace,
             &PatchParams::apply(&self.field_manager),
             &Patch::Apply(&ns),
         )
@@ -215,7 +222,7 @@ mod tests {
             },
         ];
         for inv in cases {
-            let cm = to_config_map(&inv);
+            let cm = to_config_map(&inv, NAMESPACE);
             assert_eq!(from_config_map(&cm), Some(inv.clone()));
             assert_eq!(cm.metadata.name, Some(config_map_name(&inv.description)));
         }

@@ -16,9 +16,9 @@ async fn every_public_future_is_send(
     let keep = std::collections::HashSet::new();
     assert_send(applier.prune_except(&keep));
     assert_send(applier.load_inventory());
-    assert_send(atoll_agent::identity::load(&client));
+    assert_send(atoll_agent::identity::load(&client, "ns"));
     let creds = atoll_agent::identity::Credentials::default();
-    assert_send(atoll_agent::identity::store(&client, &creds, "x"));
+    assert_send(atoll_agent::identity::store(&client, "ns", &creds, "x"));
     assert_send(atoll_agent::heartbeat::collect(&client));
     assert_send(agent.run(async {}));
 }

@@ -1,207 +1,18 @@
 //! The hub client against a minimal in-test gRPC Hub and a child devcluster.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use atoll_agent::hub::Backoff;
 use atoll_agent::{Agent, AgentConfig, Applier, Description};
-use atoll_proto::v1::{self, agent_message, hub_message, hub_server};
+use atoll_proto::v1::{self, agent_message, hub_message};
+use common::{BOOTSTRAP, NS, TestHub, cm, eventually, serve, upsert};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
-use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
-
-const NS: &str = "clusternet-test1";
-const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
-
-type Outbound = mpsc::Sender<Result<v1::HubMessage, Status>>;
-
-/// A hub that registers any agent presenting the bootstrap token, streams a fixed snapshot and
-/// records everything it receives.
-#[derive(Clone, Default)]
-struct TestHub {
-    descriptions: Arc<Mutex<BTreeMap<String, Vec<Value>>>>,
-    tokens: Arc<Mutex<Vec<String>>>,
-    minted: Arc<AtomicU64>,
-    hellos: Arc<Mutex<Vec<v1::Hello>>>,
-    received: Arc<Mutex<Vec<agent_message::Message>>>,
-    current: Arc<Mutex<Option<Outbound>>>,
-    seq: Arc<AtomicU64>,
-    epoch: Arc<AtomicU64>,
-}
-
-fn upsert(
-    seq: u64,
-    name: &str,
-    generation: i64,
-    objects: &[Value],
-    deleting: bool,
-) -> v1::HubMessage {
-    v1::HubMessage {
-        message: Some(hub_message::Message::Upsert(v1::DescriptionUpsert {
-            seq,
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            resource_version: "1".into(),
-            generation,
-            objects: objects
-                .iter()
-                .map(|o| serde_json::to_vec(o).unwrap())
-                .collect(),
-            deleting,
-            labels: Default::default(),
-        })),
-    }
-}
-
-#[tonic::async_trait]
-impl hub_server::Hub for TestHub {
-    type SyncStream = ReceiverStream<Result<v1::HubMessage, Status>>;
-
-    async fn sync(
-        &self,
-        request: Request<Streaming<v1::AgentMessage>>,
-    ) -> Result<Response<Self::SyncStream>, Status> {
-        let mut inbound = request.into_inner();
-        let Some(v1::AgentMessage {
-            message: Some(agent_message::Message::Hello(hello)),
-        }) = inbound.message().await?
-        else {
-            return Err(Status::invalid_argument(
-                "the first message must be a Hello",
-            ));
-        };
-        self.hellos.lock().unwrap().push(hello.clone());
-        let cluster_token = if hello.token == BOOTSTRAP {
-            let token = format!("ct-{}", self.minted.fetch_add(1, Ordering::SeqCst) + 1);
-            self.tokens.lock().unwrap().push(token.clone());
-            token
-        } else if self.tokens.lock().unwrap().contains(&hello.token) {
-            String::new()
-        } else {
-            return Err(Status::unauthenticated("unknown or revoked token"));
-        };
-        let (tx, rx) = mpsc::channel(64);
-        self.seq.store(0, Ordering::SeqCst);
-        let welcome = v1::Welcome {
-            namespace: NS.into(),
-            managed_cluster_name: hello.cluster_name.clone(),
-            epoch: self.epoch.fetch_add(1, Ordering::SeqCst) + 1,
-            cluster_token,
-            heartbeat_seconds: 1,
-            window: 16,
-        };
-        let mut messages = vec![v1::HubMessage {
-            message: Some(hub_message::Message::Welcome(welcome)),
-        }];
-        for (name, objects) in self.descriptions.lock().unwrap().iter() {
-            messages.push(upsert(self.next_seq(), name, 1, objects, false));
-        }
-        messages.push(v1::HubMessage {
-            message: Some(hub_message::Message::SnapshotComplete(
-                v1::SnapshotComplete {
-                    seq: self.next_seq(),
-                },
-            )),
-        });
-        for m in messages {
-            tx.send(Ok(m)).await.unwrap();
-        }
-        *self.current.lock().unwrap() = Some(tx);
-        let received = self.received.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(m)) = inbound.message().await {
-                if let Some(m) = m.message {
-                    received.lock().unwrap().push(m);
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-impl TestHub {
-    fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    async fn push(&self, message: v1::HubMessage) {
-        let tx = self.current.lock().unwrap().clone().unwrap();
-        tx.send(Ok(message)).await.unwrap();
-    }
-
-    /// Ends the current stream from the hub side.
-    fn drop_stream(&self) {
-        self.current.lock().unwrap().take();
-    }
-
-    fn acked(&self, seq: u64) -> bool {
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| matches!(m, agent_message::Message::Ack(a) if a.seq == seq))
-    }
-
-    fn reports(&self, name: &str) -> Vec<v1::DescriptionReport> {
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|m| match m {
-                agent_message::Message::Report(r) if r.name == name => Some(r.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn heartbeats(&self) -> Vec<v1::Heartbeat> {
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|m| match m {
-                agent_message::Message::Heartbeat(h) => Some(h.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
-async fn serve(hub: TestHub) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(hub_server::HubServer::new(hub))
-            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
-    );
-    format!("http://{addr}")
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-fn cm(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
-}
 
 fn start_agent(
     client: kube::Client,
@@ -357,6 +168,26 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
     .await;
     eventually("a report after the repair", || async {
         hub.reports("default.more").len() > before
+    })
+    .await;
+
+    // Someone deletes the inventory: the agent rewrites it and asks for a fresh snapshot.
+    let inventories: Api<ConfigMap> = Api::namespaced(client.clone(), "clusternet-system");
+    let name = atoll_agent::inventory::config_map_name(&format!("{NS}.default.more"));
+    inventories
+        .delete(&name, &Default::default())
+        .await
+        .unwrap();
+    eventually("a ResyncRequest", || async {
+        hub.received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| matches!(m, agent_message::Message::Resync(_)))
+    })
+    .await;
+    eventually("the inventory to be rewritten", || async {
+        inventories.get_opt(&name).await.unwrap().is_some()
     })
     .await;
 }

@@ -1,0 +1,200 @@
+//! A minimal in-test gRPC Hub and helpers shared by the agent's integration tests.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+use atoll_proto::v1::{self, agent_message, hub_message, hub_server};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+pub const NS: &str = "clusternet-test1";
+pub const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
+
+pub type Outbound = mpsc::Sender<Result<v1::HubMessage, Status>>;
+
+/// A hub that registers any agent presenting the bootstrap token, streams a fixed snapshot and
+/// records everything it receives.
+#[derive(Clone, Default)]
+pub struct TestHub {
+    pub descriptions: Arc<Mutex<BTreeMap<String, Vec<Value>>>>,
+    pub tokens: Arc<Mutex<Vec<String>>>,
+    pub minted: Arc<AtomicU64>,
+    pub hellos: Arc<Mutex<Vec<v1::Hello>>>,
+    pub received: Arc<Mutex<Vec<agent_message::Message>>>,
+    pub current: Arc<Mutex<Option<Outbound>>>,
+    pub seq: Arc<AtomicU64>,
+    pub epoch: Arc<AtomicU64>,
+}
+
+pub fn upsert(
+    seq: u64,
+    name: &str,
+    generation: i64,
+    objects: &[Value],
+    deleting: bool,
+) -> v1::HubMessage {
+    v1::HubMessage {
+        message: Some(hub_message::Message::Upsert(v1::DescriptionUpsert {
+            seq,
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            resource_version: "1".into(),
+            generation,
+            objects: objects
+                .iter()
+                .map(|o| serde_json::to_vec(o).unwrap())
+                .collect(),
+            deleting,
+            labels: Default::default(),
+        })),
+    }
+}
+
+#[tonic::async_trait]
+impl hub_server::Hub for TestHub {
+    type SyncStream = ReceiverStream<Result<v1::HubMessage, Status>>;
+
+    async fn sync(
+        &self,
+        request: Request<Streaming<v1::AgentMessage>>,
+    ) -> Result<Response<Self::SyncStream>, Status> {
+        let mut inbound = request.into_inner();
+        let Some(v1::AgentMessage {
+            message: Some(agent_message::Message::Hello(hello)),
+        }) = inbound.message().await?
+        else {
+            return Err(Status::invalid_argument(
+                "the first message must be a Hello",
+            ));
+        };
+        self.hellos.lock().unwrap().push(hello.clone());
+        let cluster_token = if hello.token == BOOTSTRAP {
+            let token = format!("ct-{}", self.minted.fetch_add(1, Ordering::SeqCst) + 1);
+            self.tokens.lock().unwrap().push(token.clone());
+            token
+        } else if self.tokens.lock().unwrap().contains(&hello.token) {
+            String::new()
+        } else {
+            return Err(Status::unauthenticated("unknown or revoked token"));
+        };
+        let (tx, rx) = mpsc::channel(64);
+        self.seq.store(0, Ordering::SeqCst);
+        let welcome = v1::Welcome {
+            namespace: NS.into(),
+            managed_cluster_name: hello.cluster_name.clone(),
+            epoch: self.epoch.fetch_add(1, Ordering::SeqCst) + 1,
+            cluster_token,
+            heartbeat_seconds: 1,
+            window: 16,
+        };
+        let mut messages = vec![v1::HubMessage {
+            message: Some(hub_message::Message::Welcome(welcome)),
+        }];
+        for (name, objects) in self.descriptions.lock().unwrap().iter() {
+            messages.push(upsert(self.next_seq(), name, 1, objects, false));
+        }
+        messages.push(v1::HubMessage {
+            message: Some(hub_message::Message::SnapshotComplete(
+                v1::SnapshotComplete {
+                    seq: self.next_seq(),
+                },
+            )),
+        });
+        for m in messages {
+            tx.send(Ok(m)).await.unwrap();
+        }
+        *self.current.lock().unwrap() = Some(tx);
+        let received = self.received.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(m)) = inbound.message().await {
+                if let Some(m) = m.message {
+                    received.lock().unwrap().push(m);
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl TestHub {
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub async fn push(&self, message: v1::HubMessage) {
+        let tx = self.current.lock().unwrap().clone().unwrap();
+        tx.send(Ok(message)).await.unwrap();
+    }
+
+    /// Ends the current stream from the hub side.
+    pub fn drop_stream(&self) {
+        self.current.lock().unwrap().take();
+    }
+
+    pub fn acked(&self, seq: u64) -> bool {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| matches!(m, agent_message::Message::Ack(a) if a.seq == seq))
+    }
+
+    pub fn reports(&self, name: &str) -> Vec<v1::DescriptionReport> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|m| match m {
+                agent_message::Message::Report(r) if r.name == name => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn heartbeats(&self) -> Vec<v1::Heartbeat> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|m| match m {
+                agent_message::Message::Heartbeat(h) => Some(h.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+pub async fn serve(hub: TestHub) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(hub_server::HubServer::new(hub))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    format!("http://{addr}")
+}
+
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+}
