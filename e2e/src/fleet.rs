@@ -680,11 +680,28 @@ pub fn process_rows(state: &FleetState) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// `fleet status`: processes, clusters and Subscriptions of the fleet in `dir`.
+/// `fleet status`: processes, clusters and Subscriptions of the fleet in `dir`. When the parent
+/// cannot be reached, the processes table is still printed, followed by the reason.
 pub async fn status(dir: &Path) -> Result<String, Error> {
     let layout = Layout::new(dir);
     let state = FleetState::load(&layout.state())?;
     let processes = process_rows(&state);
+    match parent_objects(&state).await {
+        Ok((clusters, subs)) => {
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            Ok(status::report(&processes, &clusters, &subs, now))
+        }
+        Err(e) => Ok(format!(
+            "Processes\n{}\nThe parent cannot be reached ({e}); see {}\n",
+            status::render_table(&status::PROCESS_HEADERS, &processes),
+            layout.log("parent").display()
+        )),
+    }
+}
+
+async fn parent_objects(
+    state: &FleetState,
+) -> Result<(Vec<ManagedCluster>, Vec<Subscription>), Error> {
     let parent = client_for(&state.parent_kubeconfig).await?;
     let clusters = Api::<ManagedCluster>::all(parent.clone())
         .list(&ListParams::default())
@@ -700,13 +717,7 @@ pub async fn status(dir: &Path) -> Result<String, Error> {
             action: "listing Subscriptions in the parent".into(),
             source,
         })?;
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    Ok(status::report(
-        &processes,
-        &clusters.items,
-        &subs.items,
-        now,
-    ))
+    Ok((clusters.items, subs.items))
 }
 
 /// Kinds whose replica status the hub aggregates; `fleet wait` waits for it from every cluster.
