@@ -61,20 +61,7 @@ const WORKLOADS: &[(&str, &str)] = &[
 pub async fn run_workloads(state: Arc<State>, delay: Duration) {
     let mut rx = state.store.subscribe();
     // Existing workloads first.
-    let mut pending: Vec<(ResKey, String, String)> = Vec::new();
-    for (g, r) in WORKLOADS {
-        let key = ResKey::new(g, r);
-        for o in state.store.begin().list(&key, None) {
-            pending.push((
-                key.clone(),
-                mstr(&o, "namespace").to_string(),
-                mstr(&o, "name").to_string(),
-            ));
-        }
-    }
-    for p in pending {
-        schedule(&state, p, delay);
-    }
+    rescan(&state, delay);
     loop {
         match rx.recv().await {
             Ok(ev) => {
@@ -85,24 +72,46 @@ pub async fn run_workloads(state: Arc<State>, delay: Duration) {
                 {
                     continue;
                 }
-                let obj = &ev.object;
-                let generation = obj["metadata"]["generation"].as_i64().unwrap_or(0);
-                if obj["status"]["observedGeneration"].as_i64() == Some(generation) {
-                    continue;
+                if needs_status(&ev.object) {
+                    schedule(
+                        &state,
+                        (
+                            ev.key.clone(),
+                            mstr(&ev.object, "namespace").to_string(),
+                            mstr(&ev.object, "name").to_string(),
+                        ),
+                        delay,
+                    );
                 }
-                schedule(
-                    &state,
-                    (
-                        ev.key.clone(),
-                        mstr(obj, "namespace").to_string(),
-                        mstr(obj, "name").to_string(),
-                    ),
-                    delay,
-                );
             }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            // Missed events: look at every workload again.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => rescan(&state, delay),
             Err(_) => return,
         }
+    }
+}
+
+fn needs_status(obj: &Value) -> bool {
+    let generation = obj["metadata"]["generation"].as_i64().unwrap_or(0);
+    obj["status"]["observedGeneration"].as_i64() != Some(generation)
+        && mstr(obj, "deletionTimestamp").is_empty()
+}
+
+fn rescan(state: &Arc<State>, delay: Duration) {
+    let mut pending: Vec<(ResKey, String, String)> = Vec::new();
+    for (g, r) in WORKLOADS {
+        let key = ResKey::new(g, r);
+        let objs = state.store.begin().list(&key, None);
+        for o in objs.iter().filter(|o| needs_status(o)) {
+            pending.push((
+                key.clone(),
+                mstr(o, "namespace").to_string(),
+                mstr(o, "name").to_string(),
+            ));
+        }
+    }
+    for p in pending {
+        schedule(state, p, delay);
     }
 }
 

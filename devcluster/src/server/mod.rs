@@ -170,10 +170,14 @@ fn text_response(code: u16, body: &'static str) -> Response<Body> {
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
-    match route(state, req).await {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let resp = match route(state, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    tracing::debug!(%method, %uri, status = resp.status().as_u16(), "request");
+    resp
 }
 
 /// One API request on a resource path.
