@@ -939,6 +939,20 @@ mod tests {
     }
 
     #[test]
+    fn apply_adding_to_a_list_another_manager_emptied_does_not_conflict() {
+        let mut obj = cm(json!({}));
+        obj["metadata"]["finalizers"] = json!(["a"]);
+        let created = created_by("ctrl", obj);
+        let mut emptied = created.clone();
+        emptied["metadata"]["finalizers"] = json!([]);
+        record_update(Some(&created), &mut emptied, "ctrl", None, T2);
+        let mut config = cm(json!({}));
+        config["metadata"]["finalizers"] = json!(["b"]);
+        let got = server_side_apply(Some(&emptied), &config, "m", false, T3).unwrap();
+        assert_eq!(got["metadata"]["finalizers"], json!(["b"]));
+    }
+
+    #[test]
     fn first_apply_to_an_unmanaged_object_conflicts_with_before_first_apply() {
         let live = stored(cm(json!({"a": "1"})));
         let err =

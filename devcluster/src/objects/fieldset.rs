@@ -372,9 +372,7 @@ impl Walker<'_> {
                     names.pop();
                 }
             }
-            (Some(Value::Array(o)), Some(Value::Array(n)))
-                if self.granular(names) && !o.is_empty() && !n.is_empty() =>
-            {
+            (Some(Value::Array(o)), Some(Value::Array(n))) if self.granular(names) => {
                 let index = |items: &[Value]| -> Vec<(String, Value)> {
                     items
                         .iter()
