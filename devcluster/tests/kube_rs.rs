@@ -824,3 +824,93 @@ async fn secret_string_data_and_workload_defaults() {
     let made = deploys.create(&PostParams::default(), &d).await.unwrap();
     assert_eq!(made.spec.unwrap().replicas, Some(1));
 }
+
+#[tokio::test]
+async fn selector_watch_reports_objects_entering_and_leaving() {
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let c = api
+        .create(&PostParams::default(), &cm("sel", json!({})))
+        .await
+        .unwrap();
+    let stream = api
+        .watch(
+            &WatchParams::default().labels("team=a").timeout(5),
+            &c.resource_version().unwrap(),
+        )
+        .await
+        .unwrap();
+    futures::pin_mut!(stream);
+    let label = |v: serde_json::Value| Patch::Merge(json!({"metadata":{"labels":{"team": v}}}));
+    api.patch("sel", &PatchParams::default(), &label(json!("a")))
+        .await
+        .unwrap();
+    api.patch("sel", &PatchParams::default(), &label(json!("b")))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match stream.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(o) => seen.push(format!("ADDED {}", o.name_any())),
+            WatchEvent::Deleted(o) => seen.push(format!("DELETED {}", o.name_any())),
+            WatchEvent::Modified(o) => seen.push(format!("MODIFIED {}", o.name_any())),
+            _ => {}
+        }
+    }
+    assert_eq!(seen, vec!["ADDED sel", "DELETED sel"]);
+}
+
+#[tokio::test]
+async fn foreground_and_orphan_propagation() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let owned_by = |o: &ConfigMap| {
+        vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: o.name_any(),
+            uid: o.uid().unwrap(),
+            block_owner_deletion: Some(true),
+            ..Default::default()
+        }]
+    };
+    // Foreground: dependents go first, then the owner.
+    let owner = api
+        .create(&PostParams::default(), &cm("fg-owner", json!({})))
+        .await
+        .unwrap();
+    let mut dep = cm("fg-dep", json!({}));
+    dep.metadata.owner_references = Some(owned_by(&owner));
+    api.create(&PostParams::default(), &dep).await.unwrap();
+    api.delete("fg-owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while api.get_opt("fg-owner").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "owner never removed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(api.get_opt("fg-dep").await.unwrap().is_none());
+
+    // Orphan: the dependent stays, without the ownerReference.
+    let owner = api
+        .create(&PostParams::default(), &cm("or-owner", json!({})))
+        .await
+        .unwrap();
+    let mut dep = cm("or-dep", json!({}));
+    dep.metadata.owner_references = Some(owned_by(&owner));
+    api.create(&PostParams::default(), &dep).await.unwrap();
+    api.delete("or-owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(api.get_opt("or-owner").await.unwrap().is_none());
+    let kept = api.get("or-dep").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
