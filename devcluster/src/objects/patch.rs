@@ -17,7 +17,7 @@ pub enum PatchError {
 }
 
 /// The most operations kube-apiserver accepts in one JSON patch; more is 413
-/// `RequestEntityTooLarge`. [`json_patch`] reports it as [`PatchError::Malformed`] with the
+/// `RequestEntityTooLarge`. [`json_patch()`] reports it as [`PatchError::Malformed`] with the
 /// message of [`too_many_operations_message`]; the HTTP layer should check the count first.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
