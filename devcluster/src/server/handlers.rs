@@ -638,10 +638,33 @@ fn kind_defaults_on_create(info: &ResourceInfo, obj: &mut Value) {
         ("", "Pod") => {
             obj["status"] = json!({"phase": "Pending"});
         }
-        ("apps", "Deployment" | "StatefulSet" | "ReplicaSet")
-            if obj["spec"]["replicas"].is_null() =>
-        {
-            obj["spec"]["replicas"] = json!(1);
+        ("apps", kind @ ("Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet")) => {
+            let spec = ensure_object(&mut obj["spec"]);
+            if kind != "DaemonSet" {
+                spec.entry("replicas").or_insert(json!(1));
+            }
+            match kind {
+                "Deployment" => {
+                    spec.entry("strategy")
+                        .or_insert(json!({"type": "RollingUpdate",
+                        "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+                    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+                    spec.entry("progressDeadlineSeconds").or_insert(json!(600));
+                }
+                "StatefulSet" => {
+                    spec.entry("updateStrategy").or_insert(
+                        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+                    );
+                    spec.entry("podManagementPolicy")
+                        .or_insert(json!("OrderedReady"));
+                }
+                "DaemonSet" => {
+                    spec.entry("updateStrategy")
+                        .or_insert(json!({"type": "RollingUpdate",
+                        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+                }
+                _ => {}
+            }
         }
         ("batch", "Job") => {
             for f in ["completions", "parallelism"] {
