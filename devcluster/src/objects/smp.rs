@@ -443,4 +443,62 @@ mod tests {
             }
         }
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+        use proptest::sample::subsequence;
+
+        const NAMES: &[&str] = &["a", "b", "c", "d", "e"];
+
+        fn containers(names: &[&str], image: &str) -> Value {
+            Value::Array(
+                names
+                    .iter()
+                    .map(|n| json!({"name": n, "image": image}))
+                    .collect(),
+            )
+        }
+
+        proptest! {
+            #[test]
+            fn containers_merge_by_name_keeping_unpatched_ones(
+                live in subsequence(NAMES, 0..=5),
+                patched in subsequence(NAMES, 0..=5).prop_shuffle(),
+            ) {
+                let doc = json!({"spec": {"containers": containers(&live, "old")}});
+                let patch = json!({"spec": {"containers": containers(&patched, "new")}});
+                let got = strategic_merge_patch("", "Pod", &doc, &patch);
+                prop_assert!(got.is_ok());
+                let got = got.unwrap_or_default();
+                let mut want: Vec<&str> = live.clone();
+                want.extend(patched.iter().filter(|n| !live.contains(n)));
+                let names: Vec<&str> = got["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str())
+                    .collect();
+                prop_assert_eq!(&names, &want);
+                for c in got["spec"]["containers"].as_array().into_iter().flatten() {
+                    let name = c["name"].as_str().unwrap_or_default();
+                    let image = if patched.contains(&name) { "new" } else { "old" };
+                    prop_assert_eq!(c["image"].as_str(), Some(image));
+                }
+            }
+
+            #[test]
+            fn set_element_order_puts_patched_containers_in_the_given_order(
+                names in subsequence(NAMES, 1..=5).prop_shuffle(),
+            ) {
+                let mut sorted = names.clone();
+                sorted.sort_unstable();
+                let doc = json!({"spec": {"containers": containers(&sorted, "x")}});
+                let order: Vec<Value> = names.iter().map(|n| json!({"name": n})).collect();
+                let patch = json!({"spec": {"$setElementOrder/containers": order}});
+                let got = strategic_merge_patch("", "Pod", &doc, &patch);
+                prop_assert_eq!(got, Ok(json!({"spec": {"containers": containers(&names, "x")}})));
+            }
+        }
+    }
 }
