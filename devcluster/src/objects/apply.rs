@@ -268,6 +268,11 @@ fn strip_nulls(value: &mut Value) {
 ///
 /// An apply that changes neither the object nor the manager's fields returns `live`
 /// unchanged (same `time`), so the caller can skip the write.
+///
+/// This entry point does not know the endpoint; a configuration that carries nothing but
+/// `status` (and the object's name) is taken as an apply through `/status`, so that a
+/// controller applying spec and status under one manager keeps two entries instead of
+/// flipping one back and forth on every write. [`server_side_apply_with`] says it exactly.
 pub fn server_side_apply(
     live: Option<&Value>,
     applied: &Value,
@@ -277,9 +282,26 @@ pub fn server_side_apply(
 ) -> Result<Value, ApplyError> {
     let options = ApplyOptions {
         force,
+        subresource: is_status_only(applied).then_some("status"),
         ..ApplyOptions::default()
     };
     server_side_apply_with(live, applied, manager, now, &options)
+}
+
+/// Whether an applied configuration only sets `status`.
+fn is_status_only(applied: &Value) -> bool {
+    let Some(root) = applied.as_object() else {
+        return false;
+    };
+    let meta_ok = root
+        .get("metadata")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.keys().all(|k| UNTRACKED_METADATA.contains(&k.as_str())));
+    root.contains_key("status")
+        && meta_ok
+        && root
+            .keys()
+            .all(|k| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
 }
 
 /// Options of [`server_side_apply_with`] beyond what [`server_side_apply`] takes.
@@ -1116,6 +1138,45 @@ mod tests {
             "ctl",
             T3,
             &status,
+        )
+        .unwrap();
+        assert_eq!(again, with_status);
+    }
+
+    #[test]
+    fn status_only_applies_get_their_own_entry_without_options() {
+        let obj = |body: Value| {
+            let mut o = json!({"apiVersion": "apps.example.com/v1", "kind": "Sub",
+                               "metadata": {"name": "s", "namespace": "ns"}});
+            for (k, v) in body.as_object().unwrap() {
+                o[k] = v.clone();
+            }
+            o
+        };
+        let live = stored(
+            server_side_apply(None, &obj(json!({"spec": {"a": 1}})), "ctl", false, T1).unwrap(),
+        );
+        let with_status = stored(
+            server_side_apply(
+                Some(&live),
+                &obj(json!({"status": {"phase": "Ready"}})),
+                "ctl",
+                false,
+                T2,
+            )
+            .unwrap(),
+        );
+        assert_eq!(with_status["spec"], json!({"a": 1}));
+        assert_eq!(
+            fields_of(&with_status, "ctl", "Apply"),
+            Some(json!({"f:spec": {"f:a": {}}}))
+        );
+        let again = server_side_apply(
+            Some(&with_status),
+            &obj(json!({"spec": {"a": 1}})),
+            "ctl",
+            false,
+            T3,
         )
         .unwrap();
         assert_eq!(again, with_status);
