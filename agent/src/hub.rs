@@ -263,11 +263,21 @@ impl Agent {
                     attempt = 0;
                     fell_back = false;
                     choice = TokenChoice::Stored;
-                    if let Some(s) = status {
-                        tracing::warn!(code = ?s.code(), message = %s.message(), "hub stream ended");
-                    } else {
-                        tracing::info!("hub closed the stream");
-                    }
+                    let reason = match status {
+                        Some(s) => {
+                            tracing::warn!(code = ?s.code(), message = %s.message(), "hub stream ended");
+                            format!("stream ended: {:?}: {}", s.code(), s.message())
+                        }
+                        None => {
+                            tracing::info!("hub closed the stream");
+                            "stream closed by the hub".to_owned()
+                        }
+                    };
+                    crate::metrics::Metrics::count(
+                        &self.applier.metrics().connect_failures,
+                        "dropped",
+                    );
+                    self.state.send_modify(|s| s.last_error = Some(reason));
                 }
                 Ok(SessionEnd::Refused(status)) => {
                     let message = status.message().to_owned();

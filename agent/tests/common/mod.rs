@@ -26,9 +26,11 @@ pub struct TestHub {
     pub minted: Arc<AtomicU64>,
     pub hellos: Arc<Mutex<Vec<v1::Hello>>>,
     pub received: Arc<Mutex<Vec<agent_message::Message>>>,
-    pub current: Arc<Mutex<Option<Outbound>>>,
+    pub current: Arc<Mutex<Vec<Outbound>>>,
     pub seq: Arc<AtomicU64>,
     pub epoch: Arc<AtomicU64>,
+    /// Heartbeat period asked of agents; 0 means 1 s.
+    pub heartbeat_seconds: Arc<AtomicU64>,
 }
 
 pub fn upsert(
@@ -89,7 +91,9 @@ impl hub_server::Hub for TestHub {
             managed_cluster_name: hello.cluster_name.clone(),
             epoch: self.epoch.fetch_add(1, Ordering::SeqCst) + 1,
             cluster_token,
-            heartbeat_seconds: 1,
+            heartbeat_seconds: u32::try_from(self.heartbeat_seconds.load(Ordering::SeqCst))
+                .unwrap_or(1)
+                .max(1),
             window: 16,
         };
         let mut messages = vec![v1::HubMessage {
@@ -108,7 +112,7 @@ impl hub_server::Hub for TestHub {
         for m in messages {
             tx.send(Ok(m)).await.unwrap();
         }
-        *self.current.lock().unwrap() = Some(tx);
+        self.current.lock().unwrap().push(tx);
         let received = self.received.clone();
         tokio::spawn(async move {
             while let Ok(Some(m)) = inbound.message().await {
@@ -127,13 +131,13 @@ impl TestHub {
     }
 
     pub async fn push(&self, message: v1::HubMessage) {
-        let tx = self.current.lock().unwrap().clone().unwrap();
+        let tx = self.current.lock().unwrap().last().cloned().unwrap();
         tx.send(Ok(message)).await.unwrap();
     }
 
     /// Ends the current stream from the hub side.
     pub fn drop_stream(&self) {
-        self.current.lock().unwrap().take();
+        self.current.lock().unwrap().clear();
     }
 
     pub fn acked(&self, seq: u64) -> bool {
