@@ -40,7 +40,7 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::overrides::replica_path;
 pub use divide::{ResourceRequests, Resources};
-use plugins::FilterInput;
+use plugins::{FilterInput, Score};
 use selector::Selector;
 
 /// What the scheduler needs to know about one ManagedCluster.
@@ -216,6 +216,44 @@ struct Candidate<'a> {
     weight: i64,
     /// indices of the subscribers whose selector matches (filled for subgroup scheduling only)
     subscribers: Vec<usize>,
+    /// index of this cluster in the flat lists of [`Hot`]
+    slot: usize,
+    /// the first 16 bytes of `key`, big-endian, zero-padded: orders like `key` on those bytes,
+    /// so most comparisons of the binding sort never touch the strings
+    prefix: u128,
+}
+
+fn key_prefix(key: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    for (slot, b) in bytes.iter_mut().zip(key.bytes()) {
+        *slot = b;
+    }
+    u128::from_be_bytes(bytes)
+}
+
+/// Per-candidate numbers computed in the first pass over the clusters, while each cluster is
+/// hot in the cache (input order is memory order; binding order is not), stored flat.
+struct Hot {
+    /// per-feed capacities (dynamic dividing only), `caps_width` per candidate
+    caps: Vec<i64>,
+    caps_width: usize,
+    /// raw score of each score plugin (when scores are needed), `scores_width` per candidate
+    raw_scores: Vec<i64>,
+    scores_width: usize,
+}
+
+impl Hot {
+    fn caps(&self, c: &Candidate<'_>) -> &[i64] {
+        let at = c.slot * self.caps_width;
+        self.caps.get(at..at + self.caps_width).unwrap_or(&[])
+    }
+
+    fn raw_score(&self, c: &Candidate<'_>, plugin: usize) -> i64 {
+        self.raw_scores
+            .get(c.slot * self.scores_width + plugin)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// Places `sub` over `clusters`, given the replica facts of its feeds.
@@ -287,6 +325,25 @@ pub fn schedule(
     let filters = plugins::default_filters();
     let mut placement = Placement::default();
     let mut feasible: Vec<Candidate<'_>> = Vec::new();
+    let fits: Vec<divide::ReplicaFit<'_>> = match mode {
+        Mode::Dynamic { .. } => feed_plan
+            .iter()
+            .filter_map(|(_, f)| *f)
+            .map(|f| divide::ReplicaFit::new(f.per_replica_request.as_ref()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let scorers = match mode {
+        Mode::Dynamic { max: Some(_), .. } => plugins::default_scores(),
+        _ if by_subgroup => plugins::default_scores(),
+        _ => Vec::new(),
+    };
+    let mut hot = Hot {
+        caps: Vec::new(),
+        caps_width: fits.len(),
+        raw_scores: Vec::new(),
+        scores_width: scorers.len(),
+    };
     for cluster in clusters {
         // no allocation on the hot path: matched flag and summed weight first
         let mut matched = false;
@@ -320,18 +377,29 @@ pub fn schedule(
         } else {
             Vec::new()
         };
+        hot.caps.extend(
+            fits.iter()
+                .map(|fit| fit.max_replicas(&cluster.allocatable)),
+        );
+        hot.raw_scores
+            .extend(scorers.iter().map(|p| p.score(&input, cluster)));
         feasible.push(Candidate {
             cluster,
             key: cluster.key(),
             weight,
             subscribers,
+            slot: feasible.len(),
+            prefix: 0,
         });
     }
-    feasible.sort_by(|a, b| a.key.cmp(&b.key));
+    for c in feasible.iter_mut() {
+        c.prefix = key_prefix(&c.key);
+    }
+    feasible.sort_by(|a, b| a.prefix.cmp(&b.prefix).then_with(|| a.key.cmp(&b.key)));
     feasible.dedup_by(|a, b| a.key == b.key);
 
     if by_subgroup {
-        feasible = pick_subgroups(sub, &input, feasible);
+        feasible = pick_subgroups(sub, &scorers, &hot, feasible);
     }
 
     match mode {
@@ -361,10 +429,19 @@ pub fn schedule(
             placement.binding_clusters = feasible.into_iter().map(|c| c.key).collect();
         }
         Mode::Dynamic { min, max } => {
-            dynamic(&mut placement, &input, feasible, &feed_plan, min, max)?;
+            dynamic(
+                &mut placement,
+                &scorers,
+                &hot,
+                feasible,
+                &feed_plan,
+                min,
+                max,
+            )?;
         }
     }
-    placement.unschedulable.sort();
+    // keys are unique; a stable sort on them alone keeps reasons of a repeated key in order
+    placement.unschedulable.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(placement)
 }
 
@@ -425,11 +502,12 @@ impl Mode {
 /// Unlike Clusternet a cluster is picked once even when it matches several subscribers.
 fn pick_subgroups<'a>(
     sub: &SubscriptionSpec,
-    input: &FilterInput<'_>,
+    scorers: &[Box<dyn Score + Send + Sync>],
+    hot: &Hot,
     feasible: Vec<Candidate<'a>>,
 ) -> Vec<Candidate<'a>> {
-    let clusters: Vec<&ClusterInfo> = feasible.iter().map(|c| c.cluster).collect();
-    let scores = total_scores(input, &clusters);
+    let refs: Vec<&Candidate<'_>> = feasible.iter().collect();
+    let scores = total_scores(scorers, hot, &refs);
     let mut order: Vec<usize> = (0..feasible.len()).collect();
     // feasible is in key order; stable sort keeps key order on equal scores
     order.sort_by(|a, b| scores[*b].cmp(&scores[*a]));
@@ -458,10 +536,14 @@ fn pick_subgroups<'a>(
 }
 
 /// Weighted sum of the normalised scores of every score plugin, per candidate.
-fn total_scores(input: &FilterInput<'_>, clusters: &[&ClusterInfo]) -> Vec<i64> {
-    let mut total = vec![0i64; clusters.len()];
-    for plugin in plugins::default_scores() {
-        let mut scores: Vec<i64> = clusters.iter().map(|c| plugin.score(input, c)).collect();
+fn total_scores(
+    scorers: &[Box<dyn Score + Send + Sync>],
+    hot: &Hot,
+    candidates: &[&Candidate<'_>],
+) -> Vec<i64> {
+    let mut total = vec![0i64; candidates.len()];
+    for (i, plugin) in scorers.iter().enumerate() {
+        let mut scores: Vec<i64> = candidates.iter().map(|c| hot.raw_score(c, i)).collect();
         plugin.normalize(&mut scores);
         for (t, s) in total.iter_mut().zip(scores) {
             *t = t.saturating_add(s.clamp(0, plugins::MAX_SCORE) * plugin.weight());
@@ -484,25 +566,16 @@ fn describe_allocatable(allocatable: &Resources) -> String {
 /// Dynamic dividing by capacity, from scratch.
 fn dynamic(
     placement: &mut Placement,
-    input: &FilterInput<'_>,
+    scorers: &[Box<dyn Score + Send + Sync>],
+    hot: &Hot,
     feasible: Vec<Candidate<'_>>,
     feed_plan: &[(String, Option<&FeedReplicas>)],
     min: Option<i32>,
     max: Option<i32>,
 ) -> Result<(), Error> {
-    // capacity per candidate per divisible feed
-    let fits: Vec<divide::ReplicaFit<'_>> = feed_plan
-        .iter()
-        .filter_map(|(_, f)| *f)
-        .map(|f| divide::ReplicaFit::new(f.per_replica_request.as_ref()))
-        .collect();
-    let mut kept: Vec<(Candidate<'_>, Vec<i64>)> = Vec::with_capacity(feasible.len());
+    let mut kept: Vec<Candidate<'_>> = Vec::with_capacity(feasible.len());
     for c in feasible {
-        let caps: Vec<i64> = fits
-            .iter()
-            .map(|fit| fit.max_replicas(&c.cluster.allocatable))
-            .collect();
-        if caps.iter().all(|x| *x <= 0) {
+        if hot.caps(&c).iter().all(|x| *x <= 0) {
             placement.unschedulable.push((
                 c.key.clone(),
                 format!(
@@ -512,17 +585,17 @@ fn dynamic(
             ));
             continue;
         }
-        kept.push((c, caps));
+        kept.push(c);
     }
     if let Some(max) = max.and_then(|m| usize::try_from(m).ok())
         && kept.len() > max
     {
-        let clusters: Vec<&ClusterInfo> = kept.iter().map(|(c, _)| c.cluster).collect();
-        let scores = total_scores(input, &clusters);
+        let refs: Vec<&Candidate<'_>> = kept.iter().collect();
+        let scores = total_scores(scorers, hot, &refs);
         let mut order: Vec<usize> = (0..kept.len()).collect();
         let total_cap: Vec<i64> = kept
             .iter()
-            .map(|(_, caps)| caps.iter().fold(0i64, |a, b| a.saturating_add(*b)))
+            .map(|c| hot.caps(c).iter().fold(0i64, |a, b| a.saturating_add(*b)))
             .collect();
         // largest total capacity first, then best score, then binding name (stable sort)
         order.sort_by(|a, b| {
@@ -539,9 +612,9 @@ fn dynamic(
              (dynamicDividing.maxClusters)"
         );
         let mut next = Vec::with_capacity(max);
-        for ((c, caps), k) in kept.into_iter().zip(keep) {
+        for (c, k) in kept.into_iter().zip(keep) {
             if k {
-                next.push((c, caps));
+                next.push(c);
             } else {
                 placement.unschedulable.push((c.key, reason.clone()));
             }
@@ -561,8 +634,10 @@ fn dynamic(
         let replicas = match fact.and_then(|f| f.desired) {
             Some(desired) => {
                 let desired = desired.max(0);
-                let capacity: Vec<i64> =
-                    kept.iter().map(|(_, caps)| caps[divisible_index]).collect();
+                let capacity: Vec<i64> = kept
+                    .iter()
+                    .map(|c| hot.caps(c).get(divisible_index).copied().unwrap_or(0))
+                    .collect();
                 divisible_index += 1;
                 let r = divide::divide(i64::from(desired), &capacity);
                 let placed: i64 = r.iter().sum();
@@ -580,7 +655,7 @@ fn dynamic(
         };
         placement.replicas.insert(key.clone(), replicas);
     }
-    placement.binding_clusters = kept.into_iter().map(|(c, _)| c.key).collect();
+    placement.binding_clusters = kept.into_iter().map(|c| c.key).collect();
     Ok(())
 }
 

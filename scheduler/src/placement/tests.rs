@@ -646,3 +646,27 @@ fn content_hash_ignores_key_order_and_tracks_values() {
     assert_ne!(content_hash(&a), content_hash(&c));
     assert_eq!(content_hash(&a).len(), 16);
 }
+
+#[test]
+fn key_prefix_orders_like_the_key() {
+    let keys = [
+        "",
+        "a",
+        "a-b/x",
+        "a/x",
+        "ab",
+        "clusternet-abcde/child1",
+        "clusternet-abcde/child10",
+        "clusternet-abcde/child2",
+        "clusternet-abcdf/a",
+        "clusternet-abcd/zzzzzzzzzzzzzzzz",
+    ];
+    for a in keys {
+        for b in keys {
+            let (pa, pb) = (key_prefix(a), key_prefix(b));
+            if pa != pb {
+                assert_eq!(pa.cmp(&pb), a.cmp(b), "{a} vs {b}");
+            }
+        }
+    }
+}
