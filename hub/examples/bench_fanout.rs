@@ -11,7 +11,12 @@
 //!
 //! `... -- rss [agents]` measures the hub's RSS alone: the hub serves on loopback TCP and the
 //! agents run in a child process.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::manual_async_fn)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::manual_async_fn
+)]
 
 use atoll_hub::Error;
 use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, Report, Session};

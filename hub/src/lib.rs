@@ -8,6 +8,7 @@
 //! - [`service`]: the gRPC `Sync` stream, over a [`service::Backend`]; [`metrics`].
 //! - [`server`]: tonic server, TLS, health service, size limits.
 //! - [`backend`]: registration and status writes against the parent API server.
+//! - [`push`]: Push mode, the agent's applier run by the hub for `syncMode: Push` clusters.
 //! - [`controllers`]: the shared watches, finalizers, lost clusters, Subscription aggregation.
 //! - [`args`], [`run`]: the binary's flags and its wiring.
 
@@ -20,6 +21,7 @@ pub mod error;
 pub mod flow;
 pub mod index;
 pub mod metrics;
+pub mod push;
 pub mod run;
 pub mod server;
 pub mod service;

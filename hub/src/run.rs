@@ -7,6 +7,7 @@ use crate::backend::{BackendConfig, KubeBackend};
 use crate::controllers::{ControllerConfig, Controllers};
 use crate::index::{Index, Limits};
 use crate::metrics::Metrics;
+use crate::push::PushManager;
 use crate::server::{self, ServerConfig};
 use crate::service::{HubService, StreamConfig};
 use atoll_runtime::admin::Readiness;
@@ -150,18 +151,28 @@ pub async fn start(
         config.controllers,
     );
     let backend = Arc::new(KubeBackend::new(
-        client,
+        client.clone(),
         config.backend,
         controllers.clusters(),
         metrics.clone(),
     ));
+    let push = PushManager::new(
+        client,
+        index.clone(),
+        controllers.clusters(),
+        backend.clone(),
+        Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
+    );
     let service = HubService::new(backend, index.clone(), config.stream, metrics);
     let incoming = server::bind(config.server.listen)?;
     let addr = incoming.local_addr().map_err(|e| Error::ServeGrpc {
         addr: config.server.listen.to_string(),
         message: e.to_string(),
     })?;
-    let mut background = vec![tokio::spawn(controllers.clone().run())];
+    let mut background = vec![
+        tokio::spawn(controllers.clone().run()),
+        tokio::spawn(push.run()),
+    ];
     let c = controllers.clone();
     background.push(tokio::spawn(async move {
         c.wait_ready().await;

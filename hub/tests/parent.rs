@@ -896,3 +896,95 @@ async fn a_cluster_not_ready_beyond_the_lost_timeout_releases_its_deleting_descr
     })
     .await;
 }
+
+#[tokio::test]
+async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() {
+    let p = parent().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let ns = "clusternet-push1";
+    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(p.client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .unwrap();
+    let s = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("child-cluster-deployer".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "kubeconfig".to_string(),
+                k8s_openapi::ByteString(child.kubeconfig_yaml().into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(p.client.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    let mc: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": "pushed", "namespace": ns},
+        "spec": {"clusterId": "cccccccc-0000-4000-8000-00000000000c", "syncMode": "Push"}
+    }))
+    .unwrap();
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), ns);
+    mcs.create(&PostParams::default(), &mc).await.unwrap();
+    description(&p.client, ns, "apps.web", "pushed").await;
+
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child_client.clone(), "default");
+    let cm = eventually("the ConfigMap in the child", || async {
+        cms.get_opt("cm").await.unwrap()
+    })
+    .await;
+    assert_eq!(
+        cm.data.unwrap().get("k").map(String::as_str),
+        Some("pushed")
+    );
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
+    eventually("Description Success", || async {
+        let d = descs.get("apps.web").await.unwrap();
+        (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    eventually("Ready=True from the hub's heartbeat", || async {
+        (ready(&mcs.get("pushed").await.unwrap()).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    eventually("the finalizer", || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Description gone", || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        cms.get_opt("cm").await.unwrap().is_none(),
+        "the child object survived"
+    );
+    drop(h);
+}
