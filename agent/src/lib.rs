@@ -8,6 +8,8 @@
 //!   reports and heartbeats.
 //! - [`heartbeat`]: what a heartbeat carries.
 
+#![warn(missing_docs)]
+
 pub mod applier;
 pub mod cli;
 pub mod discovery;
