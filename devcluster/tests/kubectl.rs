@@ -336,6 +336,11 @@ async fn apply_kustomize_directory() {
         )
         .await;
     assert_eq!(out.trim(), "configmap/settings");
+    // Deleting the namespace and its contents in one go works (and waits for the namespace).
+    let out = e.ok(&["delete", "-k", dir.to_str().unwrap()], None).await;
+    assert!(out.contains("namespace \"kz\" deleted"), "{out}");
+    let o = e.run(&["get", "ns", "kz"], None).await;
+    assert!(!o.ok && o.stderr.contains("NotFound"), "{}", o.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //! namespace cleanup and finalization, CRD instance cleanup; plus the fresh-cluster seed.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -13,6 +13,9 @@ use super::registry::storage_key;
 use crate::store::{ObjRef, ResKey, Txn};
 
 const INTERNAL_MANAGER: &str = "devcluster";
+
+/// How long a namespace stays Terminating before its contents are deleted.
+const NAMESPACE_GRACE: Duration = Duration::from_millis(800);
 
 fn ns_key() -> ResKey {
     ResKey::new("", "namespaces")
@@ -122,7 +125,7 @@ pub async fn run(state: Arc<State>) {
         reconcile(&state);
         tokio::select! {
             _ = state.wake.notified() => {}
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             _ = shutdown.changed() => return,
         }
         if *shutdown.borrow() {
@@ -264,8 +267,23 @@ fn namespaces(state: &State) {
         .filter(|n| !mstr(n, "deletionTimestamp").is_empty())
         .map(|n| (*n).clone())
         .collect();
+    {
+        // Forget namespaces that are gone.
+        let mut since = state.terminating_since.lock();
+        since.retain(|n, _| terminating.iter().any(|t| mstr(t, "name") == n));
+    }
     for ns in terminating {
         let name = mstr(&ns, "name").to_string();
+        // Like the real namespace controller, start a moment after the deletion, so that
+        // `kubectl delete -f` of a namespace and its contents finds the contents still there.
+        let first_seen = *state
+            .terminating_since
+            .lock()
+            .entry(name.clone())
+            .or_insert_with(Instant::now);
+        if first_seen.elapsed() < NAMESPACE_GRACE {
+            continue;
+        }
         let mut txn = state.store.begin();
         let mut remaining = 0usize;
         for key in txn.keys_with_objects_in(&name) {

@@ -47,6 +47,7 @@ pub struct State {
     gc_queue: Mutex<Vec<String>>,
     foreground: Mutex<HashSet<ObjRef>>,
     openapi_cache: Mutex<discovery::OpenApiCache>,
+    terminating_since: Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 impl State {
@@ -62,6 +63,7 @@ impl State {
             gc_queue: Mutex::new(Vec::new()),
             foreground: Mutex::new(HashSet::new()),
             openapi_cache: Mutex::new(discovery::OpenApiCache::default()),
+            terminating_since: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
