@@ -655,6 +655,11 @@ impl Backend for KubeBackend {
                 }
                 return Ok(());
             }
+            if entry.rejected.is_some() {
+                // The status says why the current generation is not delivered; reports on the
+                // version still running must not hide that.
+                return Ok(());
+            }
             let st = status::description_status(&report, entry.status.as_ref());
             if entry.status.as_ref() == Some(&st) {
                 return Ok(());

@@ -106,6 +106,12 @@ impl DescEntry {
         }
     }
 
+    /// Whether agents get this entry: it is within the limits, or it keeps an earlier version
+    /// that was.
+    pub fn deliverable(&self) -> bool {
+        self.rejected.is_none() || !self.objects.is_empty()
+    }
+
     /// Whether the hub's finalizer is set.
     pub fn has_finalizer(&self) -> bool {
         self.finalizers.iter().any(|f| f == known::FINALIZER)
@@ -131,7 +137,7 @@ impl DescEntry {
             || self.deleting != other.deleting
             || self.objects != other.objects
             || self.labels != other.labels
-            || self.rejected != other.rejected
+            || self.deliverable() != other.deliverable()
     }
 }
 
@@ -179,7 +185,7 @@ impl StreamQueue {
         let mut state = self.state.lock();
         state.pending.clear();
         for (name, e) in entries {
-            if e.rejected.is_none() {
+            if e.deliverable() {
                 state
                     .pending
                     .push(Arc::from(name.as_str()), Change::Upsert(e.clone()));
@@ -260,19 +266,32 @@ impl Index {
 
     /// Inserts or replaces an entry and queues it for the namespace's streams when an agent
     /// would see a difference.
+    ///
+    /// A Description over the limits keeps its last delivered version (objects and
+    /// generation) in the index, so its agent keeps running that version rather than pruning
+    /// it; only a Description that never had a deliverable version is withheld entirely.
     pub fn apply(&self, entry: DescEntry) -> Update {
-        let entry = Arc::new(entry);
+        let mut entry = entry;
         let key = (entry.namespace.clone(), entry.name.clone());
         let mut inner = self.inner.write();
         if let Some(seen) = inner.relist_seen.as_mut() {
             seen.insert(key.clone());
         }
         let ns = inner.namespaces.entry(entry.namespace.clone()).or_default();
+        if entry.rejected.is_some()
+            && let Some(p) = ns.descs.get(&entry.name)
+            && p.uid == entry.uid
+            && p.deliverable()
+        {
+            entry.objects = p.objects.clone();
+            entry.generation = p.generation;
+        }
+        let entry = Arc::new(entry);
         let previous = ns.descs.insert(entry.name.clone(), entry.clone());
         let deliver = previous.as_ref().is_none_or(|p| p.delivery_differs(&entry));
         if deliver {
             for s in &ns.subscribers {
-                if entry.rejected.is_none() {
+                if entry.deliverable() {
                     s.push(&entry.name, Change::Upsert(entry.clone()));
                 } else if let Some(p) = &previous {
                     s.push(&entry.name, Change::Removed { uid: p.uid.clone() });
@@ -610,6 +629,39 @@ mod tests {
         assert_eq!(got, vec!["c1", "c2"]);
         idx.delete("c2", "apps.web");
         assert_eq!(idx.by_subscription("apps", "web").len(), 1);
+    }
+
+    #[test]
+    fn an_oversized_update_keeps_the_last_delivered_version() {
+        let limits = Limits {
+            max_objects_per_description: 2,
+            max_description_bytes: 1 << 20,
+        };
+        let mut d = Description::new("apps.web", Default::default());
+        d.metadata.namespace = Some("c1".into());
+        d.metadata.uid = Some("u1".into());
+        d.metadata.generation = Some(1);
+        d.spec.raw = vec![serde_json::json!({"v": 1})];
+        let idx = Index::new();
+        idx.apply(DescEntry::from_description(&d, limits));
+        let q = idx.subscribe("c1");
+        assert_eq!(drain(&q), vec!["up:apps.web:1", "marker"]);
+        d.metadata.generation = Some(2);
+        d.spec.raw = (0..5).map(|i| serde_json::json!({"i": i})).collect();
+        let u = idx.apply(DescEntry::from_description(&d, limits));
+        assert!(
+            drain(&q).is_empty(),
+            "the agent was told to change or prune"
+        );
+        let kept = u.current.unwrap();
+        assert_eq!((kept.generation, kept.objects.len()), (1, 1));
+        assert!(kept.rejected.is_some());
+        idx.resync("c1", &q);
+        assert_eq!(drain(&q), vec!["up:apps.web:1", "marker"]);
+        d.metadata.generation = Some(3);
+        d.spec.raw = vec![serde_json::json!({"v": 3})];
+        idx.apply(DescEntry::from_description(&d, limits));
+        assert_eq!(drain(&q), vec!["up:apps.web:3"]);
     }
 
     #[test]
