@@ -914,3 +914,23 @@ async fn foreground_and_orphan_propagation() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn pods_are_stored_and_logs_answer_like_without_a_kubelet() {
+    use k8s_openapi::api::core::v1::Pod;
+    let (_c, client) = cluster().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({"metadata":{"name":"p"},
+        "spec":{"containers":[{"name":"c","image":"busybox"}]}}))
+    .unwrap();
+    let made = pods.create(&PostParams::default(), &p).await.unwrap();
+    assert_eq!(made.status.unwrap().phase.as_deref(), Some("Pending"));
+    let err = pods.logs("p", &Default::default()).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("does not have a host assigned")),
+        "{err:?}"
+    );
+    // Unscheduled pods are deleted at once.
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+}

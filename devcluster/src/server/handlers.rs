@@ -112,6 +112,9 @@ pub(crate) async fn dispatch(state: Arc<State>, ctx: Ctx) -> Result<Response<Bod
         }
         (&Method::GET, true, None | Some("status")) => get(&state, &ctx),
         (&Method::GET, true, Some("scale")) if ctx.info.scale.is_some() => get_scale(&state, &ctx),
+        (&Method::GET, true, Some("log")) if ctx.info.builtin && ctx.info.kind == "Pod" => {
+            pod_log(&state, &ctx)
+        }
         (&Method::POST, false, None) => create(&state, &ctx),
         (&Method::POST, true, Some("token")) if ctx.info.kind == "ServiceAccount" => {
             token_request(&state, &ctx)
@@ -123,7 +126,7 @@ pub(crate) async fn dispatch(state: Arc<State>, ctx: Ctx) -> Result<Response<Bod
         }
         (&Method::DELETE, true, None) => delete(&state, &ctx),
         (&Method::DELETE, false, None) => delete_collection(&state, &ctx),
-        (_, true, Some(s)) if !matches!(s, "status" | "scale" | "finalize" | "token") => {
+        (_, true, Some(s)) if !matches!(s, "status" | "scale" | "finalize" | "token" | "log") => {
             Err(ApiError::unknown_path())
         }
         (_, true, Some("status")) if !ctx.info.status_subresource => Err(ApiError::unknown_path()),
@@ -1767,4 +1770,49 @@ fn token_request(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     req["status"] = json!({"token": token,
         "expirationTimestamp": exp.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)});
     Ok(json_response(201, &req))
+}
+
+// ---------------------------------------------------------------------------------------------
+// pods/log: there is no kubelet, so answer like kube-apiserver does for pods it cannot reach.
+
+fn pod_log(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
+    let name = ctx.name.clone().unwrap_or_default();
+    let ns = ctx.namespace.clone().unwrap_or_default();
+    let pod = state
+        .store
+        .get(&storage_key(&ctx.info), &ns, &name)
+        .ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
+    let containers: Vec<String> = pod["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    match ctx.query.non_empty("container") {
+        Some(c) if !containers.iter().any(|x| x == c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
+        None if containers.len() > 1 => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+        _ => {}
+    }
+    if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let mut resp = Response::new(Body::empty());
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain"),
+    );
+    Ok(resp)
 }
