@@ -934,3 +934,87 @@ async fn pods_are_stored_and_logs_answer_like_without_a_kubelet() {
     pods.delete("p", &DeleteParams::default()).await.unwrap();
     assert!(pods.get_opt("p").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn raw_status_codes_of_bad_input_and_apply_create() {
+    let (_c, client) = cluster().await;
+    let send = |method: &str, path: &str, ct: &str, body: Vec<u8>| {
+        let client = client.clone();
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", ct)
+            .body(kube::client::Body::from(body))
+            .unwrap();
+        async move {
+            let resp = client.send(req).await.unwrap();
+            let status = resp.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(json!(null));
+            (status, v)
+        }
+    };
+    // Apply that creates answers 201, a second apply 200.
+    let body =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a1"},"data":{"x":"1"}}"#
+            .to_vec();
+    let path = "/api/v1/namespaces/default/configmaps/a1?fieldManager=m";
+    assert_eq!(
+        send("PATCH", path, "application/apply-patch+yaml", body.clone())
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        send("PATCH", path, "application/apply-patch+yaml", body)
+            .await
+            .0,
+        200
+    );
+    // Malformed JSON → 400 Status, unknown resource → 404 Status, unknown patch type → 415.
+    let (code, v) = send(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        b"{nope".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (code, v["kind"].as_str(), v["reason"].as_str()),
+        (400, Some("Status"), Some("BadRequest"))
+    );
+    let (code, v) = send(
+        "GET",
+        "/apis/example.com/v1/widgets",
+        "application/json",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((code, v["reason"].as_str()), (404, Some("NotFound")));
+    let (code, _) = send("PATCH", path, "text/plain", b"{}".to_vec()).await;
+    assert_eq!(code, 415);
+    // Delete a collection by label.
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..3 {
+        let mut c = cm(&format!("dc{i}"), json!({}));
+        c.metadata.labels = Some([("batch".to_string(), "x".to_string())].into());
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("batch=x"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        api.list(&ListParams::default().labels("batch=x"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(api.get_opt("a1").await.unwrap().is_some());
+}
