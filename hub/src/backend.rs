@@ -470,22 +470,40 @@ impl KubeBackend {
         if fresh {
             return Ok(());
         }
-        let st = status::status_disconnected(mc.status.as_ref(), Timestamp::now());
-        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
-        api.patch_status(
-            &session.managed_cluster_name,
-            &mgr(),
-            &Patch::Apply(&status::managed_cluster_status_patch(&st)),
-        )
-        .await
-        .map_err(api_err(
-            "write ManagedCluster status",
-            &format!("{}/{}", session.namespace, session.managed_cluster_name),
-        ))?;
-        self.inner.metrics.write("managedcluster_status");
-        self.set_taint(session, &mc, Some(known::REASON_CLUSTER_STATUS_UNKNOWN))
-            .await
+        write_unknown(&self.client(), &self.inner.metrics, &mc).await
     }
+}
+
+/// Marks a cluster `Ready=Unknown` (`ClusterStatusUnknown`) and taints it unschedulable.
+pub(crate) async fn write_unknown(
+    client: &Client,
+    metrics: &Metrics,
+    mc: &ManagedCluster,
+) -> Result<(), Error> {
+    let ns = mc.namespace().unwrap_or_default();
+    let name = mc.name_any();
+    let obj = format!("{ns}/{name}");
+    let st = status::status_disconnected(mc.status.as_ref(), Timestamp::now());
+    let api: Api<ManagedCluster> = Api::namespaced(client.clone(), &ns);
+    api.patch_status(
+        &name,
+        &mgr(),
+        &Patch::Apply(&status::managed_cluster_status_patch(&st)),
+    )
+    .await
+    .map_err(api_err("write ManagedCluster status", &obj))?;
+    metrics.write("managedcluster_status");
+    if let Some(taints) = status::with_unschedulable_taint(
+        &mc.spec.taints,
+        Some(known::REASON_CLUSTER_STATUS_UNKNOWN),
+    ) {
+        let patch = json!({"spec": {"taints": taints}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err("taint ManagedCluster", &obj))?;
+        metrics.write("taint");
+    }
+    Ok(())
 }
 
 fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {
@@ -632,7 +650,15 @@ impl Backend for KubeBackend {
                 &format!("{}/{}", session.namespace, session.managed_cluster_name),
             ))?;
             this.inner.metrics.write("managedcluster_status");
-            if let Some(mc) = cached {
+            // The cache may lag behind a taint just written (by this or another replica): on
+            // any sign of a transition, read the cluster before clearing the taint.
+            let steady = cached.as_ref().is_some_and(|mc| {
+                mc.spec.taints.is_empty()
+                    && mc.status.as_ref().and_then(|s| {
+                        atoll_crds::conditions::status(&s.conditions, known::CONDITION_READY)
+                    }) == Some("True")
+            });
+            if !steady && let Some(mc) = this.fresh_cluster(&session).await? {
                 this.set_taint(&session, &mc, None).await?;
             }
             Ok(())

@@ -31,6 +31,8 @@ pub struct ControllerConfig {
     pub sweep_every: Duration,
     /// Limits on delivered Descriptions.
     pub limits: Limits,
+    /// Heartbeats are overdue after three periods, and never sooner than this.
+    pub heartbeat_grace: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -39,6 +41,7 @@ impl Default for ControllerConfig {
             lost_cluster_timeout: Duration::from_secs(300),
             sweep_every: Duration::from_secs(15),
             limits: Limits::default(),
+            heartbeat_grace: Duration::from_secs(20),
         }
     }
 }
@@ -369,6 +372,20 @@ impl Controllers {
             tick.tick().await;
             for e in self.index.all_entries() {
                 self.reconcile_finalizer(&e);
+            }
+            let now = Timestamp::now();
+            for mc in self.clusters.state() {
+                if !status::heartbeat_overdue(mc.status.as_ref(), now, self.config.heartbeat_grace)
+                {
+                    continue;
+                }
+                tracing::info!(namespace = ?mc.namespace(), name = %mc.name_any(), "heartbeats overdue: marking the cluster Ready=Unknown");
+                if let Err(e) =
+                    crate::backend::write_unknown(&self.client, &self.metrics, &mc).await
+                {
+                    self.metrics.error(&e);
+                    tracing::warn!(error = %e, "marking a silent cluster failed");
+                }
             }
         }
     }

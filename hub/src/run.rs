@@ -63,6 +63,9 @@ impl HubConfig {
                     max_objects_per_description: a.max_objects_per_description,
                     max_description_bytes: a.max_message_bytes.saturating_sub(64 * 1024),
                 },
+                heartbeat_grace: Duration::from_secs(u64::from(
+                    a.heartbeat_seconds.max(1) * a.disconnect_grace_heartbeats.max(1),
+                )),
             },
         }
     }
@@ -89,6 +92,7 @@ impl HubConfig {
                 lost_cluster_timeout: Duration::from_secs(300),
                 sweep_every: Duration::from_millis(500),
                 limits: Limits::default(),
+                heartbeat_grace: Duration::from_secs(3),
             },
         }
     }

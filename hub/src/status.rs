@@ -110,6 +110,26 @@ pub fn status_disconnected(
     s
 }
 
+/// Whether a Ready cluster's heartbeats are overdue at `now`: its last one is older than three
+/// of its periods (and than `min`). This catches agents that hang with their stream open, and
+/// clusters whose agent never came back after a hub restart (no stream end to notice).
+pub fn heartbeat_overdue(
+    status: Option<&ManagedClusterStatus>,
+    now: Timestamp,
+    min: Duration,
+) -> bool {
+    let Some(s) = status else { return false };
+    if conditions::status(&s.conditions, known::CONDITION_READY) != Some("True") {
+        return false;
+    }
+    let period = u64::try_from(s.heartbeat_frequency_seconds.unwrap_or(10).max(1)).unwrap_or(10);
+    let allowed = Duration::from_secs(period.saturating_mul(3)).max(min);
+    let allowed = SignedDuration::try_from(allowed).unwrap_or(SignedDuration::MAX);
+    s.last_observed_time
+        .as_ref()
+        .is_some_and(|t| now.duration_since(t.0) > allowed)
+}
+
 /// The taint list with the unschedulable taint set to `reason` (`Some`) or removed (`None`);
 /// `None` when nothing changes.
 pub fn with_unschedulable_taint(taints: &[Taint], reason: Option<&str>) -> Option<Vec<Taint>> {
@@ -537,6 +557,37 @@ mod tests {
                 want,
                 "{deleting} {has} {cluster:?}"
             );
+        }
+    }
+
+    #[test]
+    fn overdue_heartbeats_table() {
+        let now = ts("2026-01-01T00:01:00Z");
+        let st = |ready: &str, last: &str, period: i64| ManagedClusterStatus {
+            conditions: vec![conditions::new(
+                "Ready",
+                ready,
+                "r",
+                "",
+                None,
+                Time(ts("2026-01-01T00:00:00Z")),
+            )],
+            last_observed_time: Some(Time(ts(last))),
+            heartbeat_frequency_seconds: Some(period),
+            ..Default::default()
+        };
+        let min = Duration::from_secs(20);
+        let cases = [
+            (Some(st("True", "2026-01-01T00:00:55Z", 10)), false),
+            (Some(st("True", "2026-01-01T00:00:25Z", 10)), true),
+            (Some(st("True", "2026-01-01T00:00:45Z", 1)), false),
+            (Some(st("True", "2026-01-01T00:00:35Z", 1)), true),
+            (Some(st("Unknown", "2026-01-01T00:00:00Z", 10)), false),
+            (Some(st("False", "2026-01-01T00:00:00Z", 10)), false),
+            (None, false),
+        ];
+        for (i, (s, want)) in cases.into_iter().enumerate() {
+            assert_eq!(heartbeat_overdue(s.as_ref(), now, min), want, "case {i}");
         }
     }
 

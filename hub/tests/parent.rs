@@ -988,3 +988,37 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
     );
     drop(h);
 }
+
+#[tokio::test]
+async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &a.welcome.namespace);
+    a.heartbeat(true).await;
+    eventually("Ready=True", || async {
+        (ready(&mcs.get("edge-a").await.unwrap()).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    let started = Instant::now();
+    eventually("Ready=Unknown while the stream is open", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        let tainted = mc
+            .spec
+            .taints
+            .iter()
+            .any(|t| t.key == known::TAINT_UNSCHEDULABLE);
+        (ready(&mc).as_deref() == Some("Unknown") && tainted).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "marked before three periods passed"
+    );
+    a.heartbeat(true).await;
+    eventually("Ready=True again", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        (ready(&mc).as_deref() == Some("True") && mc.spec.taints.is_empty()).then_some(())
+    })
+    .await;
+}
