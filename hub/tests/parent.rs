@@ -1022,3 +1022,83 @@ async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown(
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
+    use atoll_agent::hub::Backoff;
+    use atoll_agent::{Agent, AgentConfig, Applier};
+    use std::sync::Arc;
+    let p = parent().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let mut config = AgentConfig::new(&format!("http://{}", h.addr), BOOTSTRAP, "real-1");
+    config.backoff = Backoff {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(500),
+    };
+    config.default_heartbeat = Duration::from_secs(1);
+    let applier = Arc::new(Applier::new(child_client.clone(), "atoll-agent"));
+    let agent = Agent::new(child_client.clone(), config, applier);
+    let state = agent.subscribe();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(agent.run(async move {
+        let _ = stopped.await;
+    }));
+    let ns = eventually("the agent connected", || async {
+        let s = state.borrow().clone();
+        if let Some(e) = &s.last_error {
+            eprintln!("agent: {e}");
+        }
+        (s.connected && s.snapshots > 0).then_some(s.namespace)
+    })
+    .await;
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Ready=True from the agent's heartbeat", || async {
+        (ready(&mcs.get("real-1").await.unwrap()).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    description(&p.client, &ns, "apps.web", "real").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child_client.clone(), "default");
+    eventually("the ConfigMap in the child", || async {
+        cms.get_opt("cm").await.unwrap()
+    })
+    .await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Description Success", || async {
+        let d = descs.get("apps.web").await.unwrap();
+        (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    eventually("the finalizer", || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Description gone", || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        cms.get_opt("cm").await.unwrap().is_none(),
+        "the child object survived"
+    );
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(5), running).await;
+}
