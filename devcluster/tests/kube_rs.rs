@@ -1018,3 +1018,24 @@ async fn raw_status_codes_of_bad_input_and_apply_create() {
     );
     assert!(api.get_opt("a1").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn dependents_of_a_missing_owner_are_collected() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut dep = cm("dangling", json!({}));
+    dep.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "gone".into(),
+        uid: "00000000-0000-0000-0000-000000000000".into(),
+        ..Default::default()
+    }]);
+    api.create(&PostParams::default(), &dep).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while api.get_opt("dangling").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "never collected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -891,12 +891,24 @@ pub(crate) fn finish_update(
         return Ok(Written { obj: removed });
     }
     let stored = txn.put(&key, new);
-    after_write(state, info, &stored);
+    after_write(state, txn, info, &stored);
     Ok(Written { obj: stored })
 }
 
 /// Hooks after an object was stored.
-fn after_write(state: &State, info: &ResourceInfo, obj: &Obj) {
+fn after_write(state: &State, txn: &Txn<'_>, info: &ResourceInfo, obj: &Obj) {
+    // A dependent whose owner does not exist (any more) is garbage, as for the real GC.
+    for r in obj["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if let Some(uid) = r["uid"].as_str()
+            && txn.by_uid(uid).is_none()
+        {
+            state.removed(uid);
+        }
+    }
     if info.builtin && info.group == "apiextensions.k8s.io" {
         crd::register(state, obj);
     }
@@ -995,7 +1007,7 @@ pub(crate) fn store_new(
     }
     let stored = txn.put(&key, obj);
     after_create(state, txn, info, &stored);
-    after_write(state, info, &stored);
+    after_write(state, txn, info, &stored);
     Ok(stored)
 }
 

@@ -75,7 +75,45 @@ impl State {
         for crd in crds {
             crd::register(self, &crd);
         }
-        controllers::seed(self)
+        controllers::seed(self)?;
+        self.resume_background_work();
+        Ok(())
+    }
+
+    /// After a restart: picks up foreground deletions in progress and dependents whose owners
+    /// disappeared before the garbage collector ran.
+    fn resume_background_work(&self) {
+        let mut uids = std::collections::HashSet::new();
+        let mut owners = Vec::new();
+        let mut foreground = Vec::new();
+        self.store.scan(|key, obj| {
+            let meta = &obj["metadata"];
+            if let Some(uid) = meta["uid"].as_str() {
+                uids.insert(uid.to_string());
+            }
+            for r in meta["ownerReferences"].as_array().into_iter().flatten() {
+                if let Some(uid) = r["uid"].as_str() {
+                    owners.push(uid.to_string());
+                }
+            }
+            if meta["finalizers"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "foregroundDeletion"))
+            {
+                foreground.push(ObjRef {
+                    key: key.clone(),
+                    namespace: meta["namespace"].as_str().unwrap_or("").to_string(),
+                    name: meta["name"].as_str().unwrap_or("").to_string(),
+                });
+            }
+        });
+        let mut queue = self.gc_queue.lock();
+        for o in owners {
+            if !uids.contains(&o) {
+                queue.push(o);
+            }
+        }
+        self.foreground.lock().extend(foreground);
     }
 
     /// Signals watch streams and controllers to stop.

@@ -117,6 +117,7 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
     let timeout = q
         .non_empty("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
         .map(Duration::from_secs)
         .unwrap_or_else(|| {
             use rand::Rng;

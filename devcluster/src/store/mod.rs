@@ -383,6 +383,16 @@ impl Store {
         }
     }
 
+    /// Calls `f` for every stored object (holding the store lock).
+    pub fn scan(&self, mut f: impl FnMut(&ResKey, &Obj)) {
+        let inner = self.inner.lock();
+        for (key, table) in &inner.tables {
+            for obj in table.objects.values() {
+                f(key, obj);
+            }
+        }
+    }
+
     /// A receiver of every future event.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
         self.events.subscribe()
