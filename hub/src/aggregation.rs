@@ -29,6 +29,8 @@ use atoll_crds::apps::{
     AggregatedStatus, Description, DescriptionPhase, DescriptionStatus, Feed, FeedStatus,
     FeedStatusPerCluster, ReplicaStatus,
 };
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::error::Error;
@@ -220,9 +222,10 @@ pub fn aggregate(
     binding_clusters: &[ClusterRef],
     descriptions: &[DescriptionReport<'_>],
 ) -> Vec<AggregatedStatus> {
+    let by_namespace = index_reports(descriptions);
     let reports: Vec<Option<&DescriptionReport<'_>>> = binding_clusters
         .iter()
-        .map(|c| descriptions.iter().find(|d| d.namespace == c.namespace))
+        .map(|c| by_namespace.get(c.namespace.as_str()).copied())
         .collect();
     feeds
         .iter()
@@ -247,15 +250,27 @@ pub fn completed_releases(
     binding_clusters: &[ClusterRef],
     descriptions: &[DescriptionReport<'_>],
 ) -> i32 {
+    let by_namespace = index_reports(descriptions);
     let n = binding_clusters
         .iter()
         .filter(|c| {
-            descriptions.iter().any(|d| {
-                d.namespace == c.namespace && d.status.phase == Some(DescriptionPhase::Success)
-            })
+            by_namespace
+                .get(c.namespace.as_str())
+                .is_some_and(|d| d.status.phase == Some(DescriptionPhase::Success))
         })
         .count();
     i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// Reports by namespace; with two reports for one namespace the first wins.
+fn index_reports<'r, 'a>(
+    descriptions: &'r [DescriptionReport<'a>],
+) -> HashMap<&'a str, &'r DescriptionReport<'a>> {
+    let mut map = HashMap::with_capacity(descriptions.len());
+    for d in descriptions {
+        map.entry(d.namespace).or_insert(d);
+    }
+    map
 }
 
 #[cfg(test)]
