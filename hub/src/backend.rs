@@ -32,6 +32,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Annotation on a ManagedCluster: the epoch of the cluster's newest agent stream, on whichever
+/// hub replica it is. Replicas ignore reports and heartbeats of older streams.
+pub const ANNOTATION_STREAM_EPOCH: &str = "hub.atoll.io/stream-epoch";
+
 /// Value of `clusternet.io/created-by` on what the hub creates.
 pub const CREATED_BY: &str = "atoll-hub";
 
@@ -411,6 +415,37 @@ impl KubeBackend {
         Ok(())
     }
 
+    /// Whether a newer stream of this cluster exists on any replica (from the shared cache).
+    fn superseded(&self, session: &Session) -> bool {
+        session.epoch > 0
+            && self
+                .cached_cluster(session)
+                .and_then(|mc| {
+                    mc.annotations()
+                        .get(ANNOTATION_STREAM_EPOCH)
+                        .and_then(|v| v.parse::<u64>().ok())
+                })
+                .is_some_and(|newest| newest > session.epoch)
+    }
+
+    async fn record_epoch(&self, session: &Session) -> Result<(), Error> {
+        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        let patch = json!({"metadata": {"annotations": {
+            ANNOTATION_STREAM_EPOCH: session.epoch.to_string(),
+        }}});
+        api.patch(
+            &session.managed_cluster_name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(api_err(
+            "annotate ManagedCluster",
+            &format!("{}/{}", session.namespace, session.managed_cluster_name),
+        ))?;
+        Ok(())
+    }
+
     fn cached_cluster(&self, session: &Session) -> Option<Arc<ManagedCluster>> {
         self.inner
             .clusters
@@ -621,6 +656,13 @@ impl Backend for KubeBackend {
                 this.inner.metrics.error(&e);
                 tracing::warn!(error = %e, "clearing the unschedulable taint failed");
             }
+            if session.epoch > 0
+                && !this.superseded(&session)
+                && let Err(e) = this.record_epoch(&session).await
+            {
+                this.inner.metrics.error(&e);
+                tracing::warn!(error = %e, "recording the stream epoch failed");
+            }
         }
     }
 
@@ -632,6 +674,10 @@ impl Backend for KubeBackend {
         let this = self.clone();
         let session = session.clone();
         async move {
+            if this.superseded(&session) {
+                this.inner.metrics.report("older_stream");
+                return Ok(());
+            }
             let cached = this.cached_cluster(&session);
             let st = status::status_from_heartbeat(
                 &heartbeat,
@@ -674,6 +720,10 @@ impl Backend for KubeBackend {
         let this = self.clone();
         let session = session.clone();
         async move {
+            if this.superseded(&session) {
+                this.inner.metrics.report("older_stream");
+                return Ok(());
+            }
             if report.deleted {
                 if entry.deleting && entry.has_finalizer() {
                     remove_finalizer(&this.client(), &session.namespace, &entry.name).await?;

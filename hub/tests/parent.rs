@@ -1102,3 +1102,57 @@ async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), running).await;
 }
+
+#[tokio::test]
+async fn two_hub_replicas_ignore_the_older_stream_of_a_cluster() {
+    let p = parent().await;
+    let h1 = hub(&p.client, |_| {}).await;
+    let h2 = hub(&p.client, |_| {}).await;
+    let old = connect(&h1, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = old.welcome.namespace.clone();
+    let token = old.welcome.cluster_token.clone();
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    let new = connect(&h2, ID_A, "edge-a", &token).await.unwrap();
+    assert!(new.welcome.epoch > old.welcome.epoch);
+    let beat = |a: &Agent, version: &str| {
+        let tx = a.tx.clone();
+        let version = version.to_string();
+        async move {
+            tx.send(v1::AgentMessage {
+                message: Some(In::Heartbeat(v1::Heartbeat {
+                    k8s_version: version,
+                    healthz: true,
+                    livez: true,
+                    readyz: true,
+                    heartbeat_seconds: 1,
+                    ..Default::default()
+                })),
+            })
+            .await
+            .unwrap();
+        }
+    };
+    // Both replicas' caches learn the newer epoch.
+    eventually("the epoch annotation", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        (mc.annotations()
+            .get(atoll_hub::backend::ANNOTATION_STREAM_EPOCH)
+            == Some(&new.welcome.epoch.to_string()))
+        .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    beat(&new, "v1.33.2-new").await;
+    eventually("the new stream's heartbeat", || async {
+        let mc = mcs.get("edge-a").await.unwrap();
+        (mc.status?.k8s_version.as_deref() == Some("v1.33.2-new")).then_some(())
+    })
+    .await;
+    beat(&old, "v1.0.0-old").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mc = mcs.get("edge-a").await.unwrap();
+    assert_eq!(
+        mc.status.unwrap().k8s_version.as_deref(),
+        Some("v1.33.2-new")
+    );
+}
