@@ -966,17 +966,39 @@ pub(crate) fn store_new(
     manager: Manager<'_>,
     dry_run: bool,
 ) -> Result<Obj, ApiError> {
+    prepare_new(info, &mut obj, manager)?;
+    insert_new(state, txn, info, obj, dry_run)
+}
+
+/// The part of a create that needs no stored state (server-owned fields, CRD status,
+/// managedFields): done before the store lock is taken.
+pub(crate) fn prepare_new(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    manager: Manager<'_>,
+) -> Result<(), ApiError> {
     let now = now();
-    init_created(info, &mut obj, &now);
+    init_created(info, obj, &now);
     if info.builtin && info.group == "apiextensions.k8s.io" {
-        crd::prepare(info, &mut obj, None)?;
+        crd::prepare(info, obj, None)?;
     }
     match manager {
         Manager::Update(m) | Manager::Internal(m) => {
-            objects::apply::record_update(None, &mut obj, m, None, &now)
+            objects::apply::record_update(None, obj, m, None, &now)
         }
         Manager::Applied => {}
     }
+    Ok(())
+}
+
+/// Stores a prepared new object: name generation, validation, namespace checks, conflicts.
+pub(crate) fn insert_new(
+    state: &State,
+    txn: &mut Txn<'_>,
+    info: &ResourceInfo,
+    mut obj: Value,
+    dry_run: bool,
+) -> Result<Obj, ApiError> {
     let generate = mstr(&obj, "name").is_empty() && !mstr(&obj, "generateName").is_empty();
     let key = storage_key(info);
     let ns = mstr(&obj, "namespace").to_string();
@@ -1043,17 +1065,11 @@ fn create(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         ));
     }
     let warnings = admit_custom(ctx, &mut obj, WriteKind::CreateOrUpdate)?;
-    let obj = to_storage(&ctx.info, obj);
+    let mut obj = to_storage(&ctx.info, obj);
     let manager = request::field_manager(&ctx.query, &ctx.headers);
+    prepare_new(&ctx.info, &mut obj, Manager::Update(&manager))?;
     let mut txn = state.store.begin();
-    let stored = store_new(
-        state,
-        &mut txn,
-        &ctx.info,
-        obj,
-        Manager::Update(&manager),
-        dry,
-    )?;
+    let stored = insert_new(state, &mut txn, &ctx.info, obj, dry)?;
     txn.commit()?;
     object_response(ctx, 201, &stored, &warnings)
 }
