@@ -20,6 +20,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+/// A session that lasted this long resets the reconnection backoff.
+const STABLE_SESSION: Duration = Duration::from_secs(10);
+
 /// Largest hub message the agent accepts.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -127,7 +130,7 @@ impl AgentConfig {
             .map_err(|e| Error::HubEndpoint(format!("{}: {e}", self.hub_url)))?
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(20))
             .keep_alive_while_idle(true);
         let https = self.hub_url.starts_with("https://");
         match (&self.transport, https) {
@@ -252,6 +255,7 @@ impl Agent {
         let mut choice = TokenChoice::Stored;
         let mut fell_back = false;
         loop {
+            let started = std::time::Instant::now();
             let outcome = tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 outcome = self.session(channel.clone(), choice) => outcome,
@@ -260,7 +264,11 @@ impl Agent {
             match outcome {
                 Ok(SessionEnd::Shutdown) => return Ok(()),
                 Ok(SessionEnd::Dropped(status)) => {
-                    attempt = 0;
+                    // A stream that lived a while resets the backoff; one dropped at once does
+                    // not, so that a flapping hub is not hammered.
+                    if started.elapsed() >= STABLE_SESSION {
+                        attempt = 0;
+                    }
                     fell_back = false;
                     choice = TokenChoice::Stored;
                     let reason = match status {
