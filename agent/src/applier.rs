@@ -1135,6 +1135,25 @@ mod tests {
     }
 
     #[test]
+    fn fields_are_left_to_managers_that_applied_or_wrote_through_a_subresource() {
+        let live: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "managedFields": [
+                {"manager": "atoll-agent", "operation": "Apply"},
+                {"manager": "keda", "operation": "Apply"},
+                {"manager": "horizontal-pod-autoscaler", "operation": "Update", "subresource": "scale"},
+                {"manager": "kubectl-edit", "operation": "Update"},
+                {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"}
+            ]}
+        }))
+        .unwrap_or_else(|_| unreachable!());
+        let owners = declared_owners(&live, "atoll-agent");
+        let mut owners: Vec<&str> = owners.iter().map(String::as_str).collect();
+        owners.sort_unstable();
+        assert_eq!(owners, vec!["horizontal-pod-autoscaler", "keda"]);
+    }
+
+    #[test]
     fn conflicts_are_read_from_the_status_causes() {
         let status: kube::core::Status = serde_json::from_value(json!({
             "code": 409, "reason": "Conflict", "message": "Apply failed with 2 conflicts",
