@@ -66,9 +66,26 @@ pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, Error> {
     Ok(labels)
 }
 
+/// Checks that a ManagedCluster name is a DNS label of at most 30 characters.
+pub fn validate_cluster_name(name: &str) -> Result<(), Error> {
+    let valid = !name.is_empty()
+        && name.len() <= 30
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::ParseClusterName(name.to_owned()))
+    }
+}
+
 impl Args {
     /// The agent settings these flags describe.
     pub fn agent_config(&self) -> Result<AgentConfig, Error> {
+        validate_cluster_name(&self.cluster_name)?;
         let mut config = AgentConfig::new(&self.hub, &self.bootstrap_token, &self.cluster_name);
         config.cluster_labels = parse_labels(&self.cluster_labels)?;
         config.cluster_type = self.cluster_type.clone();
@@ -172,6 +189,24 @@ mod tests {
                     .collect::<BTreeMap<_, _>>()
             });
             assert_eq!(got, expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn cluster_names_must_be_short_dns_labels() {
+        let cases = [
+            ("edge-1", true),
+            ("a", true),
+            ("abcdefghijabcdefghijabcdefghij", true),
+            ("abcdefghijabcdefghijabcdefghijk", false),
+            ("", false),
+            ("Edge", false),
+            ("-edge", false),
+            ("edge-", false),
+            ("edge_1", false),
+        ];
+        for (name, ok) in cases {
+            assert_eq!(validate_cluster_name(name).is_ok(), ok, "{name}");
         }
     }
 

@@ -129,6 +129,11 @@ pub enum Error {
     /// The hub and agent speak different protocol versions.
     #[error("the hub does not speak this agent's protocol: {0}; upgrade the agent or the hub")]
     ProtocolMismatch(String),
+    /// The cluster name is not a DNS label of at most 30 characters.
+    #[error(
+        "invalid --cluster-name {0:?}: use at most 30 lowercase letters, digits and '-', starting and ending with a letter or digit"
+    )]
+    ParseClusterName(String),
     /// A cluster-labels flag is malformed.
     #[error("invalid --cluster-labels entry {0:?}: expected key=value")]
     ParseLabels(String),
@@ -159,6 +164,7 @@ impl Error {
             Error::RegistrationDenied(_) => "registration_denied",
             Error::ProtocolMismatch(_) => "protocol_mismatch",
             Error::ParseLabels(_) => "parse_labels",
+            Error::ParseClusterName(_) => "parse_cluster_name",
         }
     }
 }
