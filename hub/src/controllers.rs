@@ -142,7 +142,9 @@ impl Controllers {
                     }
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "watching ManagedClusters"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching ManagedClusters failed (retrying); if the resource is not found, install the CRDs: kubectl apply -k manifests/crds")
+                }
             }
         }
     }
@@ -166,7 +168,9 @@ impl Controllers {
                     self.mark_dirty(s.namespace().unwrap_or_default(), s.name_any());
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "watching Subscriptions"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching Subscriptions failed (retrying); if the resource is not found, install the CRDs: kubectl apply -k manifests/crds")
+                }
             }
         }
     }
@@ -196,7 +200,9 @@ impl Controllers {
                         self.after_update(u);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "watching Descriptions"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching Descriptions failed (retrying); if the resource is not found, install the CRDs: kubectl apply -k manifests/crds")
+                }
             }
         }
     }
