@@ -534,7 +534,7 @@ impl Txn<'_> {
                 namespace: r.namespace.clone(),
                 name: r.name.clone(),
                 rv,
-                data: serde_json::to_vec(&*obj).unwrap_or_default(),
+                data: obj.clone(),
             });
         }
         let type_ = if prev.is_some() {

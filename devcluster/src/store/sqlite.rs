@@ -21,7 +21,8 @@ pub(crate) enum DbOp {
         namespace: String,
         name: String,
         rv: u64,
-        data: Vec<u8>,
+        /// Serialised on the writer thread, off the request path.
+        data: std::sync::Arc<serde_json::Value>,
     },
     /// Remove an object.
     Delete {
@@ -159,7 +160,8 @@ impl Db {
                         rv,
                         data,
                     } => {
-                        put.execute(params![group, resource, namespace, name, *rv as i64, data])
+                        let bytes = serde_json::to_vec(&**data).unwrap_or_default();
+                        put.execute(params![group, resource, namespace, name, *rv as i64, bytes])
                             .map_err(sql_err)?;
                     }
                     DbOp::Delete {
