@@ -566,3 +566,148 @@ async fn resync_request_resends_the_snapshot_and_marker() {
     assert_eq!(upsert_name(&a.recv().await), "up:apps.web:1");
     assert_eq!(upsert_name(&a.recv().await), "marker");
 }
+
+/// Encodes like an `AgentMessage`, except that `bad_ack` puts a fixed64 where `Ack` (a
+/// message) belongs: the hub cannot decode it.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Mixed {
+    #[prost(message, optional, tag = "1")]
+    hello: Option<v1::Hello>,
+    #[prost(fixed64, optional, tag = "4")]
+    bad_ack: Option<u64>,
+}
+
+async fn raw_stream(
+    h: &Harness,
+    msgs: Vec<Mixed>,
+) -> Result<Streaming<v1::HubMessage>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(h.channel().await);
+    grpc.ready().await.unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    for m in msgs {
+        tx.send(m).await.unwrap();
+    }
+    // Keep the request stream open for the rest of the test.
+    std::mem::forget(tx);
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/atoll.hub.v1.Hub/Sync");
+    let codec = tonic_prost::ProstCodec::<Mixed, v1::HubMessage>::default();
+    grpc.streaming(tonic::Request::new(ReceiverStream::new(rx)), path, codec)
+        .await
+        .map(|r| r.into_inner())
+}
+
+#[tokio::test]
+async fn malformed_protobuf_is_invalid_argument_and_closes_only_that_stream() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_B);
+    let mut healthy = h.open(hello(ID_B, GOOD)).await.unwrap();
+    assert_eq!(upsert_name(&healthy.recv().await), "welcome");
+    assert_eq!(upsert_name(&healthy.recv().await), "marker");
+
+    // Malformed first message.
+    let err = raw_stream(
+        &h,
+        vec![Mixed {
+            hello: None,
+            bad_ack: Some(7),
+        }],
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+
+    // A good Hello, then a malformed message.
+    let Some(In::Hello(good)) = hello(ID_A, GOOD).message else {
+        unreachable!()
+    };
+    let mut s = raw_stream(
+        &h,
+        vec![
+            Mixed {
+                hello: Some(good),
+                bad_ack: None,
+            },
+            Mixed {
+                hello: None,
+                bad_ack: Some(7),
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    let status = loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.message())
+            .await
+            .unwrap()
+        {
+            Err(status) => break status,
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("stream ended without a status"),
+        }
+    };
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+
+    // The other agent's stream is unaffected.
+    h.index.apply(entry(&ns, "after", 1));
+    assert_eq!(upsert_name(&healthy.recv().await), "up:after:1");
+}
+
+#[test]
+fn errors_map_to_the_documented_grpc_codes() {
+    use atoll_hub::service::{inbound_error, status_of};
+    let cases = [
+        (
+            Error::Authenticate {
+                cluster_id: "c".into(),
+                reason: "r".into(),
+            },
+            Code::Unauthenticated,
+        ),
+        (
+            Error::RegistrationDenied {
+                cluster_id: "c".into(),
+                reason: "r".into(),
+            },
+            Code::PermissionDenied,
+        ),
+        (
+            Error::AuthoriseReport {
+                name: "n".into(),
+                namespace: "ns".into(),
+            },
+            Code::PermissionDenied,
+        ),
+        (
+            Error::CheckProtocolVersion { got: 2 },
+            Code::FailedPrecondition,
+        ),
+        (
+            Error::ParseHello { reason: "r".into() },
+            Code::InvalidArgument,
+        ),
+        (
+            Error::CallApiServer {
+                operation: "o".into(),
+                object: "x".into(),
+                message: "m".into(),
+            },
+            Code::Unavailable,
+        ),
+    ];
+    for (e, code) in cases {
+        assert_eq!(status_of(&e).code(), code, "{e}");
+    }
+    let too_large = tonic::Status::out_of_range(
+        "Error, decoded message length too large: found 9 bytes, the limit is: 4 bytes",
+    );
+    assert_eq!(inbound_error(&too_large).code(), Code::ResourceExhausted);
+    assert_eq!(
+        inbound_error(&tonic::Status::internal("invalid wire type")).code(),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        inbound_error(&tonic::Status::cancelled("gone")).code(),
+        Code::Cancelled
+    );
+}
