@@ -220,6 +220,15 @@ pub enum Error {
         kind: &'static str,
     },
 
+    /// An object kept changing under a guarded write; the pass is retried.
+    #[error("failed to {operation} {target}: it kept changing; retrying")]
+    ConflictRetries {
+        /// What was attempted.
+        operation: &'static str,
+        /// The object, `namespace/name`.
+        target: String,
+    },
+
     /// An object could not be encoded as JSON.
     #[error("failed to encode {what}: {reason}")]
     EncodeObject {
@@ -258,6 +267,7 @@ impl Error {
             Error::SyncFeedKind { .. } => "sync_feed_kind",
             Error::SyncCache { .. } => "sync_cache",
             Error::EncodeObject { .. } => "encode_object",
+            Error::ConflictRetries { .. } => "conflict_retries",
         }
     }
 
@@ -271,6 +281,7 @@ impl Error {
                 | Error::DiscoverFeedKind { .. }
                 | Error::SyncFeedKind { .. }
                 | Error::SyncCache { .. }
+                | Error::ConflictRetries { .. }
         )
     }
 }

@@ -120,6 +120,7 @@ impl FeedWatches {
         let kind = resource.kind.clone();
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
+            .modify(|object: &mut DynamicObject| object.metadata.managed_fields = None)
             .reflect(writer)
             .touched_objects();
         tokio::spawn(async move {
@@ -169,6 +170,15 @@ impl FeedWatches {
             Ok(watch) => watch,
             Err(problem) => return Ok(Err(problem)),
         };
+        // Another reconcile may have started this watch a moment ago: wait for its first list.
+        if tokio::time::timeout(self.ready_timeout, watch.store.wait_until_ready())
+            .await
+            .is_err()
+        {
+            return Err(Error::SyncFeedKind {
+                kind: kind_text(feed),
+            });
+        }
         let mut key = ObjectRef::new_with(&feed.name, watch.resource.clone());
         if watch.namespaced {
             key = key.within(feed.namespace.as_deref().unwrap_or("default"));

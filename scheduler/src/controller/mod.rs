@@ -63,7 +63,10 @@ where
     F: FnMut(&Event<K>) -> Vec<Trigger> + Send + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = stream.default_backoff().reflect(writer);
+    let stream = stream
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
@@ -81,6 +84,15 @@ where
     });
     store
 }
+
+/// managedFields are never read by the scheduler and are often the largest part of an object;
+/// leaving them out of the caches keeps memory proportional to what is used.
+fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Reconciles running at once; bounds the requests in flight against the parent.
+const RECONCILE_CONCURRENCY: u16 = 32;
 
 /// What a watch event asks of the reconcile loop.
 enum Trigger {
@@ -141,11 +153,19 @@ pub async fn run(
     let (one_tx, one_rx) = mpsc::channel::<ObjectRef<Subscription>>(TRIGGER_QUEUE);
     let (all_tx, all_rx) = mpsc::channel::<()>(1);
 
-    let controller = Controller::new(
+    let (subscriptions, writer) = reflector::store();
+    let subscription_events = watcher::watcher(
         Api::<Subscription>::all(client.clone()),
         watcher::Config::default(),
-    );
-    let subscriptions = controller.store();
+    )
+    .default_backoff()
+    .modify(drop_managed_fields)
+    .reflect(writer)
+    .applied_objects();
+    let controller = Controller::for_stream(subscription_events, subscriptions.clone())
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+        );
 
     let mut fingerprints: HashMap<String, u64> = HashMap::new();
     let all = all_tx.clone();

@@ -190,32 +190,48 @@ fn feed_location(feed: &atoll_crds::apps::Feed) -> String {
 }
 
 /// Adds the scheduler's finalizer, so that deleting the Subscription waits for its Descriptions.
+/// The patch is guarded by the resourceVersion it was computed from; when the cache was behind,
+/// the live object is read and the patch computed again.
 async fn ensure_finalizer(sub: &Subscription, ctx: &Context) -> Result<(), Error> {
-    if sub.finalizers().iter().any(|f| f == known::FINALIZER) {
-        return Ok(());
-    }
-    let patch = if sub.finalizers().is_empty() {
-        json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [known::FINALIZER]}
-        ])
-    } else {
-        json!([{"op": "add", "path": "/metadata/finalizers/-", "value": known::FINALIZER}])
-    };
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(|e| Error::EncodeObject {
+    let api = subscription_api(&ctx.client, sub);
+    let mut current = sub.clone();
+    for _ in 0..3 {
+        if current.finalizers().iter().any(|f| f == known::FINALIZER) {
+            return Ok(());
+        }
+        let mut finalizers = current.finalizers().to_vec();
+        finalizers.push(known::FINALIZER.to_owned());
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": current.resource_version()},
+            {"op": "add", "path": "/metadata/finalizers", "value": finalizers}
+        ]))
+        .map_err(|e| Error::EncodeObject {
             what: "finalizer patch".to_owned(),
             reason: e.to_string(),
         })?;
-    subscription_api(&ctx.client, sub)
-        .patch(
-            &sub.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
-        .await
-        .map_err(api_error("add finalizer to Subscription", sub_key(sub)))?;
-    Ok(())
+        match api
+            .patch(
+                &sub.name_any(),
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            // The object changed since it was read: read it again.
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
+                current = api
+                    .get(&sub.name_any())
+                    .await
+                    .map_err(api_error("read Subscription", sub_key(sub)))?;
+            }
+            Err(e) => return Err(api_error("add finalizer to Subscription", sub_key(sub))(e)),
+        }
+    }
+    Err(Error::ConflictRetries {
+        operation: "add finalizer to Subscription",
+        target: sub_key(sub),
+    })
 }
 
 /// The labels every Description of `sub` for `cluster` carries.
