@@ -205,6 +205,22 @@ async fn list_with_selectors_and_pages() {
     seen.sort();
     assert_eq!(seen, (0..7).map(|i| format!("p{i}")).collect::<Vec<_>>());
 
+    // Later pages report the first page's resourceVersion, even when writes happen between
+    // pages, so a watch from it misses nothing.
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    api.create(&PostParams::default(), &cm("between", json!({})))
+        .await
+        .unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    let second = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.metadata.resource_version,
+        first.metadata.resource_version
+    );
+
     // Bad selector → 400.
     let err = api
         .list(&ListParams::default().labels("a in b"))

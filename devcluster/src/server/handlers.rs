@@ -210,15 +210,18 @@ fn encode_continue(rv: u64, next: &(String, String)) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     Ok((
-        v["ns"].as_str().ok_or_else(bad)?.to_string(),
-        v["name"].as_str().ok_or_else(bad)?.to_string(),
+        v["rv"].as_u64().ok_or_else(bad)?,
+        (
+            v["ns"].as_str().ok_or_else(bad)?.to_string(),
+            v["name"].as_str().ok_or_else(bad)?.to_string(),
+        ),
     ))
 }
 
@@ -296,9 +299,12 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         .and_then(|l| l.parse::<i64>().ok())
         .map(|l| l.max(0) as usize)
         .unwrap_or(0);
-    let after = match ctx.query.non_empty("continue") {
-        Some(t) => Some(decode_continue(t)?),
-        None => None,
+    let (first_rv, after) = match ctx.query.non_empty("continue") {
+        Some(t) => {
+            let (rv, key) = decode_continue(t)?;
+            (Some(rv), Some(key))
+        }
+        None => (None, None),
     };
     let key = storage_key(&ctx.info);
     let page = state
@@ -306,9 +312,13 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         .list_page(&key, ctx.namespace.as_deref(), after, limit, &|o| {
             sel.matches(o)
         });
-    let mut list_meta = json!({"resourceVersion": page.rv.to_string()});
+    // Every page of a paginated list reports the RV of the first page, so that a watch
+    // started from it misses nothing that changed while the pages were read (the pages are
+    // not a snapshot, so such changes may be replayed to the watch; that is harmless).
+    let list_rv = first_rv.unwrap_or(page.rv).min(page.rv);
+    let mut list_meta = json!({"resourceVersion": list_rv.to_string()});
     if let Some(next) = &page.next {
-        list_meta["continue"] = Value::String(encode_continue(page.rv, next));
+        list_meta["continue"] = Value::String(encode_continue(list_rv, next));
         if page.remaining > 0 {
             list_meta["remainingItemCount"] = json!(page.remaining);
         }
