@@ -139,18 +139,32 @@ pub(crate) fn present(info: &ResourceInfo, obj: &Obj) -> Obj {
     if is_events_v1(info) && obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
         return Arc::new(event_from_core((**obj).clone()));
     }
-    let av = info.api_version();
-    if obj.get("apiVersion").and_then(Value::as_str) == Some(av.as_str())
+    if obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|av| api_version_is(info, av))
         && obj.get("kind").and_then(Value::as_str) == Some(info.kind.as_str())
     {
         return obj.clone();
     }
+    let av = info.api_version();
     let mut v = (**obj).clone();
     if let Some(m) = v.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(av));
         m.insert("kind".into(), Value::String(info.kind.clone()));
     }
     Arc::new(v)
+}
+
+/// Whether `av` is `info`'s apiVersion (without allocating).
+pub(crate) fn api_version_is(info: &ResourceInfo, av: &str) -> bool {
+    if info.group.is_empty() {
+        return av == info.version;
+    }
+    av.len() == info.group.len() + 1 + info.version.len()
+        && av.starts_with(info.group.as_str())
+        && av.ends_with(info.version.as_str())
+        && av.as_bytes().get(info.group.len()) == Some(&b'/')
 }
 
 /// `PartialObjectMetadata` of an object.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ApiError;
-use super::handlers::{Selectors, mstr, partial_metadata, present};
+use super::handlers::{Selectors, api_version_is, mstr, partial_metadata, present};
 use super::registry::storage_key;
 use super::request::{self, Output};
 use super::{Ctx, State, table};
@@ -59,8 +59,11 @@ impl Renderer {
     fn event_line(&mut self, ev: &WatchEvent, type_: EventType) -> Bytes {
         if self.output == Output::Plain
             && type_ == ev.type_
-            && ev.object.get("apiVersion").and_then(Value::as_str)
-                == Some(self.info.api_version().as_str())
+            && ev
+                .object
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|av| api_version_is(&self.info, av))
         {
             return ev.line();
         }
