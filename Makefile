@@ -25,11 +25,11 @@ clippy:
 
 ## crds: regenerate manifests/crds/ from the Rust API types.
 crds:
-	$(CARGO) run --quiet -p atoll-crds --bin crdgen -- --out manifests/crds
+	$(CARGO) run --quiet -p atoll-crds --bin crdgen -- --out manifests/crds --docs docs/api.md
 
 ## crds-check: fail when the committed CRDs differ from what the types generate.
 crds-check:
-	$(CARGO) run --quiet -p atoll-crds --bin crdgen -- --check manifests/crds
+	$(CARGO) run --quiet -p atoll-crds --bin crdgen -- --check manifests/crds --docs docs/api.md
 
 ## bench: throughput, latency and memory figures, printed as tables.
 bench:

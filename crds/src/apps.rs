@@ -205,11 +205,13 @@ pub struct DynamicDividing {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preferred_clusters: Vec<PreferredSchedulingTerm>,
 
-    /// The minimum number of clusters to divide replicas among (reserved, not used yet).
+    /// The minimum number of clusters to divide replicas among: scheduling fails with a condition
+    /// when fewer clusters are feasible (atoll honours it; Clusternet ignores it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_clusters: Option<i32>,
 
-    /// The maximum number of clusters to divide replicas among (reserved, not used yet).
+    /// The maximum number of clusters to divide replicas among: the clusters with the most
+    /// available capacity are kept (atoll honours it; Clusternet ignores it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_clusters: Option<i32>,
 }

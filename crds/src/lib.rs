@@ -8,6 +8,7 @@
 //! - [`conditions`]: `metav1.Condition` lists keyed by `type`.
 //! - [`crdgen`]: the CRD set, rendered as YAML files, and drift detection.
 
+pub mod apidoc;
 pub mod apps;
 pub mod clusters;
 pub mod conditions;
