@@ -1055,3 +1055,46 @@ async fn dependents_of_a_missing_owner_are_collected() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn metadata_and_size_validation() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let is_422 = |r: Result<ConfigMap, kube::Error>| matches!(r, Err(kube::Error::Api(ref s)) if s.code == 422);
+    // Data over 1 MiB (but under the 3 MiB body limit).
+    let big = "x".repeat(1024 * 1024 + 1);
+    assert!(is_422(
+        api.create(&PostParams::default(), &cm("big", json!({"k": big})))
+            .await
+    ));
+    // Two controller owner references.
+    let owner = |uid: &str| OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "o".into(),
+        uid: uid.into(),
+        controller: Some(true),
+        ..Default::default()
+    };
+    let mut two = cm("two", json!({}));
+    two.metadata.owner_references = Some(vec![owner("a"), owner("b")]);
+    assert!(is_422(api.create(&PostParams::default(), &two).await));
+    // A field manager over 128 characters (kube-rs refuses it client-side: send it raw).
+    let path = format!(
+        "/api/v1/namespaces/default/configmaps?fieldManager={}",
+        "m".repeat(129)
+    );
+    let req = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&cm("fm", json!({}))).unwrap())
+        .unwrap();
+    let err = client.request::<ConfigMap>(req).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "{err:?}"
+    );
+    for n in ["big", "two", "fm"] {
+        assert!(api.get_opt(n).await.unwrap().is_none());
+    }
+}

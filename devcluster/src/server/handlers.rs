@@ -82,6 +82,17 @@ fn is_dry_run(ctx: &Ctx) -> Result<bool, ApiError> {
 /// Routes a resource request to its verb.
 pub(crate) async fn dispatch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>, ApiError> {
     let sub = ctx.sub.clone();
+    if let Some(m) = ctx.query.get("fieldManager")
+        && (m.chars().count() > 128 || m.chars().any(|c| c.is_control()))
+    {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "CreateOptions.meta.k8s.io \"\" is invalid: fieldManager: Invalid value: \"{m}\": must be at most 128 printable characters"
+            ),
+        ));
+    }
     if sub.is_none() {
         let verb = match (&ctx.method, ctx.name.is_some()) {
             (&Method::GET, false) if ctx.query.flag("watch") => "watch",
@@ -483,6 +494,67 @@ fn validate_metadata(info: &ResourceInfo, obj: &Value) -> Vec<FieldError> {
             field: "metadata.name".into(),
             message: format!("Invalid value: \"{name}\": {msg}"),
         });
+    }
+    if let Some(ann) = obj
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object)
+    {
+        let size: usize = ann
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if size > 256 * 1024 {
+            errs.push(FieldError {
+                reason: "FieldValueTooLong".into(),
+                field: "metadata.annotations".into(),
+                message: "Too long: must have at most 262144 bytes".into(),
+            });
+        }
+    }
+    if let Some(refs) = obj
+        .get("metadata")
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+    {
+        let controllers = refs.iter().filter(|r| r["controller"] == true).count();
+        if controllers > 1 {
+            errs.push(FieldError {
+                reason: "FieldValueInvalid".into(),
+                field: "metadata.ownerReferences".into(),
+                message: "Invalid value: []v1.OwnerReference: Only one reference can have Controller set to true".into(),
+            });
+        }
+        for (i, r) in refs.iter().enumerate() {
+            for f in ["apiVersion", "kind", "name", "uid"] {
+                if r[f].as_str().is_none_or(str::is_empty) {
+                    errs.push(FieldError {
+                        reason: "FieldValueRequired".into(),
+                        field: format!("metadata.ownerReferences[{i}].{f}"),
+                        message: "Required value".into(),
+                    });
+                }
+            }
+        }
+    }
+    if info.builtin && info.group.is_empty() && matches!(info.kind.as_str(), "ConfigMap" | "Secret")
+    {
+        let size: usize = ["data", "binaryData"]
+            .iter()
+            .filter_map(|f| obj.get(*f).and_then(Value::as_object))
+            .flat_map(|m| m.iter())
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if size > 1024 * 1024 {
+            errs.push(FieldError {
+                reason: "FieldValueTooLong".into(),
+                field: String::new(),
+                message: format!(
+                    "Too long: must have at most 1048576 bytes (data of a {})",
+                    info.kind
+                ),
+            });
+        }
     }
     if let Some(labels) = obj
         .get("metadata")
