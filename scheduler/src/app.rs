@@ -35,6 +35,10 @@ pub struct Args {
     /// Every Subscription is rendered again at least this often (seconds), repairing drift.
     #[arg(long, env = "ATOLL_RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
+    /// Handle only Subscriptions whose `spec.schedulerName` is this (Clusternet's default is
+    /// `default`); others are left to another scheduler.
+    #[arg(long, env = "ATOLL_SCHEDULER_NAME", default_value = "default")]
+    pub scheduler_name: String,
 }
 
 /// Runs the scheduler until it loses leadership or the control loop ends.
@@ -74,6 +78,7 @@ pub async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sy
 
     let config = controller::Config {
         resync: Duration::from_secs(args.resync_seconds.max(10)),
+        scheduler_name: args.scheduler_name.clone(),
         ..controller::Config::default()
     };
     let reporter = Reporter {

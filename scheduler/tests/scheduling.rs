@@ -490,3 +490,39 @@ async fn invalid_spec_gets_a_condition_and_keeps_descriptions() {
         vec![("clusternet-a".to_owned(), 4)]
     );
 }
+
+#[tokio::test]
+async fn subscriptions_for_another_scheduler_are_left_alone() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    apply(client, deployment("default", "api", 1)).await;
+    let _scheduler = start_scheduler(client).await;
+    let mut other = subscription_yaml(
+        "default",
+        "api",
+        json!({
+            "schedulerName": "someone-else",
+            "subscribers": [{"clusterAffinity": {}}],
+            "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "api"}],
+        }),
+    );
+    apply(client, other.clone()).await;
+    apply(client, web_sub(json!({"schedulerName": "default"}))).await;
+    wait_replicas(client, vec![("clusternet-a", 1)]).await;
+    assert!(descriptions_of(client, "default", "api").await.is_empty());
+    assert!(
+        subscription(client, "default", "api")
+            .await
+            .status
+            .is_none()
+    );
+    // Handing it to this scheduler schedules it.
+    other["spec"]["schedulerName"] = json!("default");
+    apply(client, other).await;
+    eventually("api scheduled", WAIT, || async {
+        (descriptions_of(client, "default", "api").await.len() == 1).then_some(())
+    })
+    .await;
+}

@@ -18,7 +18,7 @@ pub mod plan;
 mod reconcile;
 
 pub use metrics::Metrics;
-pub use reconcile::{Config, Context, Stores, error_policy, reconcile};
+pub use reconcile::{Config, Context, DEFAULT_SCHEDULER_NAME, Stores, error_policy, reconcile};
 
 use crate::Error;
 use crate::placement::ClusterInfo;

@@ -25,6 +25,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The `spec.schedulerName` Clusternet defaults to.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default";
+
 /// Tunables of the reconcile loop.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -34,6 +37,9 @@ pub struct Config {
     pub feed_ready_timeout: Duration,
     /// How often to look again while a feed is missing or Descriptions are being removed.
     pub retry: Duration,
+    /// Only Subscriptions whose `spec.schedulerName` is this (or unset) are handled, so that
+    /// another scheduler can own the rest.
+    pub scheduler_name: String,
 }
 
 impl Default for Config {
@@ -42,6 +48,7 @@ impl Default for Config {
             resync: Duration::from_secs(300),
             feed_ready_timeout: Duration::from_secs(10),
             retry: Duration::from_secs(2),
+            scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
         }
     }
 }
@@ -82,6 +89,16 @@ pub struct Context {
 /// Reconciles one Subscription.
 #[tracing::instrument(skip_all, fields(namespace = sub.namespace().unwrap_or_default(), name = sub.name_any()))]
 pub async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let scheduler_name = sub
+        .spec
+        .scheduler_name
+        .as_deref()
+        .unwrap_or(DEFAULT_SCHEDULER_NAME);
+    // A Subscription handed to another scheduler is left alone, except that a deletion still
+    // releases what this scheduler wrote (its finalizer is still on it).
+    if scheduler_name != ctx.config.scheduler_name && sub.meta().deletion_timestamp.is_none() {
+        return Ok(Action::await_change());
+    }
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
     let result = if sub.meta().deletion_timestamp.is_some() {

@@ -49,6 +49,7 @@ pub async fn start_scheduler(client: &Client) -> tokio::task::JoinHandle<()> {
         resync: Duration::from_secs(30),
         feed_ready_timeout: Duration::from_secs(5),
         retry: Duration::from_millis(200),
+        ..controller::Config::default()
     };
     let handle = tokio::spawn(async move {
         let reporter = Reporter {
