@@ -33,7 +33,11 @@ crds-check:
 
 ## bench: throughput, latency and memory figures, printed as tables.
 bench:
-	$(CARGO) run --release -p atoll-scheduler --example bench_placement
+	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent --bins --examples
+	@echo "## devcluster" && $(CARGO) run --quiet --release -p devcluster --example bench
+	@echo "## scheduler: pure core" && $(CARGO) run --quiet --release -p atoll-scheduler --example bench_core
+	@echo "## scheduler: 1,000 Subscriptions x 100 clusters" && $(CARGO) run --quiet --release -p atoll-scheduler --example bench_scale
+	@echo "## hub: fan-out to agents" && $(CARGO) run --quiet --release -p atoll-hub --example bench_fanout
 
 ## ----- local fleet (atoll-e2e) -----------------------------------------------------------------
 ## Debug binaries: the shared target/ already holds most debug artifacts, and the dev profile
