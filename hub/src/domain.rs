@@ -53,6 +53,30 @@ fn is_dns_label(s: &str, max: usize) -> bool {
         && !s.ends_with('-')
 }
 
+fn is_label_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Whether `key=value` is a valid Kubernetes label (`[prefix/]name`, value empty or a name).
+pub fn is_valid_label(key: &str, value: &str) -> bool {
+    let name_ok = match key.split_once('/') {
+        Some((prefix, name)) => {
+            !prefix.is_empty()
+                && prefix.len() <= 253
+                && prefix.split('.').all(|p| is_dns_label(p, 63))
+                && is_label_name(name)
+        }
+        None => is_label_name(key),
+    };
+    name_ok && (value.is_empty() || is_label_name(value))
+}
+
 /// The ManagedCluster name used when the agent sends none: `cluster-` and the first eight
 /// characters of the cluster id.
 pub fn default_cluster_name(cluster_id: &str) -> String {
@@ -94,6 +118,18 @@ impl AgentHello {
             return Err(Error::Authenticate {
                 cluster_id: hello.cluster_id,
                 reason: "no token was sent".into(),
+            });
+        }
+        if let Some((k, v)) = hello
+            .cluster_labels
+            .iter()
+            .find(|(k, v)| !is_valid_label(k, v))
+        {
+            return Err(Error::ParseHello {
+                reason: format!(
+                    "cluster label {k:?}={v:?} is not a valid Kubernetes label; fix the agent's \
+                     cluster labels"
+                ),
             });
         }
         let cluster_type = match hello.cluster_type.as_str() {
@@ -308,12 +344,54 @@ mod tests {
                 |h| h.cluster_type = "Big".into(),
                 Some("parse_hello"),
             ),
+            (
+                "bad label value",
+                |h| {
+                    h.cluster_labels.insert("env".into(), "no spaces".into());
+                },
+                Some("parse_hello"),
+            ),
+            (
+                "bad label key",
+                |h| {
+                    h.cluster_labels.insert("-env".into(), "x".into());
+                },
+                Some("parse_hello"),
+            ),
+            (
+                "prefixed label",
+                |h| {
+                    h.cluster_labels
+                        .insert("topology.kubernetes.io/zone".into(), "eu-1a".into());
+                },
+                None,
+            ),
         ];
         for (what, edit, want) in cases {
             let mut h = hello();
             edit(&mut h);
             let got = AgentHello::from_proto(h).err().map(|e| e.label());
             assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn label_validation_table() {
+        let long = "x".repeat(64);
+        let cases = [
+            ("env", "prod", true),
+            ("env", "", true),
+            ("example.com/env", "a.b_c-d", true),
+            ("Env", "X1", true),
+            ("env", "-x", false),
+            ("env", long.as_str(), false),
+            ("", "x", false),
+            ("a/b/c", "x", false),
+            ("/env", "x", false),
+            ("Bad_Prefix/env", "x", false),
+        ];
+        for (k, v, ok) in cases {
+            assert_eq!(is_valid_label(k, v), ok, "{k}={v}");
         }
     }
 
