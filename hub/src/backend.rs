@@ -1,6 +1,6 @@
-//! The [`Backend`](crate::service::Backend) on a real parent API server: bootstrap and
-//! cluster-token checks, registration (ClusterRegistrationRequest, dedicated namespace,
-//! ManagedCluster, cluster token), and the status writes of connected streams.
+//! The [`Backend`] implementation on a real parent API server: bootstrap and cluster-token
+//! checks, registration (ClusterRegistrationRequest, dedicated namespace, ManagedCluster,
+//! cluster token), and the status writes of connected streams.
 
 use crate::Error;
 use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, SecretString, Session};
