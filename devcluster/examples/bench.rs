@@ -89,6 +89,20 @@ impl Conn {
     }
 }
 
+/// Resident set size of this process (Linux), 0 when unknown.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
 fn small_object(i: usize) -> Vec<u8> {
     format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}","labels":{{"app":"bench"}}}},"data":{{"key":"value-{i}"}}}}"#
@@ -192,7 +206,9 @@ async fn main() -> anyhow::Result<()> {
     let workers = 8;
 
     let mem = DevCluster::start_default().await?;
+    let rss_before = rss_bytes();
     let mem_rate = create_rate(&mem, n, workers).await?;
+    let rss_per_object = rss_bytes().saturating_sub(rss_before) as f64 / n as f64;
     drop(mem);
     if std::env::var("BENCH_ONLY").as_deref() == Ok("memory") {
         println!("creates/s, memory: {mem_rate:.0}");
@@ -229,6 +245,9 @@ async fn main() -> anyhow::Result<()> {
         p50.as_secs_f64() * 1e3,
         p99.as_secs_f64() * 1e3,
         max.as_secs_f64() * 1e3
+    );
+    println!(
+        "| memory per stored object (RSS growth / objects, incl. managedFields and history) | {rss_per_object:.0} B | |"
     );
     println!(
         "| SQLite bytes per object (db+wal) vs raw JSON sent | {:.0} B vs {:.0} B | |",
