@@ -19,7 +19,7 @@ struct Args {
     #[arg(long, env = "DEVCLUSTER_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Require this bearer token.
-    #[arg(long, env = "DEVCLUSTER_TOKEN")]
+    #[arg(long, env = "DEVCLUSTER_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Number of simulated Ready nodes.
     #[arg(long, env = "DEVCLUSTER_NODES", default_value_t = 0)]
