@@ -18,10 +18,13 @@ use atoll_crds::clusters::{
 };
 use atoll_crds::known;
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
@@ -74,6 +77,7 @@ struct Inner {
     /// Bumped on every connection of a cluster, so that a pending disconnection mark is
     /// cancelled by a reconnection.
     connections: Mutex<HashMap<String, u64>>,
+    recorder: Recorder,
 }
 
 pub(crate) fn api_err(operation: &str, object: &str) -> impl FnOnce(kube::Error) -> Error {
@@ -113,6 +117,13 @@ impl KubeBackend {
     ) -> KubeBackend {
         KubeBackend {
             inner: Arc::new(Inner {
+                recorder: Recorder::new(
+                    client.clone(),
+                    Reporter {
+                        controller: CREATED_BY.into(),
+                        instance: std::env::var("POD_NAME").ok(),
+                    },
+                ),
                 client,
                 config,
                 clusters,
@@ -124,6 +135,27 @@ impl KubeBackend {
 
     fn client(&self) -> Client {
         self.inner.client.clone()
+    }
+
+    /// Publishes an Event about `obj`; a failure is only logged.
+    async fn event(
+        &self,
+        obj: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.inner.recorder.publish(&ev, &obj).await {
+            tracing::debug!(error = %e, "publishing an Event failed");
+        }
     }
 
     async fn check_bootstrap(&self, hello: &AgentHello, t: &BootstrapToken) -> Result<(), Error> {
@@ -245,6 +277,17 @@ impl KubeBackend {
                         .as_ref()
                         .and_then(|s| s.error_message.clone())
                         .unwrap_or_else(|| "denied by an administrator".into());
+                    self.event(
+                        crr.object_ref(&()),
+                        EventType::Warning,
+                        "RegistrationDenied",
+                        format!(
+                            "the agent of cluster {} was refused: {reason}",
+                            hello.cluster_id
+                        ),
+                        "Register",
+                    )
+                    .await;
                     return Err(Error::RegistrationDenied {
                         cluster_id: hello.cluster_id.clone(),
                         reason,
@@ -290,6 +333,17 @@ impl KubeBackend {
             .map_err(api_err("approve ClusterRegistrationRequest", &name))?;
         self.inner.metrics.write("registration");
         tracing::info!(cluster_id = %hello.cluster_id, namespace = %ns, managed_cluster = %mc_name, "cluster registered");
+        self.event(
+            crr.object_ref(&()),
+            EventType::Normal,
+            "Registered",
+            format!(
+                "cluster {} registered as {ns}/{mc_name}; a new cluster token was issued",
+                hello.cluster_id
+            ),
+            "Register",
+        )
+        .await;
         Ok(Admission {
             namespace: ns,
             managed_cluster_name: mc_name,
@@ -505,7 +559,16 @@ impl KubeBackend {
         if fresh {
             return Ok(());
         }
-        write_unknown(&self.client(), &self.inner.metrics, &mc).await
+        write_unknown(&self.client(), &self.inner.metrics, &mc).await?;
+        self.event(
+            mc.object_ref(&()),
+            EventType::Warning,
+            known::REASON_CLUSTER_STATUS_UNKNOWN,
+            "the agent's stream to the hub ended and it has not reconnected; the cluster is tainted unschedulable".into(),
+            "MarkUnknown",
+        )
+        .await;
+        Ok(())
     }
 }
 

@@ -275,6 +275,22 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     );
     assert_eq!(st.managed_cluster_name.as_deref(), Some("edge-a"));
 
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(p.client.clone(), "default");
+    eventually("a Registered Event on the request", || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("Registered")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                        == Some(format!("clusternet-{ID_A}").as_str())
+            })
+    })
+    .await;
     let ns = Api::<Namespace>::all(p.client.clone())
         .get(&w.namespace)
         .await
