@@ -489,7 +489,7 @@ async fn owner_references_cascade_in_background() {
 }
 
 #[tokio::test]
-async fn events_stream_count() {
+async fn watch_ends_cleanly_at_timeout_seconds() {
     // A watch stream ends cleanly at timeoutSeconds.
     let (_c, client) = cluster().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
