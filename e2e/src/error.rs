@@ -137,6 +137,19 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading a running process's command line or environment (to restart it) failed.
+    #[error(
+        "reading the command line of {name} (pid {pid}): {source}; is it still running? \
+         (`fleet status` shows which processes run)"
+    )]
+    ReadCommandLine {
+        /// The fleet's name for the process.
+        name: String,
+        /// Its pid.
+        pid: u32,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -166,6 +179,7 @@ impl Error {
             Error::Signal { .. } => "signal",
             Error::Kubeconfig { .. } => "kubeconfig",
             Error::Api { .. } => "api",
+            Error::ReadCommandLine { .. } => "read_command_line",
             Error::InvalidArgument { .. } => "invalid_argument",
         }
     }

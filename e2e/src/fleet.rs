@@ -42,6 +42,9 @@ pub struct UpOptions {
     pub workload_delay_ms: u64,
     /// How long to wait for each step (clusters Ready in particular).
     pub timeout: Duration,
+    /// Persist the parent's objects in SQLite under `<dir>/parent-data` (devcluster
+    /// `--data-dir`), so that the parent can be restarted without losing its state.
+    pub persist_parent: bool,
 }
 
 /// Starts the fleet and returns once every ManagedCluster is Ready; the processes keep running
@@ -114,12 +117,7 @@ async fn start(
             name: "parent",
             role: Role::Parent,
             binary: &binaries.devcluster,
-            args: vec![
-                "--port".into(),
-                "0".into(),
-                "--kubeconfig".into(),
-                layout.parent_kubeconfig().display().to_string(),
-            ],
+            args: parent_args(layout, opts.persist_parent),
             log: layout.log("parent"),
             admin: None,
         },
@@ -277,6 +275,27 @@ async fn start(
     wait_clusters_ready(state, &parent, &children, opts.timeout).await?;
     state.save(&layout.state())?;
     Ok(())
+}
+
+/// Where a persistent parent keeps its objects: `<dir>/parent-data`.
+pub fn parent_data_dir(layout: &Layout) -> PathBuf {
+    layout.dir.join("parent-data")
+}
+
+/// The parent devcluster's command line; with `persist`, its objects are kept in
+/// [`parent_data_dir`].
+pub fn parent_args(layout: &Layout, persist: bool) -> Vec<String> {
+    let mut args = vec![
+        "--port".into(),
+        "0".into(),
+        "--kubeconfig".into(),
+        layout.parent_kubeconfig().display().to_string(),
+    ];
+    if persist {
+        args.push("--data-dir".into());
+        args.push(parent_data_dir(layout).display().to_string());
+    }
+    args
 }
 
 /// The agent's command line for `child`.
@@ -953,6 +972,22 @@ mod tests {
         let want: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
         assert_eq!(not_ready(&want, &clusters), vec!["b", "c", "d"]);
         assert!(not_ready(&want[..1], &clusters).is_empty());
+    }
+
+    #[test]
+    fn only_a_persistent_parent_gets_a_data_dir_inside_the_fleet_directory() {
+        let layout = Layout::new("/f");
+        let cases = [(false, None), (true, Some("/f/parent-data"))];
+        for (persist, want) in cases {
+            let args = parent_args(&layout, persist);
+            let got = args
+                .iter()
+                .position(|a| a == "--data-dir")
+                .and_then(|i| args.get(i + 1))
+                .map(String::as_str);
+            assert_eq!(got, want, "persist={persist}");
+            assert!(args.contains(&"/f/parent.kubeconfig".to_string()));
+        }
     }
 
     #[test]

@@ -10,12 +10,14 @@
 //! - [`fleet`]: `up`, `down`, `status`, `wait`, `dedicated_namespace`.
 //! - [`status`]: the tables `fleet status` prints (pure).
 //! - [`state`]: the state file.
+//! - [`scenario`]: crash and restart one process of a running fleet (end-to-end scenarios).
 
 mod error;
 pub mod fleet;
 pub mod kubectl;
 pub mod plan;
 pub mod process;
+pub mod scenario;
 pub mod state;
 pub mod status;
 

@@ -42,6 +42,10 @@ enum Command {
         /// Seconds to wait for each start-up step.
         #[arg(long, env = "FLEET_TIMEOUT_SECONDS", default_value_t = 120)]
         timeout_seconds: u64,
+        /// Keep the parent's objects in SQLite under DIR/parent-data (devcluster --data-dir),
+        /// so that the parent can be restarted without losing them.
+        #[arg(long, env = "FLEET_PERSIST_PARENT")]
+        persist_parent: bool,
     },
     /// Stop everything `fleet up` started in the directory (SIGTERM, then SIGKILL).
     Down {
@@ -65,6 +69,19 @@ enum Command {
         dir: PathBuf,
         /// Seconds to wait.
         #[arg(long, default_value_t = 120)]
+        timeout_seconds: u64,
+    },
+    /// Kill one process of the fleet (SIGKILL to its process group, like a crash) and start it
+    /// again with the same command line and environment; clusters keep their port.
+    Restart {
+        /// Fleet directory.
+        #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
+        dir: PathBuf,
+        /// The process, as named by `fleet status`: parent, child-1, scheduler, hub, agent-child-1.
+        #[arg(long)]
+        process: String,
+        /// Seconds to wait until it answers again.
+        #[arg(long, default_value_t = 60)]
         timeout_seconds: u64,
     },
     /// Print the dedicated namespace of a cluster (where its Localizations go).
@@ -100,6 +117,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             nodes,
             workload_delay_ms,
             timeout_seconds,
+            persist_parent,
         } => {
             let bin_dir = match bin_dir {
                 Some(d) => d,
@@ -121,6 +139,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 nodes,
                 workload_delay_ms,
                 timeout: Duration::from_secs(timeout_seconds),
+                persist_parent,
             };
             let state = fleet::up(&opts).await?;
             println!("fleet: up\n{}", fleet::summary(&state, &dir));
@@ -154,6 +173,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             dir,
             timeout_seconds,
         } => fleet::wait_settled(&dir, Duration::from_secs(timeout_seconds)).await?,
+        Command::Restart {
+            dir,
+            process,
+            timeout_seconds,
+        } => {
+            let record =
+                atoll_e2e::scenario::restart(&dir, &process, Duration::from_secs(timeout_seconds))
+                    .await?;
+            println!("{process}: restarted (pid {})", record.pid);
+        }
         Command::DedicatedNamespace { dir, cluster } => {
             println!("{}", fleet::dedicated_namespace(&dir, &cluster).await?)
         }

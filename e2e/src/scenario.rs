@@ -1,0 +1,416 @@
+//! Disruptions for the end-to-end scenarios: kill one process of a running fleet (SIGKILL to its
+//! process group) and start it again with the same binary, command line and environment. The
+//! new pid is written to `D/fleet.json`, so `fleet down` still stops everything.
+//!
+//! A cluster (`parent`, `child-<i>`) started with `--port 0` is started again on the port it had,
+//! read from its kubeconfig, so that every client's kubeconfig stays valid.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Error;
+use crate::plan::Layout;
+use crate::process;
+use crate::state::{FleetState, ProcessRecord, Role};
+
+/// How a process was started, read from `/proc` while it ran: enough to start it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The fleet's name for the process (`hub`, `agent-child-1`, ...).
+    pub name: String,
+    /// What it is.
+    pub role: Role,
+    /// The executable.
+    pub binary: PathBuf,
+    /// Its arguments (without `argv[0]`), with `--port 0` already pinned to the port it had.
+    pub args: Vec<String>,
+    /// Its environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Its log file (the new process appends to it).
+    pub log: PathBuf,
+    /// Its admin address, if any.
+    pub admin: Option<String>,
+}
+
+/// The NUL-separated fields of `/proc/<pid>/cmdline` (or `environ`), as byte strings.
+pub fn split_nul(bytes: &[u8]) -> Vec<Vec<u8>> {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// The `KEY=value` entries of `/proc/<pid>/environ` (entries without `=` are skipped).
+pub fn parse_environ(bytes: &[u8]) -> Vec<(OsString, OsString)> {
+    split_nul(bytes)
+        .into_iter()
+        .filter_map(|entry| {
+            let eq = entry.iter().position(|b| *b == b'=')?;
+            let (key, value) = entry.split_at(eq);
+            Some((
+                OsString::from_vec(key.to_vec()),
+                OsString::from_vec(value.get(1..).unwrap_or_default().to_vec()),
+            ))
+        })
+        .collect()
+}
+
+/// The port of the first `server:` URL in a kubeconfig's text (`http://127.0.0.1:4321` -> 4321).
+pub fn kubeconfig_port(text: &str) -> Option<u16> {
+    text.lines().find_map(|line| {
+        let url = line
+            .trim()
+            .strip_prefix("server:")?
+            .trim()
+            .trim_matches('"');
+        let authority = url.split("://").nth(1)?.split('/').next()?;
+        authority.rsplit_once(':')?.1.parse().ok()
+    })
+}
+
+/// The value after `flag` in `args` (`--kubeconfig K` -> `K`; `--kubeconfig=K` too).
+pub fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let prefix = format!("{flag}=");
+    args.iter().enumerate().find_map(|(i, a)| {
+        if a == flag {
+            args.get(i + 1).map(String::as_str)
+        } else {
+            a.strip_prefix(&prefix)
+        }
+    })
+}
+
+/// `args` with `--port 0` (or `--port=0`) replaced by `--port <port>`; other arguments unchanged.
+pub fn pin_port(args: &[String], port: u16) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut iter = args.iter().peekable();
+    while let Some(a) = iter.next() {
+        if a == "--port" && iter.peek().is_some_and(|v| *v == "0") {
+            iter.next();
+            out.push("--port".to_string());
+            out.push(port.to_string());
+        } else if a == "--port=0" {
+            out.push(format!("--port={port}"));
+        } else {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// Reads how the running process of `record` was started.
+pub fn snapshot(record: &ProcessRecord) -> Result<Snapshot, Error> {
+    let err = |source| Error::ReadCommandLine {
+        name: record.name.clone(),
+        pid: record.pid,
+        source,
+    };
+    let proc_dir = PathBuf::from(format!("/proc/{}", record.pid));
+    let cmdline = std::fs::read(proc_dir.join("cmdline")).map_err(err)?;
+    let environ = std::fs::read(proc_dir.join("environ")).map_err(err)?;
+    let binary = std::fs::read_link(proc_dir.join("exe")).map_err(err)?;
+    let mut args: Vec<String> = split_nul(&cmdline)
+        .into_iter()
+        .skip(1)
+        .map(|a| String::from_utf8_lossy(&a).into_owned())
+        .collect();
+    if let Some(kubeconfig) = flag_value(&args, "--kubeconfig")
+        && matches!(record.role, Role::Parent | Role::Child)
+        && let Some(port) = std::fs::read_to_string(kubeconfig)
+            .ok()
+            .as_deref()
+            .and_then(kubeconfig_port)
+    {
+        args = pin_port(&args, port);
+    }
+    Ok(Snapshot {
+        name: record.name.clone(),
+        role: record.role,
+        binary,
+        args,
+        env: parse_environ(&environ),
+        log: record.log.clone(),
+        admin: record.admin.clone(),
+    })
+}
+
+fn load(dir: &Path) -> Result<FleetState, Error> {
+    FleetState::load(&Layout::new(dir).state())
+}
+
+fn running_record(state: &FleetState, name: &str) -> Result<ProcessRecord, Error> {
+    let known = || {
+        state
+            .processes
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let record = state
+        .process(name)
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "process".into(),
+            message: format!("the fleet has no process named {name}; known: {}", known()),
+        })?
+        .clone();
+    if !process::is_running(&record) {
+        return Err(Error::InvalidArgument {
+            what: "process".into(),
+            message: format!(
+                "{name} (pid {}) is not running; see {}",
+                record.pid,
+                record.log.display()
+            ),
+        });
+    }
+    Ok(record)
+}
+
+/// Kills the process `name` of the fleet in `dir` with SIGKILL to its process group, as a
+/// crash would, and returns how to start it again ([`start_again`]). Returns once it is gone.
+pub async fn kill(dir: &Path, name: &str) -> Result<Snapshot, Error> {
+    let state = load(dir)?;
+    let record = running_record(&state, name)?;
+    let snap = snapshot(&record)?;
+    let out = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{}", record.pid)])
+        .output()
+        .map_err(|e| Error::Signal {
+            pid: record.pid,
+            signal: "KILL".into(),
+            message: format!("running `kill`: {e}"),
+        })?;
+    if !out.status.success() {
+        return Err(Error::Signal {
+            pid: record.pid,
+            signal: "KILL".into(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process::is_running(&record) {
+        if Instant::now() >= deadline {
+            return Err(Error::Signal {
+                pid: record.pid,
+                signal: "KILL".into(),
+                message: "the process is still running 5 s after SIGKILL".into(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(snap)
+}
+
+/// Where a restarted process shows it is up: its admin `/healthz`, else the port it serves.
+fn readiness_probe(snap: &Snapshot) -> Option<(SocketAddr, bool)> {
+    if let Some(addr) = snap.admin.as_deref().and_then(|a| a.parse().ok()) {
+        return Some((addr, true));
+    }
+    let port: u16 = flag_value(&snap.args, "--port")?.parse().ok()?;
+    (port != 0).then(|| (SocketAddr::from(([127, 0, 0, 1], port)), false))
+}
+
+/// Starts `snap` again (same binary, arguments and environment; output appended to its log,
+/// after a marker line), records the new pid in `D/fleet.json`, and waits up to `timeout` until
+/// it answers: `/healthz` on its admin address, or a TCP connection to its `--port`.
+pub async fn start_again(
+    dir: &Path,
+    snap: &Snapshot,
+    timeout: Duration,
+) -> Result<ProcessRecord, Error> {
+    let create_err = |source| Error::CreateFile {
+        path: snap.log.clone(),
+        source,
+    };
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&snap.log)
+        .map_err(create_err)?;
+    writeln!(log, "---- {} started again by atoll-e2e ----", snap.name).map_err(create_err)?;
+    let log2 = log.try_clone().map_err(create_err)?;
+    let child = Command::new(&snap.binary)
+        .args(&snap.args)
+        .env_clear()
+        .envs(snap.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .process_group(0)
+        .spawn()
+        .map_err(|source| Error::Spawn {
+            name: snap.name.clone(),
+            binary: snap.binary.clone(),
+            source,
+        })?;
+    let pid = child.id();
+    drop(child);
+    let record = ProcessRecord {
+        name: snap.name.clone(),
+        role: snap.role,
+        pid,
+        start_time: process::proc_stat(pid).map(|s| s.start_time),
+        log: snap.log.clone(),
+        admin: snap.admin.clone(),
+    };
+    let layout = Layout::new(dir);
+    let mut state = load(dir)?;
+    match state.processes.iter_mut().find(|p| p.name == snap.name) {
+        Some(p) => *p = record.clone(),
+        None => state.processes.push(record.clone()),
+    }
+    state.save(&layout.state())?;
+
+    let deadline = Instant::now() + timeout;
+    let probe = readiness_probe(snap);
+    loop {
+        let up = match probe {
+            Some((addr, true)) => crate::fleet::http_status(addr, "/healthz").await == Some(200),
+            Some((addr, false)) => tokio::net::TcpStream::connect(addr).await.is_ok(),
+            None => true,
+        };
+        if up {
+            return Ok(record);
+        }
+        if !process::is_running(&record) {
+            return Err(Error::ProcessExited {
+                name: snap.name.clone(),
+                log: snap.log.clone(),
+                tail: process::log_tail(&snap.log, 20),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("{} to answer after its restart", snap.name),
+                seconds: timeout.as_secs(),
+                hint: format!("; see {}", snap.log.display()),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// [`kill`] then [`start_again`]: a crash and a restart with the same command line.
+pub async fn restart(dir: &Path, name: &str, timeout: Duration) -> Result<ProcessRecord, Error> {
+    let snap = kill(dir, name).await?;
+    start_again(dir, &snap, timeout).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_zero_port_is_pinned_and_every_other_argument_kept() {
+        let cases = [
+            (
+                vec!["--port", "0", "--nodes", "3"],
+                vec!["--port", "4321", "--nodes", "3"],
+            ),
+            (vec!["--port=0", "-v"], vec!["--port=4321", "-v"]),
+            (vec!["--port", "8080"], vec!["--port", "8080"]),
+            (vec!["--nodes", "0"], vec!["--nodes", "0"]),
+            (vec!["--port"], vec!["--port"]),
+        ];
+        for (args, want) in cases {
+            assert_eq!(pin_port(&strings(&args), 4321), strings(&want), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_kubeconfig_server_port_is_found_in_any_quoting() {
+        let cases = [
+            (
+                "clusters:\n- cluster:\n    server: http://127.0.0.1:40123\n",
+                Some(40123),
+            ),
+            ("    server: \"https://127.0.0.1:6443/base\"\n", Some(6443)),
+            ("    server: https://example.com\n", None),
+            ("apiVersion: v1\n", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(kubeconfig_port(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn flag_values_are_read_in_both_spellings() {
+        let args = strings(&["--kubeconfig", "/a", "--admin-listen=1.2.3.4:5", "--x"]);
+        let cases = [
+            ("--kubeconfig", Some("/a")),
+            ("--admin-listen", Some("1.2.3.4:5")),
+            ("--x", None),
+            ("--missing", None),
+        ];
+        for (flag, want) in cases {
+            assert_eq!(flag_value(&args, flag), want, "{flag}");
+        }
+    }
+
+    #[test]
+    fn environ_entries_split_at_the_first_equals_sign() {
+        let got = parse_environ(b"A=1\0B=x=y\0NOEQ\0C=\0");
+        let want: Vec<(OsString, OsString)> = [("A", "1"), ("B", "x=y"), ("C", "")]
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[tokio::test]
+    async fn a_killed_process_starts_again_with_its_arguments_and_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        std::fs::create_dir_all(layout.logs()).unwrap();
+        let log = layout.log("sleeper");
+        let record = process::spawn(process::Launch {
+            name: "sleeper",
+            role: Role::Agent,
+            binary: Path::new("/bin/sh"),
+            args: vec![
+                "-c".into(),
+                "echo \"run $0\"; sleep 30".into(),
+                "first".into(),
+            ],
+            log: log.clone(),
+            admin: None,
+        })
+        .unwrap();
+        FleetState {
+            processes: vec![record.clone()],
+            ..Default::default()
+        }
+        .save(&layout.state())
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        let snap = kill(dir.path(), "sleeper").await.unwrap();
+        assert!(!process::is_running(&record), "killed");
+        assert_eq!(snap.args[2], "first");
+        assert!(kill(dir.path(), "sleeper").await.is_err(), "already dead");
+        let again = start_again(dir.path(), &snap, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_ne!(again.pid, record.pid);
+        assert!(process::is_running(&again));
+        let state = FleetState::load(&layout.state()).unwrap();
+        assert_eq!(state.process("sleeper").map(|p| p.pid), Some(again.pid));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(text.matches("run first").count(), 2, "{text}");
+        assert!(text.contains("started again"), "{text}");
+        process::stop(&again, Duration::from_secs(2)).await.unwrap();
+    }
+}

@@ -1,0 +1,796 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! End-to-end scenarios on one shared fleet of three children (child-1 region=eu tier=large,
+//! child-2 region=us tier=small, child-3 region=ap tier=large), driven with the real kubectl.
+//! Every test uses its own namespaces, Subscription and Globalization names and label keys, so
+//! the tests stay independent while they share the fleet; each removes what it created.
+//!
+//! Scenarios that stop processes are in `tests/disruption.rs`, each with a fleet of its own.
+
+mod support;
+
+use std::sync::{Mutex, Weak};
+
+use support::{CONVERGE, Expect, Fleet, condition, converge, eventually, expect, jsonpath, secs};
+
+static FLEET: Mutex<Weak<Fleet>> = Mutex::new(Weak::new());
+
+/// The shared fleet, or `None` (with a NOTICE) when kubectl or the binaries are missing.
+async fn fleet(test: &str) -> Option<std::sync::Arc<Fleet>> {
+    if !support::prerequisites_or_skip(test).await {
+        return None;
+    }
+    Some(support::shared(&FLEET, 3).await)
+}
+
+const CHILDREN: [&str; 3] = ["child-1", "child-2", "child-3"];
+
+#[tokio::test]
+async fn every_example_lands_with_its_replicas_localization_and_globalization_per_child() {
+    let Some(f) = fleet("examples").await else {
+        return;
+    };
+    let ns1 = f.dedicated_namespace("child-1");
+    f.parent
+        .apply_kustomization(
+            &support::manifests().join("examples/localization"),
+            &["-n", &ns1],
+        )
+        .await
+        .unwrap();
+    f.parent
+        .apply_kustomization(&support::manifests().join("examples"), &[])
+        .await
+        .unwrap();
+    let large = Some("hello from a large atoll cluster");
+    let plain = Some("hello from atoll");
+    let replicas = "{.spec.replicas}";
+    let ready = "{.status.readyReplicas}";
+    let greeting = "{.data.greeting}";
+    let mut cases: Vec<Expect> = vec![
+        // Replication to env=prod: everywhere; the Localization gives child-1 three.
+        expect("child-1", "deployment", "demo", "web", replicas, Some("3")),
+        expect("child-2", "deployment", "demo", "web", replicas, Some("2")),
+        expect("child-3", "deployment", "demo", "web", replicas, Some("2")),
+        expect("child-1", "deployment", "demo", "web", ready, Some("3")),
+        expect("child-3", "deployment", "demo", "web", ready, Some("2")),
+        // Static dividing 1:2 between region=eu and region=us; ap is not subscribed.
+        expect(
+            "child-1",
+            "deployment",
+            "demo-divided",
+            "api",
+            replicas,
+            Some("2"),
+        ),
+        expect(
+            "child-2",
+            "deployment",
+            "demo-divided",
+            "api",
+            replicas,
+            Some("4"),
+        ),
+        expect(
+            "child-3",
+            "deployment",
+            "demo-divided",
+            "api",
+            replicas,
+            None,
+        ),
+        expect(
+            "child-3",
+            "namespace",
+            "",
+            "demo-divided",
+            "{.metadata.name}",
+            None,
+        ),
+        expect(
+            "child-2",
+            "deployment",
+            "demo-divided",
+            "api",
+            ready,
+            Some("4"),
+        ),
+        // The Globalization for tier=large.
+        expect(
+            "child-1",
+            "configmap",
+            "demo",
+            "web-config",
+            greeting,
+            large,
+        ),
+        expect(
+            "child-2",
+            "configmap",
+            "demo",
+            "web-config",
+            greeting,
+            plain,
+        ),
+        expect(
+            "child-3",
+            "configmap",
+            "demo",
+            "web-config",
+            greeting,
+            large,
+        ),
+    ];
+    // The Localization touches only its feed: the ConfigMap's other content is the feed's.
+    cases.push(expect(
+        "child-1",
+        "deployment",
+        "demo",
+        "web",
+        "{.spec.template.spec.containers[0].image}",
+        Some("nginx:1.27-alpine"),
+    ));
+    let took = converge(&f, "the examples in every child", &cases).await;
+    eprintln!(
+        "FIGURE examples applied -> landed in 3 children: {}",
+        secs(took)
+    );
+
+    // What the parent says about it: bindings, divided replicas, aggregated readiness.
+    let binding = |ns: &'static str, name: &'static str| {
+        let f = f.clone();
+        async move {
+            jsonpath(
+                &f.parent,
+                "subscription",
+                Some(ns),
+                name,
+                "{.status.bindingClusters}",
+            )
+            .await
+            .map(|v| v.unwrap_or_default())
+        }
+    };
+    let everywhere = binding("demo", "web-everywhere").await.unwrap();
+    for c in CHILDREN {
+        assert!(everywhere.contains(&format!("/{c}\"")), "{everywhere}");
+    }
+    let divided = binding("demo-divided", "api-divided").await.unwrap();
+    assert!(!divided.contains("child-3"), "{divided}");
+    let replicas_by_cluster = jsonpath(
+        &f.parent,
+        "subscription",
+        Some("demo-divided"),
+        "api-divided",
+        "{.status.replicas}",
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        replicas_by_cluster.contains("\"apps/v1/Deployment/demo-divided/api\":[")
+            && replicas_by_cluster.contains('2')
+            && replicas_by_cluster.contains('4'),
+        "{replicas_by_cluster}"
+    );
+    // The rendered objects are embedded, readable YAML in the Description (not base64).
+    let desc = f
+        .parent
+        .run(&[
+            "get",
+            "desc",
+            "demo.web-everywhere",
+            "-n",
+            &ns1,
+            "-o",
+            "yaml",
+        ])
+        .await
+        .unwrap();
+    assert!(desc.contains("kind: Deployment"), "{desc}");
+    assert!(
+        desc.contains("replicas: 3"),
+        "Localization not rendered: {desc}"
+    );
+    // Printer columns answer the first question.
+    let ((), _) = eventually(
+        "kubectl get subs shows 3 clusters ready",
+        CONVERGE,
+        || async {
+            let table = f
+                .parent
+                .run(&["get", "subs", "-n", "demo"])
+                .await
+                .map_err(|e| e.to_string())?;
+            let row: Vec<String> = table
+                .lines()
+                .find(|l| l.starts_with("web-everywhere"))
+                .map(|l| l.split_whitespace().map(String::from).collect())
+                .unwrap_or_default();
+            if table.contains("STRATEGY")
+                && row.get(1..4) == Some(&["Replication".into(), "3".into(), "3".into()][..])
+            {
+                Ok(())
+            } else {
+                Err(table)
+            }
+        },
+    )
+    .await;
+
+    for dir in ["examples/localization"] {
+        f.parent
+            .run(&[
+                "delete",
+                "-k",
+                support::manifests().join(dir).to_str().unwrap(),
+                "-n",
+                &ns1,
+                "--ignore-not-found",
+            ])
+            .await
+            .unwrap();
+    }
+    f.parent
+        .run(&[
+            "delete",
+            "-k",
+            support::manifests().join("examples").to_str().unwrap(),
+            "--ignore-not-found",
+            "--timeout=60s",
+        ])
+        .await
+        .unwrap();
+}
+
+const EDIT: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-edit}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: e2e-edit}
+data: {color: blue}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: e2e-edit, labels: {app: edit}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: edit}}
+  template:
+    metadata: {labels: {app: edit}}
+    spec:
+      containers: [{name: app, image: "registry.k8s.io/pause:3.9"}]
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: edited, namespace: e2e-edit}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {env: prod}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-edit}
+    - {apiVersion: v1, kind: ConfigMap, name: settings, namespace: e2e-edit}
+    - {apiVersion: apps/v1, kind: Deployment, name: app, namespace: e2e-edit}
+"#;
+
+fn edit_expects(color: &str, image: &str) -> Vec<Expect> {
+    CHILDREN
+        .into_iter()
+        .flat_map(|c| {
+            [
+                expect(
+                    c,
+                    "configmap",
+                    "e2e-edit",
+                    "settings",
+                    "{.data.color}",
+                    Some(color),
+                ),
+                expect(
+                    c,
+                    "deployment",
+                    "e2e-edit",
+                    "app",
+                    "{.spec.template.spec.containers[0].image}",
+                    Some(image),
+                ),
+            ]
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_edited_configmap_value_and_image_reach_every_child() {
+    let Some(f) = fleet("edit").await else {
+        return;
+    };
+    f.apply("edit", EDIT).await.unwrap();
+    converge(
+        &f,
+        "first version",
+        &edit_expects("blue", "registry.k8s.io/pause:3.9"),
+    )
+    .await;
+
+    f.parent
+        .run(&[
+            "patch",
+            "configmap",
+            "settings",
+            "-n",
+            "e2e-edit",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"color":"green"}}"#,
+        ])
+        .await
+        .unwrap();
+    f.parent
+        .run(&[
+            "set",
+            "image",
+            "deployment/app",
+            "-n",
+            "e2e-edit",
+            "app=registry.k8s.io/pause:3.10",
+        ])
+        .await
+        .unwrap();
+    let took = converge(
+        &f,
+        "the edit",
+        &edit_expects("green", "registry.k8s.io/pause:3.10"),
+    )
+    .await;
+    eprintln!(
+        "FIGURE feed edit (ConfigMap value + image) -> in 3 children: {}",
+        secs(took)
+    );
+    f.delete("edit").await;
+}
+
+const DELETE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-delete}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: doomed, namespace: e2e-delete}
+data: {a: b}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: doomed, namespace: e2e-delete, labels: {app: doomed}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: doomed}}
+  template:
+    metadata: {labels: {app: doomed}}
+    spec:
+      containers: [{name: app, image: "registry.k8s.io/pause:3.10"}]
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: doomed, namespace: e2e-delete}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {env: prod}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-delete}
+    - {apiVersion: v1, kind: ConfigMap, name: doomed, namespace: e2e-delete}
+    - {apiVersion: apps/v1, kind: Deployment, name: doomed, namespace: e2e-delete}
+"#;
+
+#[tokio::test]
+async fn deleting_a_subscription_removes_its_objects_from_every_child() {
+    let Some(f) = fleet("delete").await else {
+        return;
+    };
+    f.apply("delete", DELETE).await.unwrap();
+    let present: Vec<Expect> = CHILDREN
+        .into_iter()
+        .flat_map(|c| {
+            [
+                expect(
+                    c,
+                    "configmap",
+                    "e2e-delete",
+                    "doomed",
+                    "{.data.a}",
+                    Some("b"),
+                ),
+                expect(
+                    c,
+                    "deployment",
+                    "e2e-delete",
+                    "doomed",
+                    "{.spec.replicas}",
+                    Some("2"),
+                ),
+            ]
+        })
+        .collect();
+    converge(&f, "the objects in every child", &present).await;
+
+    let started = std::time::Instant::now();
+    f.parent
+        .run(&[
+            "delete",
+            "subscription",
+            "doomed",
+            "-n",
+            "e2e-delete",
+            "--timeout=60s",
+        ])
+        .await
+        .unwrap();
+    let returned = started.elapsed();
+    let gone: Vec<Expect> = CHILDREN
+        .into_iter()
+        .flat_map(|c| {
+            [
+                expect(c, "configmap", "e2e-delete", "doomed", "{.data.a}", None),
+                expect(
+                    c,
+                    "deployment",
+                    "e2e-delete",
+                    "doomed",
+                    "{.spec.replicas}",
+                    None,
+                ),
+                expect(c, "namespace", "", "e2e-delete", "{.metadata.name}", None),
+            ]
+        })
+        .collect();
+    let took = converge(&f, "the objects gone from every child", &gone).await;
+    eprintln!(
+        "FIGURE kubectl delete sub returned after {}; objects gone from 3 children {} later",
+        secs(returned),
+        secs(took)
+    );
+    // No Description of it is left in any dedicated namespace.
+    let descs = f
+        .parent
+        .run(&["get", "desc", "-A", "-o", "name"])
+        .await
+        .unwrap();
+    assert!(!descs.contains("e2e-delete.doomed"), "{descs}");
+    f.delete("delete").await;
+}
+
+const MOVE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-move}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: mover, namespace: e2e-move}
+data: {a: b}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: mover, namespace: e2e-move}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {e2e-placement: here}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-move}
+    - {apiVersion: v1, kind: ConfigMap, name: mover, namespace: e2e-move}
+"#;
+
+async fn label(f: &Fleet, cluster: &str, label: &str) {
+    let ns = f.dedicated_namespace(cluster);
+    f.parent
+        .run(&["label", "mcls", cluster, "-n", &ns, label, "--overwrite"])
+        .await
+        .unwrap();
+}
+
+fn mover_in(at: &'static str) -> Vec<Expect> {
+    CHILDREN
+        .into_iter()
+        .map(|c| {
+            let want = (c == at).then_some("b");
+            expect(c, "configmap", "e2e-move", "mover", "{.data.a}", want)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn relabelling_managed_clusters_moves_the_placement() {
+    let Some(f) = fleet("labels").await else {
+        return;
+    };
+    f.apply("move", MOVE).await.unwrap();
+    label(&f, "child-1", "e2e-placement=here").await;
+    converge(&f, "placement on child-1", &mover_in("child-1")).await;
+
+    let started = std::time::Instant::now();
+    label(&f, "child-1", "e2e-placement-").await;
+    label(&f, "child-3", "e2e-placement=here").await;
+    converge(&f, "placement moved to child-3", &mover_in("child-3")).await;
+    eprintln!(
+        "FIGURE kubectl label mcls -> placement moved (new child has it, old one pruned): {}",
+        secs(started.elapsed())
+    );
+    let binding = jsonpath(
+        &f.parent,
+        "subscription",
+        Some("e2e-move"),
+        "mover",
+        "{.status.bindingClusters}",
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        binding.contains("child-3") && !binding.contains("child-1"),
+        "{binding}"
+    );
+    label(&f, "child-3", "e2e-placement-").await;
+    f.delete("move").await;
+}
+
+/// A healthy Subscription next to a broken one, in the same namespace.
+fn healthy(ns: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: healthy, namespace: {ns}}}
+data: {{state: fine}}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: healthy, namespace: {ns}}}
+spec:
+  subscribers: [{{clusterAffinity: {{matchLabels: {{env: prod}}}}}}]
+  feeds:
+    - {{apiVersion: v1, kind: Namespace, name: {ns}}}
+    - {{apiVersion: v1, kind: ConfigMap, name: healthy, namespace: {ns}}}
+"#
+    )
+}
+
+fn healthy_everywhere(ns: &'static str) -> Vec<Expect> {
+    CHILDREN
+        .into_iter()
+        .map(|c| expect(c, "configmap", ns, "healthy", "{.data.state}", Some("fine")))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_invalid_strategy_is_refused_with_422_naming_the_field_and_allowed_values() {
+    let Some(f) = fleet("invalid strategy").await else {
+        return;
+    };
+    let ns = "e2e-bad-strategy";
+    f.apply("bad-strategy-healthy", &healthy(ns)).await.unwrap();
+    let bad = format!(
+        r#"
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: sometimes, namespace: {ns}}}
+spec:
+  schedulingStrategy: Sometimes
+  subscribers: [{{clusterAffinity: {{matchLabels: {{env: prod}}}}}}]
+  feeds: [{{apiVersion: v1, kind: ConfigMap, name: healthy, namespace: {ns}}}]
+"#
+    );
+    let path = f.tmp.path().join("bad-strategy.yaml");
+    std::fs::write(&path, bad).unwrap();
+    let err = f
+        .parent
+        .run(&["apply", "-f", path.to_str().unwrap(), "-v=6"])
+        .await
+        .expect_err("an invalid strategy must be refused");
+    let text = err.to_string();
+    for want in [
+        "422",
+        "spec.schedulingStrategy",
+        "\"Sometimes\"",
+        "\"Replication\"",
+        "\"Dividing\"",
+    ] {
+        assert!(text.contains(want), "{want} not in: {text}");
+    }
+    let got = jsonpath(
+        &f.parent,
+        "subscription",
+        Some(ns),
+        "sometimes",
+        "{.metadata.name}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, None, "the refused Subscription must not exist");
+    converge(
+        &f,
+        "the healthy Subscription next to it",
+        &healthy_everywhere(ns),
+    )
+    .await;
+    f.delete("bad-strategy-healthy").await;
+}
+
+#[tokio::test]
+async fn a_malformed_override_is_named_in_a_condition_and_event_and_others_stay_healthy() {
+    let Some(f) = fleet("malformed override").await else {
+        return;
+    };
+    let ns = "e2e-bad-override";
+    f.apply("bad-override-healthy", &healthy(ns)).await.unwrap();
+    let broken = |value: &str| {
+        format!(
+            r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: patched, namespace: {ns}}}
+data: {{size: small}}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: patched, namespace: {ns}}}
+spec:
+  subscribers: [{{clusterAffinity: {{matchLabels: {{env: prod}}}}}}]
+  feeds: [{{apiVersion: v1, kind: ConfigMap, name: patched, namespace: {ns}}}]
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Globalization
+metadata: {{name: e2e-override-under-test}}
+spec:
+  overridePolicy: ApplyNow
+  priority: 500
+  clusterAffinity: {{matchLabels: {{env: prod}}}}
+  feed: {{apiVersion: v1, kind: ConfigMap, name: patched, namespace: {ns}}}
+  overrides:
+    - name: size-override
+      type: JSONPatch
+      value: '{value}'
+"#
+        )
+    };
+    f.apply("bad-override", &broken(r#"[{"op": "replace", "path": "#))
+        .await
+        .unwrap();
+    let ((status, reason, message), took) =
+        eventually("OverridesApplied=False", CONVERGE, || async {
+            let c = condition(&f, ns, "patched", "OverridesApplied").await?;
+            if c.0 == "False" {
+                Ok(c)
+            } else {
+                Err(format!("{c:?}"))
+            }
+        })
+        .await;
+    eprintln!(
+        "FIGURE malformed override -> OverridesApplied=False: {}",
+        secs(took)
+    );
+    assert_eq!(status, "False");
+    assert!(!reason.is_empty(), "a reason");
+    for want in ["e2e-override-under-test", "size-override"] {
+        assert!(message.contains(want), "{want} not in {message}");
+    }
+    let describe = f
+        .parent
+        .run(&["describe", "sub", "patched", "-n", ns])
+        .await
+        .unwrap();
+    for want in ["OverridesApplied", "size-override", &reason] {
+        assert!(
+            describe.contains(want),
+            "{want} not in describe:\n{describe}"
+        );
+    }
+    let ((), _) = eventually("an Event naming the override", CONVERGE, || async {
+        let events = f
+            .parent
+            .run(&["get", "events", "-n", ns])
+            .await
+            .map_err(|e| e.to_string())?;
+        if events.contains("size-override") && events.contains("subscription/patched") {
+            Ok(())
+        } else {
+            Err(events)
+        }
+    })
+    .await;
+    converge(
+        &f,
+        "the healthy Subscription next to it",
+        &healthy_everywhere(ns),
+    )
+    .await;
+
+    // Fixing the override applies it and clears the condition.
+    f.apply(
+        "bad-override",
+        &broken(r#"[{"op": "replace", "path": "/data/size", "value": "large"}]"#),
+    )
+    .await
+    .unwrap();
+    let fixed: Vec<Expect> = CHILDREN
+        .into_iter()
+        .map(|c| expect(c, "configmap", ns, "patched", "{.data.size}", Some("large")))
+        .collect();
+    converge(&f, "the fixed override in every child", &fixed).await;
+    let (status, _, _) = condition(&f, ns, "patched", "OverridesApplied")
+        .await
+        .unwrap();
+    assert_eq!(status, "True");
+    f.delete("bad-override").await;
+    f.delete("bad-override-healthy").await;
+}
+
+#[tokio::test]
+async fn a_missing_feed_is_named_in_feeds_resolved_and_others_stay_healthy() {
+    let Some(f) = fleet("missing feed").await else {
+        return;
+    };
+    let ns = "e2e-missing-feed";
+    f.apply("missing-healthy", &healthy(ns)).await.unwrap();
+    let sub = format!(
+        r#"
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: waiting, namespace: {ns}}}
+spec:
+  subscribers: [{{clusterAffinity: {{matchLabels: {{env: prod}}}}}}]
+  feeds: [{{apiVersion: v1, kind: ConfigMap, name: not-there-yet, namespace: {ns}}}]
+"#
+    );
+    f.apply("missing", &sub).await.unwrap();
+    let ((_, reason, message), took) = eventually("FeedsResolved=False", CONVERGE, || async {
+        let c = condition(&f, ns, "waiting", "FeedsResolved").await?;
+        if c.0 == "False" {
+            Ok(c)
+        } else {
+            Err(format!("{c:?}"))
+        }
+    })
+    .await;
+    eprintln!("FIGURE missing feed -> FeedsResolved=False: {}", secs(took));
+    assert!(!reason.is_empty());
+    assert!(
+        message.contains(&format!("ConfigMap {ns}/not-there-yet")),
+        "the message must name the feed: {message}"
+    );
+    converge(
+        &f,
+        "the healthy Subscription next to it",
+        &healthy_everywhere(ns),
+    )
+    .await;
+
+    // Creating the feed resolves it.
+    let feed = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: not-there-yet, namespace: {ns}}}\ndata: {{now: here}}\n"
+    );
+    f.apply("missing-feed", &feed).await.unwrap();
+    let arrived: Vec<Expect> = CHILDREN
+        .into_iter()
+        .map(|c| {
+            expect(
+                c,
+                "configmap",
+                ns,
+                "not-there-yet",
+                "{.data.now}",
+                Some("here"),
+            )
+        })
+        .collect();
+    converge(&f, "the feed, once created, in every child", &arrived).await;
+    let (status, _, _) = condition(&f, ns, "waiting", "FeedsResolved").await.unwrap();
+    assert_eq!(status, "True");
+    f.delete("missing").await;
+    f.delete("missing-feed").await;
+    f.delete("missing-healthy").await;
+}
