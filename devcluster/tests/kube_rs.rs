@@ -1098,3 +1098,63 @@ async fn metadata_and_size_validation() {
         assert!(api.get_opt(n).await.unwrap().is_none());
     }
 }
+
+#[tokio::test]
+async fn discovery_and_openapi_negotiation() {
+    let (_c, client) = cluster().await;
+    let get = |path: &str, accept: &str| {
+        let client = client.clone();
+        let req = http::Request::get(path)
+            .header("accept", accept)
+            .body(kube::client::Body::empty())
+            .unwrap();
+        async move {
+            let resp = client.send(req).await.unwrap();
+            let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
+            let bytes = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(json!(null));
+            (status, headers, v)
+        }
+    };
+    let aggregated =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let (code, h, v) = get("/apis", aggregated).await;
+    assert_eq!(code, 200);
+    assert!(
+        h["content-type"]
+            .to_str()
+            .unwrap()
+            .contains("as=APIGroupDiscoveryList")
+    );
+    assert_eq!(v["kind"], "APIGroupDiscoveryList");
+    let (_, h, v) = get("/apis", "application/json").await;
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(v["kind"], "APIGroupList");
+    // OpenAPI: the index names each group-version with a hash; a stale hash redirects.
+    let (code, _, index) = get("/openapi/v3", "application/json").await;
+    assert_eq!(code, 200);
+    let url = index["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, h, doc) = get(&url, "application/json").await;
+    assert_eq!(code, 200);
+    assert!(h["cache-control"].to_str().unwrap().contains("immutable"));
+    assert!(doc["paths"].as_object().is_some_and(|p| !p.is_empty()));
+    let (code, h, _) = get("/openapi/v3/api/v1?hash=stale", "application/json").await;
+    assert_eq!(code, 301);
+    assert_eq!(h["location"].to_str().unwrap(), url);
+    // Table output for a list.
+    let (code, _, table) = get(
+        "/api/v1/namespaces",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(table["kind"], "Table");
+    assert!(table["rows"].as_array().unwrap().len() >= 4);
+}
