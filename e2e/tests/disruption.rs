@@ -1,0 +1,270 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! End-to-end scenarios that crash processes: each test has a fleet of two children of its own
+//! (child-1 region=eu tier=large, child-2 region=us tier=small), so a crash in one test never
+//! touches another. Processes are killed with SIGKILL to their process group, as a crash would,
+//! and started again with the same command line and environment (`atoll_e2e::scenario`).
+//!
+//! The hub runs with a 1 s heartbeat and a grace of 2 heartbeats (through its environment), so a
+//! dropped agent stream turns its cluster `Ready=Unknown` within seconds.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use atoll_e2e::scenario;
+use support::{CONVERGE, Expect, Fleet, clusters_ready, converge, eventually, expect, secs};
+
+const HUB_ENV: [(&str, &str); 2] = [
+    ("ATOLL_HUB_HEARTBEAT_SECONDS", "1"),
+    ("ATOLL_HUB_DISCONNECT_GRACE_HEARTBEATS", "2"),
+];
+
+const RESTART: Duration = Duration::from_secs(60);
+
+async fn fleet(test: &str, extra: &[&str]) -> Option<Fleet> {
+    if !support::prerequisites_or_skip(test).await {
+        return None;
+    }
+    Some(Fleet::up(2, extra, &HUB_ENV).await)
+}
+
+async fn apply_example(f: &Fleet, example: &str) {
+    f.parent
+        .apply_kustomization(&support::manifests().join("examples").join(example), &[])
+        .await
+        .unwrap();
+}
+
+fn api(child1: Option<&str>, child2: Option<&str>) -> Vec<Expect> {
+    vec![
+        expect(
+            "child-1",
+            "deployment",
+            "demo-divided",
+            "api",
+            "{.spec.replicas}",
+            child1,
+        ),
+        expect(
+            "child-2",
+            "deployment",
+            "demo-divided",
+            "api",
+            "{.spec.replicas}",
+            child2,
+        ),
+    ]
+}
+
+async fn wait_clusters(f: &Fleet, want: &str, what: &str) -> Duration {
+    let ((), took) = eventually(what, CONVERGE, || async {
+        let got = clusters_ready(f).await?;
+        if got == want { Ok(()) } else { Err(got) }
+    })
+    .await;
+    took
+}
+
+#[tokio::test]
+async fn a_killed_agent_turns_its_cluster_unknown_and_dividing_fails_over_until_it_returns() {
+    let Some(f) = fleet("agent crash", &[]).await else {
+        return;
+    };
+    apply_example(&f, "dividing").await;
+    converge(&f, "the 1:2 division", &api(Some("2"), Some("4"))).await;
+
+    let killed_at = Instant::now();
+    let agent = scenario::kill(&f.dir, "agent-child-1").await.unwrap();
+    let unknown = wait_clusters(
+        &f,
+        "child-1=Unknown,child-2=True",
+        "child-1 Ready=Unknown after its agent was killed",
+    )
+    .await;
+    eprintln!(
+        "FIGURE agent SIGKILL -> kubectl get mcls shows Ready=Unknown: {}",
+        secs(unknown)
+    );
+    // Every replica goes to the cluster that is left (child-1 keeps what it ran: no agent).
+    converge(
+        &f,
+        "fail-over of all 6 replicas to child-2",
+        &api(Some("2"), Some("6")),
+    )
+    .await;
+    eprintln!(
+        "FIGURE agent SIGKILL -> Dividing replicas failed over (6 in child-2): {}",
+        secs(killed_at.elapsed())
+    );
+    let binding = support::jsonpath(
+        &f.parent,
+        "subscription",
+        Some("demo-divided"),
+        "api-divided",
+        "{.status.bindingClusters}",
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(!binding.contains("child-1"), "{binding}");
+
+    let restarted_at = Instant::now();
+    scenario::start_again(&f.dir, &agent, RESTART)
+        .await
+        .unwrap();
+    wait_clusters(&f, "child-1=True,child-2=True", "child-1 Ready again").await;
+    converge(&f, "the 1:2 division again", &api(Some("2"), Some("4"))).await;
+    eprintln!(
+        "FIGURE agent restarted -> Ready and divided 1:2 again: {}",
+        secs(restarted_at.elapsed())
+    );
+}
+
+fn greeting(text: &str) -> Vec<Expect> {
+    ["child-1", "child-2"]
+        .into_iter()
+        .map(|c| {
+            expect(
+                c,
+                "configmap",
+                "demo",
+                "web-config",
+                "{.data.greeting}",
+                Some(text),
+            )
+        })
+        .collect()
+}
+
+async fn set_greeting(f: &Fleet, text: &str) {
+    let patch = serde_json::json!({"data": {"greeting": text}}).to_string();
+    f.parent
+        .run(&[
+            "patch",
+            "configmap",
+            "web-config",
+            "-n",
+            "demo",
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn edits_made_while_the_hub_and_then_the_scheduler_are_down_land_after_their_restart() {
+    let Some(f) = fleet("hub and scheduler crash", &[]).await else {
+        return;
+    };
+    apply_example(&f, "replication").await;
+    converge(&f, "the replication example", &greeting("hello from atoll")).await;
+
+    for process in ["hub", "scheduler"] {
+        let snap = scenario::kill(&f.dir, process).await.unwrap();
+        let text = format!("written while the {process} was down");
+        set_greeting(&f, &text).await;
+        // While it is down the edit cannot reach the children: what they run stays as it was.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before = if process == "hub" {
+            "hello from atoll".to_string()
+        } else {
+            "written while the hub was down".to_string()
+        };
+        converge(
+            &f,
+            &format!("no change while the {process} is down"),
+            &greeting(&before),
+        )
+        .await;
+        let restarted_at = Instant::now();
+        scenario::start_again(&f.dir, &snap, RESTART).await.unwrap();
+        let took = converge(
+            &f,
+            &format!("the edit made while the {process} was down"),
+            &greeting(&text),
+        )
+        .await;
+        eprintln!(
+            "FIGURE {process} restarted -> edit made while it was down in both children: {} ({process} answered /healthz {} after its start)",
+            secs(took),
+            secs(restarted_at.elapsed() - took)
+        );
+        wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready").await;
+    }
+    // And the restarted pair keeps serving new edits.
+    set_greeting(&f, "after both restarts").await;
+    converge(
+        &f,
+        "an edit after both restarts",
+        &greeting("after both restarts"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_fleet_converges_after_the_parent_restarts_from_its_data_dir() {
+    let Some(f) = fleet("parent restart", &["--persist-parent"]).await else {
+        return;
+    };
+    assert!(
+        f.dir.join("parent-data").is_dir(),
+        "the parent must persist its objects"
+    );
+    apply_example(&f, "replication").await;
+    converge(&f, "the replication example", &greeting("hello from atoll")).await;
+
+    // Through the CLI this time: `fleet restart` kills the process group and starts it again.
+    let before = atoll_e2e::state::FleetState::load(&f.dir.join("fleet.json")).unwrap();
+    let old = before.process("parent").unwrap().clone();
+    let restarted_at = Instant::now();
+    let out = support::fleet_cmd(
+        &["restart", "--dir", f.dir_str(), "--process", "parent"],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "fleet restart: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "FIGURE fleet restart --process parent (from its data dir, serving again): {}",
+        secs(restarted_at.elapsed())
+    );
+    let after = atoll_e2e::state::FleetState::load(&f.dir.join("fleet.json")).unwrap();
+    let new = after.process("parent").unwrap();
+    assert!(
+        !atoll_e2e::process::is_running(&old),
+        "the old parent must be gone"
+    );
+    assert_ne!(new.pid, old.pid);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", new.pid)).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    assert!(cmdline.contains("--data-dir"), "{cmdline}");
+    assert!(
+        !cmdline.contains("--port 0"),
+        "the parent keeps its port: {cmdline}"
+    );
+    // The Subscription survived the restart, and every process reconnected: a new edit lands.
+    let subs = f
+        .parent
+        .run(&["get", "subs", "-A", "-o", "name"])
+        .await
+        .unwrap();
+    assert!(subs.contains("web-everywhere"), "{subs}");
+    set_greeting(&f, "after the parent restart").await;
+    let took = converge(
+        &f,
+        "an edit after the parent restart",
+        &greeting("after the parent restart"),
+    )
+    .await;
+    wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready").await;
+    eprintln!(
+        "FIGURE parent restarted -> edit in both children and clusters Ready: {} after the restart ({} for the edit)",
+        secs(restarted_at.elapsed()),
+        secs(took)
+    );
+}
