@@ -85,6 +85,13 @@ async fn a_killed_agent_turns_its_cluster_unknown_and_dividing_fails_over_until_
         "FIGURE agent SIGKILL -> kubectl get mcls shows Ready=Unknown: {}",
         secs(unknown)
     );
+    // The printer column says so too.
+    let table = f.parent.run(&["get", "mcls", "-A"]).await.unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("child-1"))
+        .unwrap_or_else(|| panic!("no child-1 row in\n{table}"));
+    assert!(row.split_whitespace().any(|c| c == "Unknown"), "{table}");
     // Every replica goes to the cluster that is left (child-1 keeps what it ran: no agent).
     converge(
         &f,
