@@ -4,7 +4,7 @@
 //! touches another. Processes are killed with SIGKILL to their process group, as a crash would,
 //! and started again with the same command line and environment (`atoll_e2e::scenario`).
 //!
-//! The hub runs with a 1 s heartbeat and a grace of 2 heartbeats (through its environment), so a
+//! The hub runs with a 2 s heartbeat and a grace of 1 heartbeat (through its environment), so a
 //! dropped agent stream turns its cluster `Ready=Unknown` within seconds.
 
 mod support;
@@ -15,8 +15,8 @@ use atoll_e2e::scenario;
 use support::{CONVERGE, Expect, Fleet, clusters_ready, converge, eventually, expect, secs};
 
 const HUB_ENV: [(&str, &str); 2] = [
-    ("ATOLL_HUB_HEARTBEAT_SECONDS", "1"),
-    ("ATOLL_HUB_DISCONNECT_GRACE_HEARTBEATS", "2"),
+    ("ATOLL_HUB_HEARTBEAT_SECONDS", "2"),
+    ("ATOLL_HUB_DISCONNECT_GRACE_HEARTBEATS", "1"),
 ];
 
 const RESTART: Duration = Duration::from_secs(60);
