@@ -566,50 +566,73 @@ fn healthy_everywhere(ns: &'static str) -> Vec<Expect> {
 }
 
 #[tokio::test]
-async fn an_invalid_strategy_is_refused_with_422_naming_the_field_and_allowed_values() {
+async fn an_invalid_strategy_or_policy_is_refused_with_422_naming_the_field_and_allowed_values() {
     let Some(f) = fleet("invalid strategy").await else {
         return;
     };
     let ns = "e2e-bad-strategy";
     f.apply("bad-strategy-healthy", &healthy(ns)).await.unwrap();
-    let bad = format!(
-        r#"
+    // (field, the spec lines, the bad value, the allowed values)
+    let cases = [
+        (
+            "spec.schedulingStrategy",
+            "schedulingStrategy: Sometimes",
+            "Sometimes",
+            &["Replication", "Dividing"][..],
+        ),
+        (
+            "spec.dividingScheduling.type",
+            "schedulingStrategy: Dividing\n  dividingScheduling: {type: Sideways}",
+            "Sideways",
+            &["Static", "Dynamic"][..],
+        ),
+        (
+            "spec.preemptionPolicy",
+            "preemptionPolicy: Always",
+            "Always",
+            &["PreemptLowerPriority", "PreemptNever"][..],
+        ),
+    ];
+    for (i, (field, spec, value, allowed)) in cases.into_iter().enumerate() {
+        let name = format!("refused-{i}");
+        let bad = format!(
+            r#"
 apiVersion: apps.clusternet.io/v1alpha1
 kind: Subscription
-metadata: {{name: sometimes, namespace: {ns}}}
+metadata: {{name: {name}, namespace: {ns}}}
 spec:
-  schedulingStrategy: Sometimes
+  {spec}
   subscribers: [{{clusterAffinity: {{matchLabels: {{env: prod}}}}}}]
   feeds: [{{apiVersion: v1, kind: ConfigMap, name: healthy, namespace: {ns}}}]
 "#
-    );
-    let path = f.tmp.path().join("bad-strategy.yaml");
-    std::fs::write(&path, bad).unwrap();
-    let err = f
-        .parent
-        .run(&["apply", "-f", path.to_str().unwrap(), "-v=6"])
+        );
+        let path = f.tmp.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, bad).unwrap();
+        let err = f
+            .parent
+            .run(&["apply", "-f", path.to_str().unwrap(), "-v=6"])
+            .await
+            .expect_err(&format!("an invalid {field} must be refused"));
+        let text = err.to_string();
+        let mut wants = vec!["422".to_string(), field.to_string(), format!("\"{value}\"")];
+        wants.extend(allowed.iter().map(|a| format!("\"{a}\"")));
+        for want in wants {
+            assert!(text.contains(&want), "{field}: {want} not in: {text}");
+        }
+        let got = jsonpath(
+            &f.parent,
+            "subscription",
+            Some(ns),
+            &name,
+            "{.metadata.name}",
+        )
         .await
-        .expect_err("an invalid strategy must be refused");
-    let text = err.to_string();
-    for want in [
-        "422",
-        "spec.schedulingStrategy",
-        "\"Sometimes\"",
-        "\"Replication\"",
-        "\"Dividing\"",
-    ] {
-        assert!(text.contains(want), "{want} not in: {text}");
+        .unwrap();
+        assert_eq!(
+            got, None,
+            "{field}: the refused Subscription must not exist"
+        );
     }
-    let got = jsonpath(
-        &f.parent,
-        "subscription",
-        Some(ns),
-        "sometimes",
-        "{.metadata.name}",
-    )
-    .await
-    .unwrap();
-    assert_eq!(got, None, "the refused Subscription must not exist");
     converge(
         &f,
         "the healthy Subscription next to it",
