@@ -293,7 +293,7 @@ async fn main() {
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .arg("--admin-listen")
-        .arg("127.0.0.1:0")
+        .arg(std::env::var("BENCH_ADMIN").unwrap_or_else(|_| "127.0.0.1:0".to_owned()))
         .arg("--leader-elect=false")
         .env("ATOLL_LOG", "warn")
         .kill_on_drop(true)

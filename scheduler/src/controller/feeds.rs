@@ -18,7 +18,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, watch};
 
 /// How long a kind that discovery did not find is remembered as missing before asking again.
 const MISSING_KIND_TTL: Duration = Duration::from_secs(5);
@@ -38,6 +38,20 @@ struct KindWatch {
     resource: ApiResource,
     namespaced: bool,
     store: Store<DynamicObject>,
+    /// Turns true once the first list is in the store. `Store::wait_until_ready` wakes only one
+    /// of several concurrent waiters, so one task waits on it and publishes here for everyone.
+    synced: watch::Receiver<bool>,
+}
+
+impl KindWatch {
+    /// Waits until the first list of the kind is in the store.
+    async fn wait_synced(&self, timeout: Duration) -> bool {
+        let mut synced = self.synced.clone();
+        matches!(
+            tokio::time::timeout(timeout, synced.wait_for(|ready| *ready)).await,
+            Ok(Ok(_))
+        )
+    }
 }
 
 /// The live feed objects of every kind any Subscription names.
@@ -105,10 +119,18 @@ impl FeedWatches {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
+        let (synced_tx, synced) = watch::channel(false);
+        let first_list = store.clone();
+        tokio::spawn(async move {
+            if first_list.wait_until_ready().await.is_ok() {
+                let _ = synced_tx.send(true);
+            }
+        });
         let watch = Arc::new(KindWatch {
             resource: resource.clone(),
             namespaced,
             store: store.clone(),
+            synced,
         });
         kinds.insert(gvk.clone(), watch.clone());
         drop(kinds);
@@ -146,14 +168,6 @@ impl FeedWatches {
                 }
             }
         });
-        if tokio::time::timeout(self.ready_timeout, store.wait_until_ready())
-            .await
-            .is_err()
-        {
-            return Err(Error::SyncFeedKind {
-                kind: kind_text(feed),
-            });
-        }
         Ok(Ok(watch))
     }
 
@@ -171,10 +185,7 @@ impl FeedWatches {
             Err(problem) => return Ok(Err(problem)),
         };
         // Another reconcile may have started this watch a moment ago: wait for its first list.
-        if tokio::time::timeout(self.ready_timeout, watch.store.wait_until_ready())
-            .await
-            .is_err()
-        {
+        if !watch.wait_synced(self.ready_timeout).await {
             return Err(Error::SyncFeedKind {
                 kind: kind_text(feed),
             });

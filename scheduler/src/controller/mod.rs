@@ -13,6 +13,7 @@
 //! - a Description deleted by someone else: its Subscription, which writes it again.
 
 mod feeds;
+mod index;
 mod metrics;
 pub mod plan;
 mod reconcile;
@@ -252,10 +253,13 @@ pub async fn run(
     let tx = one_tx.clone();
     // Metadata only: the render-hash annotation tells whether a write is needed, so the
     // scheduler never holds every rendered object in memory.
+    let description_index = index::DescriptionIndex::default();
+    let observed = description_index.clone();
     let descriptions = spawn_reflector(
         Api::<PartialObjectMeta<Description>>::all(client.clone()),
         watcher::Config::default().labels(known::LABEL_SUBS_UID),
         move |event| {
+            observed.observe(event);
             let Event::Delete(description) = event else {
                 return Vec::new();
             };
@@ -279,6 +283,7 @@ pub async fn run(
         localizations,
         manifests,
         descriptions,
+        description_index,
     };
     // Reconciling before every cache is complete would unbind clusters not yet seen.
     for (kind, wait) in [

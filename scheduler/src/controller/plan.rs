@@ -152,8 +152,10 @@ pub fn plan(
     let mut conditions = vec![feeds_resolved, scheduled_condition(&placement)];
     let mut cluster_plans = Vec::with_capacity(placement.binding_clusters.len());
     let mut override_errors = Vec::new();
+    let by_key: std::collections::HashMap<String, &ClusterInfo> =
+        clusters.iter().map(|c| (c.key(), c)).collect();
     for (index, key) in placement.binding_clusters.iter().enumerate() {
-        let Some(cluster) = clusters.iter().find(|c| &c.key() == key) else {
+        let Some(cluster) = by_key.get(key).copied() else {
             continue;
         };
         let objects = render_cluster(

@@ -68,6 +68,8 @@ pub struct Stores {
     pub manifests: Store<Manifest>,
     /// Metadata of the Descriptions written by the scheduler, all namespaces.
     pub descriptions: Store<PartialObjectMeta<Description>>,
+    /// The same Descriptions by Subscription uid.
+    pub description_index: super::index::DescriptionIndex,
 }
 
 /// Everything a reconcile needs.
@@ -333,7 +335,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
             let params = &params;
             let name = &name;
             async move {
-                Api::<Description>::namespaced(ctx.client.clone(), &namespace)
+                Api::<PartialObjectMeta<Description>>::namespaced(ctx.client.clone(), &namespace)
                     .patch(name, params, &Patch::Apply(&description))
                     .await
                     .map_err(api_error(
@@ -361,27 +363,20 @@ async fn remove_unbound_descriptions(
         .filter_map(|key| key.split_once('/').map(|(ns, _)| ns))
         .collect();
     let uid = sub.uid().unwrap_or_default();
-    for description in descriptions_of(&ctx.stores.descriptions, &uid) {
-        let namespace = description.namespace().unwrap_or_default();
-        if bound.contains(namespace.as_str()) || description.metadata.deletion_timestamp.is_some() {
+    for (namespace, name) in ctx.stores.description_index.of(&uid) {
+        if bound.contains(namespace.as_str()) {
             continue;
         }
-        delete_description(&ctx.client, &namespace, &description.name_any(), ctx).await?;
+        let deleting = ctx
+            .stores
+            .descriptions
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&namespace))
+            .is_some_and(|d| d.metadata.deletion_timestamp.is_some());
+        if !deleting {
+            delete_description(&ctx.client, &namespace, &name, ctx).await?;
+        }
     }
     Ok(())
-}
-
-fn descriptions_of(
-    store: &Store<PartialObjectMeta<Description>>,
-    uid: &str,
-) -> Vec<Arc<PartialObjectMeta<Description>>> {
-    store.state_filter(|d| {
-        d.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(known::LABEL_SUBS_UID))
-            .is_some_and(|v| v == uid)
-    })
 }
 
 async fn delete_description(
