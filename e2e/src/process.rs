@@ -62,6 +62,9 @@ pub fn spawn(launch: Launch<'_>) -> Result<ProcessRecord, Error> {
         start_time: proc_stat(pid).map(|s| s.start_time),
         log: launch.log,
         admin: launch.admin,
+        command: std::iter::once(launch.binary.display().to_string())
+            .chain(launch.args)
+            .collect(),
     })
 }
 
@@ -232,6 +235,7 @@ mod tests {
             start_time: Some(stat.start_time),
             log: "/dev/null".into(),
             admin: None,
+            command: vec![],
         };
         assert!(is_running(&record));
         record.start_time = Some(stat.start_time + 1);

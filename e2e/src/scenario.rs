@@ -116,26 +116,49 @@ pub fn snapshot(record: &ProcessRecord) -> Result<Snapshot, Error> {
     let cmdline = std::fs::read(proc_dir.join("cmdline")).map_err(err)?;
     let environ = std::fs::read(proc_dir.join("environ")).map_err(err)?;
     let binary = std::fs::read_link(proc_dir.join("exe")).map_err(err)?;
-    let mut args: Vec<String> = split_nul(&cmdline)
+    let args: Vec<String> = split_nul(&cmdline)
         .into_iter()
         .skip(1)
         .map(|a| String::from_utf8_lossy(&a).into_owned())
         .collect();
-    if let Some(kubeconfig) = flag_value(&args, "--kubeconfig")
-        && matches!(record.role, Role::Parent | Role::Child)
-        && let Some(port) = std::fs::read_to_string(kubeconfig)
-            .ok()
-            .as_deref()
-            .and_then(kubeconfig_port)
-    {
-        args = pin_port(&args, port);
-    }
     Ok(Snapshot {
         name: record.name.clone(),
         role: record.role,
         binary,
-        args,
+        args: pin_cluster_port(record.role, args),
         env: parse_environ(&environ),
+        log: record.log.clone(),
+        admin: record.admin.clone(),
+    })
+}
+
+/// A cluster's arguments with `--port 0` pinned to the port in its kubeconfig (unchanged for
+/// other roles, or when the kubeconfig cannot be read).
+fn pin_cluster_port(role: Role, args: Vec<String>) -> Vec<String> {
+    if !matches!(role, Role::Parent | Role::Child) {
+        return args;
+    }
+    let port = flag_value(&args, "--kubeconfig")
+        .and_then(|k| std::fs::read_to_string(k).ok())
+        .as_deref()
+        .and_then(kubeconfig_port);
+    match port {
+        Some(port) => pin_port(&args, port),
+        None => args,
+    }
+}
+
+/// How to start a process that is no longer running, from the command line `fleet up` recorded
+/// in the state file; the environment is this process's own (as for `fleet up`). `None` when no
+/// command line was recorded.
+pub fn recorded(record: &ProcessRecord) -> Option<Snapshot> {
+    let (binary, args) = record.command.split_first()?;
+    Some(Snapshot {
+        name: record.name.clone(),
+        role: record.role,
+        binary: PathBuf::from(binary),
+        args: pin_cluster_port(record.role, args.to_vec()),
+        env: std::env::vars_os().collect(),
         log: record.log.clone(),
         admin: record.admin.clone(),
     })
@@ -260,6 +283,9 @@ pub async fn start_again(
         start_time: process::proc_stat(pid).map(|s| s.start_time),
         log: snap.log.clone(),
         admin: snap.admin.clone(),
+        command: std::iter::once(snap.binary.display().to_string())
+            .chain(snap.args.iter().cloned())
+            .collect(),
     };
     let layout = Layout::new(dir);
     let mut state = load(dir)?;
@@ -298,8 +324,22 @@ pub async fn start_again(
     }
 }
 
-/// [`kill`] then [`start_again`]: a crash and a restart with the same command line.
+/// [`kill`] then [`start_again`]: a crash and a restart with the same command line. A process
+/// that is not running any more (it crashed) is started from its recorded command line.
 pub async fn restart(dir: &Path, name: &str, timeout: Duration) -> Result<ProcessRecord, Error> {
+    let state = load(dir)?;
+    if let Some(record) = state.process(name)
+        && !process::is_running(record)
+    {
+        let snap = recorded(record).ok_or_else(|| Error::InvalidArgument {
+            what: "process".into(),
+            message: format!(
+                "{name} is not running and the state file has no command line for it (started \
+                 by an older fleet); run `fleet down` and `fleet up` again"
+            ),
+        })?;
+        return start_again(dir, &snap, timeout).await;
+    }
     let snap = kill(dir, name).await?;
     start_again(dir, &snap, timeout).await
 }
@@ -370,7 +410,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_killed_process_starts_again_with_its_arguments_and_environment() {
+    async fn a_killed_or_crashed_process_starts_again_with_its_command_line() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
         std::fs::create_dir_all(layout.logs()).unwrap();
@@ -411,6 +451,17 @@ mod tests {
         let text = std::fs::read_to_string(&log).unwrap();
         assert_eq!(text.matches("run first").count(), 2, "{text}");
         assert!(text.contains("started again"), "{text}");
+
+        // Crashed on its own: `restart` starts it from the recorded command line.
         process::stop(&again, Duration::from_secs(2)).await.unwrap();
+        let third = restart(dir.path(), "sleeper", Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(process::is_running(&third));
+        assert_eq!(third.command, again.command);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(text.matches("run first").count(), 3, "{text}");
+        process::stop(&third, Duration::from_secs(2)).await.unwrap();
     }
 }

@@ -42,6 +42,9 @@ pub struct ProcessRecord {
     /// The admin server address (`/healthz`, `/readyz`, `/metrics`), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin: Option<String>,
+    /// The binary and its arguments, so that `fleet restart` can start a crashed process again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 /// A child cluster of the fleet.
@@ -126,6 +129,7 @@ mod tests {
                     start_time: Some(1234),
                     log: "/f/logs/parent.log".into(),
                     admin: None,
+                    command: vec![],
                 },
                 ProcessRecord {
                     name: "hub".into(),
@@ -134,6 +138,7 @@ mod tests {
                     start_time: None,
                     log: "/f/logs/hub.log".into(),
                     admin: Some("127.0.0.1:9000".into()),
+                    command: vec!["/bin/atoll-hub".into(), "--insecure".into()],
                 },
             ],
         }
