@@ -326,8 +326,9 @@ async fn failover_moves_divided_replicas_and_recovery_rebalances() {
     .await;
     wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
 
+    // b's replicas fail over to a; b stays bound with 0 replicas, so nothing of it is deleted.
     set_cluster_ready(client, "clusternet-b", "b", false, "8").await;
-    wait_replicas(client, vec![("clusternet-a", 6)]).await;
+    wait_replicas(client, vec![("clusternet-a", 6), ("clusternet-b", 0)]).await;
 
     set_cluster_ready(client, "clusternet-b", "b", true, "8").await;
     wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
@@ -525,4 +526,44 @@ async fn subscriptions_for_another_scheduler_are_left_alone() {
         (descriptions_of(client, "default", "api").await.len() == 1).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn replication_keeps_an_unreachable_bound_cluster_and_skips_a_new_one() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 2)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
+
+    // b's agent is gone: the hub marks it not Ready and taints it. Its workload keeps running
+    // there, so its Description stays, and still follows feed edits for when b is back.
+    set_cluster_ready(client, "clusternet-b", "b", false, "8").await;
+    let api: kube::Api<atoll_crds::clusters::ManagedCluster> =
+        kube::Api::namespaced(client.clone(), "clusternet-b");
+    api.patch(
+        "b",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"taints": [{
+            "key": "clusters.clusternet.io/unschedulable", "value": "ClusterStatusUnknown",
+            "effect": "NoSchedule"}]}})),
+    )
+    .await
+    .unwrap();
+    apply(client, deployment("default", "web", 3)).await;
+    wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
+
+    // A cluster that joins unreachable is not bound.
+    add_cluster(client, "c", json!({"env": "prod"}), "8").await;
+    set_cluster_ready(client, "clusternet-c", "c", false, "8").await;
+    apply(client, deployment("default", "web", 4)).await;
+    wait_replicas(client, vec![("clusternet-a", 4), ("clusternet-b", 4)]).await;
+    let status = subscription(client, "default", "web").await.status.unwrap();
+    assert_eq!(
+        status.binding_clusters,
+        vec!["clusternet-a/a", "clusternet-b/b"]
+    );
 }

@@ -6,8 +6,10 @@
 use crate::Error;
 use crate::overrides::{self, DividedReplicas};
 use crate::placement::{self, ClusterInfo, FeedReplicas, Placement};
-use atoll_crds::apps::{Feed, Globalization, Localization, SubscriptionSpec};
+use atoll_crds::apps::{Feed, Globalization, Localization, SchedulingStrategy, SubscriptionSpec};
+use atoll_crds::known;
 use serde_json::Value;
+use std::collections::HashSet;
 
 /// More feeds than this in one Subscription are refused with a condition, before any write.
 pub const MAX_FEEDS: usize = 1000;
@@ -83,13 +85,21 @@ fn cond(
     }
 }
 
-/// Plans one Subscription.
+/// Plans one Subscription. `bound` is its current `status.bindingClusters`.
+///
+/// A bound cluster that becomes unreachable (not `Ready`, or tainted
+/// `clusters.clusternet.io/unschedulable` by the hub when its agent's stream dropped) stays bound:
+/// what already runs there keeps running, and nothing is deleted when its agent comes back.
+/// Under Replication it keeps its objects; under Dividing its replicas fail over to the reachable
+/// clusters and it keeps its other objects with 0 replicas until it is reachable again. A cluster
+/// that is unreachable and not yet bound is never bound.
 pub fn plan(
     spec: &SubscriptionSpec,
     feeds: &[ResolvedFeed],
     clusters: &[ClusterInfo],
     globalizations: &[&Globalization],
     localizations: &[&Localization],
+    bound: &[String],
 ) -> Plan {
     let keep = |conditions: Vec<PlannedCondition>| Plan {
         placement: None,
@@ -144,7 +154,30 @@ pub fn plan(
             Err(e) => return keep(vec![feeds_resolved, invalid_spec(&e)]),
         }
     }
-    let placement = match placement::schedule(spec, clusters, &replica_facts) {
+    let (reachable_view, unreachable) = as_if_reachable(clusters, bound);
+    let placement = match spec.scheduling_strategy {
+        SchedulingStrategy::Replication => {
+            placement::schedule(spec, &reachable_view, &replica_facts)
+        }
+        SchedulingStrategy::Dividing => placement::schedule(spec, clusters, &replica_facts)
+            .and_then(|placement| {
+                if unreachable.is_empty() {
+                    return Ok(placement);
+                }
+                // Which unreachable clusters would still be selected if they were reachable.
+                let mut replication = spec.clone();
+                replication.scheduling_strategy = SchedulingStrategy::Replication;
+                let still_selected =
+                    placement::schedule(&replication, &reachable_view, &replica_facts)?;
+                let keep: Vec<&String> = still_selected
+                    .binding_clusters
+                    .iter()
+                    .filter(|key| unreachable.contains(key.as_str()))
+                    .collect();
+                Ok(keep_bound_with_zero_replicas(placement, &keep))
+            }),
+    };
+    let placement = match placement {
         Ok(placement) => placement,
         Err(e) => return keep(vec![feeds_resolved, invalid_spec(&e)]),
     };
@@ -197,6 +230,56 @@ pub fn plan(
         clusters: cluster_plans,
         conditions,
     }
+}
+
+/// The clusters as the scheduler sees them, with every *bound* unreachable cluster shown as
+/// reachable (not ready, or tainted unschedulable by the hub), and the keys of those clusters.
+fn as_if_reachable(
+    clusters: &[ClusterInfo],
+    bound: &[String],
+) -> (Vec<ClusterInfo>, HashSet<String>) {
+    let bound: HashSet<&str> = bound.iter().map(String::as_str).collect();
+    let mut unreachable = HashSet::new();
+    let view = clusters
+        .iter()
+        .map(|cluster| {
+            let tainted = cluster
+                .taints
+                .iter()
+                .any(|t| t.key == known::TAINT_UNSCHEDULABLE);
+            let key = cluster.key();
+            if (!cluster.ready || tainted) && bound.contains(key.as_str()) {
+                let mut shown = cluster.clone();
+                shown.ready = true;
+                shown.taints.retain(|t| t.key != known::TAINT_UNSCHEDULABLE);
+                unreachable.insert(key);
+                shown
+            } else {
+                cluster.clone()
+            }
+        })
+        .collect();
+    (view, unreachable)
+}
+
+/// Adds `keep` to a Dividing placement with 0 replicas of every divisible feed.
+fn keep_bound_with_zero_replicas(mut placement: Placement, keep: &[&String]) -> Placement {
+    for key in keep {
+        if placement.binding_clusters.contains(key) {
+            continue;
+        }
+        let index = placement
+            .binding_clusters
+            .partition_point(|existing| existing.as_str() < key.as_str());
+        placement.binding_clusters.insert(index, (*key).clone());
+        for replicas in placement.replicas.values_mut() {
+            // Non-divisible feeds have no per-cluster entries.
+            if !replicas.is_empty() {
+                replicas.insert(index.min(replicas.len()), 0);
+            }
+        }
+    }
+    placement
 }
 
 fn invalid_spec(e: &Error) -> PlannedCondition {

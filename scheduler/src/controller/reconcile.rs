@@ -186,7 +186,12 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
     let globs: Vec<&Globalization> = globalizations.iter().map(AsRef::as_ref).collect();
     let locs: Vec<&Localization> = localizations.iter().map(AsRef::as_ref).collect();
 
-    let plan = plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs);
+    let bound = sub
+        .status
+        .as_ref()
+        .map(|s| s.binding_clusters.clone())
+        .unwrap_or_default();
+    let plan = plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs, &bound);
     let mut waiting = resolved.iter().any(|f| f.object.is_err());
     if let Some(placement) = &plan.placement {
         waiting |= write_descriptions(sub, &plan, ctx).await?;
