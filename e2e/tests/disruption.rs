@@ -103,17 +103,14 @@ async fn a_killed_agent_turns_its_cluster_unknown_and_dividing_fails_over_until_
         "FIGURE agent SIGKILL -> Dividing replicas failed over (6 in child-2): {}",
         secs(killed_at.elapsed())
     );
-    let binding = support::jsonpath(
-        &f.parent,
-        "subscription",
-        Some("demo-divided"),
-        "api-divided",
-        "{.status.bindingClusters}",
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(!binding.contains("child-1"), "{binding}");
+    // The parent agrees: child-2 has all 6; child-1 either is unbound or keeps its binding
+    // (so that nothing is deleted from it on reconnection) with 0 replicas.
+    let shares = divided_shares(&f).await;
+    assert_eq!(shares.get("child-2"), Some(&6), "{shares:?}");
+    assert!(
+        matches!(shares.get("child-1"), None | Some(0)),
+        "{shares:?}"
+    );
 
     let restarted_at = Instant::now();
     scenario::start_again(&f.dir, &agent, RESTART)
@@ -125,6 +122,42 @@ async fn a_killed_agent_turns_its_cluster_unknown_and_dividing_fails_over_until_
         "FIGURE agent restarted -> Ready and divided 1:2 again: {}",
         secs(restarted_at.elapsed())
     );
+}
+
+/// The api-divided Subscription's replicas of `demo-divided/api` per bound cluster name, from
+/// `status.bindingClusters` and `status.replicas` (same order).
+async fn divided_shares(f: &Fleet) -> std::collections::BTreeMap<String, i64> {
+    let json = f
+        .parent
+        .run(&[
+            "get",
+            "sub",
+            "api-divided",
+            "-n",
+            "demo-divided",
+            "-o",
+            "json",
+        ])
+        .await
+        .unwrap();
+    let sub: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let clusters = sub["status"]["bindingClusters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let replicas = sub["status"]["replicas"]["apps/v1/Deployment/demo-divided/api"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(clusters.len(), replicas.len(), "{json}");
+    clusters
+        .iter()
+        .zip(&replicas)
+        .map(|(c, r)| {
+            let name = c.as_str().unwrap().rsplit('/').next().unwrap().to_string();
+            (name, r.as_i64().unwrap())
+        })
+        .collect()
 }
 
 fn greeting(text: &str) -> Vec<Expect> {
@@ -277,9 +310,6 @@ async fn the_fleet_converges_after_the_parent_restarts_from_its_data_dir() {
 }
 
 #[tokio::test]
-#[ignore = "a Replication workload is deleted and recreated in a child whose agent was down longer \
-            than the hub's grace (the scheduler unbinds not-Ready clusters; on reconnection the \
-            agent prunes the namespace and workload, then re-creates them); see issue #6 note"]
 async fn a_replicated_workload_keeps_running_in_a_child_whose_agent_was_down() {
     let Some(f) = fleet("agent outage under Replication", &[]).await else {
         return;
@@ -315,4 +345,12 @@ async fn a_replicated_workload_keeps_running_in_a_child_whose_agent_was_down() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // And it still receives feed edits.
+    set_greeting(&f, "after the outage").await;
+    converge(
+        &f,
+        "an edit after the outage",
+        &greeting("after the outage"),
+    )
+    .await;
 }
