@@ -1,6 +1,9 @@
-//! An index of the scheduler's Descriptions by Subscription uid, kept current by the Description
-//! watch, so that finding a Subscription's Descriptions costs its own Descriptions, not a scan of
-//! every Description in the parent.
+//! The scheduler's view of its own Descriptions, kept current by a metadata-only watch.
+//!
+//! It holds per Description only what decides whether to write or delete it (a few dozen
+//! bytes), not the Description: at 100,000 Descriptions a cache of whole objects, or even of
+//! their metadata, would dominate the scheduler's memory. Lookups are by Subscription uid, so
+//! finding a Subscription's Descriptions costs its own Descriptions, not a scan.
 
 use atoll_crds::apps::Description;
 use atoll_crds::known;
@@ -8,38 +11,116 @@ use kube::ResourceExt;
 use kube::api::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use parking_lot::RwLock;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-type ByUid = HashMap<String, BTreeSet<(String, String)>>;
+/// `(namespace, name)` of a Description.
+pub type DescriptionKey = (String, String);
+
+/// What the scheduler remembers of one Description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescriptionRecord {
+    /// Its `apps.clusternet.io/subs.uid` label.
+    pub subscription_uid: String,
+    /// Its `apps.clusternet.io/render-hash` annotation.
+    pub render_hash: Option<String>,
+    /// Fingerprint of its scheduler-owned labels ([`labels_fingerprint`]).
+    pub labels: u64,
+    /// It has a deletionTimestamp.
+    pub deleting: bool,
+}
+
+/// Fingerprint of the labels the scheduler sets on a Description (the keys of `wanted`, read
+/// from `labels`), so that a label edit by someone else is seen as a difference.
+pub fn labels_fingerprint(
+    labels: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for key in wanted.keys() {
+        (key, labels.get(key)).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+#[derive(Default)]
+struct Maps {
+    records: HashMap<DescriptionKey, DescriptionRecord>,
+    by_uid: HashMap<String, BTreeSet<DescriptionKey>>,
+}
+
+impl Maps {
+    fn insert(&mut self, key: DescriptionKey, record: DescriptionRecord) {
+        self.remove(&key);
+        self.by_uid
+            .entry(record.subscription_uid.clone())
+            .or_default()
+            .insert(key.clone());
+        self.records.insert(key, record);
+    }
+
+    fn remove(&mut self, key: &DescriptionKey) {
+        if let Some(old) = self.records.remove(key)
+            && let Some(keys) = self.by_uid.get_mut(&old.subscription_uid)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_uid.remove(&old.subscription_uid);
+            }
+        }
+    }
+}
 
 #[derive(Default)]
 struct Inner {
-    by_uid: ByUid,
-    /// Filled during a re-list, swapped in when it completes.
-    relisting: Option<ByUid>,
+    maps: Maps,
+    /// Filled during a (re-)list, swapped in when it completes.
+    relisting: Option<Maps>,
+    synced: bool,
 }
 
-/// `(namespace, name)` of every Description, by its `apps.clusternet.io/subs.uid` label.
+/// The scheduler's Descriptions, by key and by Subscription uid.
 #[derive(Clone, Default)]
 pub struct DescriptionIndex(Arc<RwLock<Inner>>);
 
-fn entry(description: &PartialObjectMeta<Description>) -> Option<(String, (String, String))> {
-    let uid = description.labels().get(known::LABEL_SUBS_UID)?.clone();
+/// The record of a Description, with the label fingerprint taken over the scheduler's own keys.
+fn record_of(
+    description: &PartialObjectMeta<Description>,
+) -> Option<(DescriptionKey, DescriptionRecord)> {
+    let labels = description.labels();
+    let subscription_uid = labels.get(known::LABEL_SUBS_UID)?.clone();
+    let owned: BTreeMap<String, String> = SCHEDULER_LABELS
+        .iter()
+        .map(|k| ((*k).to_owned(), String::new()))
+        .collect();
     Some((
-        uid,
         (
             description.namespace().unwrap_or_default(),
             description.name_any(),
         ),
+        DescriptionRecord {
+            subscription_uid,
+            render_hash: description
+                .annotations()
+                .get(known::ANNOTATION_RENDER_HASH)
+                .cloned(),
+            labels: labels_fingerprint(labels, &owned),
+            deleting: description.metadata.deletion_timestamp.is_some(),
+        },
     ))
 }
 
-fn insert(map: &mut ByUid, description: &PartialObjectMeta<Description>) {
-    if let Some((uid, key)) = entry(description) {
-        map.entry(uid).or_default().insert(key);
-    }
-}
+/// The label keys the scheduler sets on every Description.
+pub const SCHEDULER_LABELS: [&str; 6] = [
+    known::LABEL_SUBS_NAME,
+    known::LABEL_SUBS_NAMESPACE,
+    known::LABEL_SUBS_UID,
+    known::LABEL_CLUSTER_ID,
+    known::LABEL_CLUSTER_NAME,
+    known::LABEL_CREATED_BY,
+];
 
 impl DescriptionIndex {
     /// Applies one watch event.
@@ -47,42 +128,53 @@ impl DescriptionIndex {
         let mut inner = self.0.write();
         match event {
             Event::Apply(d) => {
-                // A Description's labels could move it to another uid: drop the old entry.
                 let key = (d.namespace().unwrap_or_default(), d.name_any());
-                for keys in inner.by_uid.values_mut() {
-                    keys.remove(&key);
+                match record_of(d) {
+                    Some((key, record)) => inner.maps.insert(key, record),
+                    None => inner.maps.remove(&key),
                 }
-                insert(&mut inner.by_uid, d);
-                inner.by_uid.retain(|_, keys| !keys.is_empty());
             }
             Event::Delete(d) => {
-                if let Some((uid, key)) = entry(d)
-                    && let Some(keys) = inner.by_uid.get_mut(&uid)
-                {
-                    keys.remove(&key);
-                    if keys.is_empty() {
-                        inner.by_uid.remove(&uid);
-                    }
-                }
+                inner
+                    .maps
+                    .remove(&(d.namespace().unwrap_or_default(), d.name_any()));
             }
-            Event::Init => inner.relisting = Some(ByUid::new()),
+            Event::Init => inner.relisting = Some(Maps::default()),
             Event::InitApply(d) => {
-                if let Some(map) = inner.relisting.as_mut() {
-                    insert(map, d);
+                if let (Some(maps), Some((key, record))) = (inner.relisting.as_mut(), record_of(d))
+                {
+                    maps.insert(key, record);
                 }
             }
             Event::InitDone => {
-                if let Some(map) = inner.relisting.take() {
-                    inner.by_uid = map;
+                if let Some(maps) = inner.relisting.take() {
+                    inner.maps = maps;
                 }
+                inner.synced = true;
             }
         }
     }
 
-    /// `(namespace, name)` of the Descriptions of the Subscription with `uid`.
-    pub fn of(&self, uid: &str) -> Vec<(String, String)> {
+    /// Whether the first list has been seen.
+    pub fn is_synced(&self) -> bool {
+        self.0.read().synced
+    }
+
+    /// The record of one Description.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<DescriptionRecord> {
         self.0
             .read()
+            .maps
+            .records
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// `(namespace, name)` of the Descriptions of the Subscription with `uid`.
+    pub fn of(&self, uid: &str) -> Vec<DescriptionKey> {
+        self.0
+            .read()
+            .maps
             .by_uid
             .get(uid)
             .map(|keys| keys.iter().cloned().collect())
@@ -95,45 +187,80 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn desc(ns: &str, name: &str, uid: &str) -> PartialObjectMeta<Description> {
+    fn desc(ns: &str, name: &str, uid: &str, hash: &str) -> PartialObjectMeta<Description> {
         serde_json::from_value(json!({
             "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-            "metadata": {"name": name, "namespace": ns, "labels": {known::LABEL_SUBS_UID: uid}},
+            "metadata": {"name": name, "namespace": ns,
+                "labels": {known::LABEL_SUBS_UID: uid},
+                "annotations": {known::ANNOTATION_RENDER_HASH: hash}},
         }))
         .unwrap()
+    }
+
+    fn key(ns: &str, name: &str) -> DescriptionKey {
+        (ns.to_owned(), name.to_owned())
     }
 
     #[test]
     fn index_follows_applies_deletes_and_relists() {
         let index = DescriptionIndex::default();
-        index.observe(&Event::Apply(desc("c1", "default.web", "u1")));
-        index.observe(&Event::Apply(desc("c2", "default.web", "u1")));
-        index.observe(&Event::Apply(desc("c1", "default.api", "u2")));
+        assert!(!index.is_synced());
+        index.observe(&Event::Init);
+        index.observe(&Event::InitApply(desc("c1", "default.web", "u1", "h1")));
+        index.observe(&Event::InitDone);
+        assert!(index.is_synced());
+        index.observe(&Event::Apply(desc("c2", "default.web", "u1", "h1")));
+        index.observe(&Event::Apply(desc("c1", "default.api", "u2", "h2")));
         assert_eq!(
             index.of("u1"),
-            vec![
-                ("c1".to_owned(), "default.web".to_owned()),
-                ("c2".to_owned(), "default.web".to_owned())
-            ]
+            vec![key("c1", "default.web"), key("c2", "default.web")]
         );
-        index.observe(&Event::Delete(desc("c1", "default.web", "u1")));
         assert_eq!(
-            index.of("u1"),
-            vec![("c2".to_owned(), "default.web".to_owned())]
+            index
+                .get("c1", "default.api")
+                .unwrap()
+                .render_hash
+                .as_deref(),
+            Some("h2")
         );
+
+        // A new render hash replaces the record; a delete removes it.
+        index.observe(&Event::Apply(desc("c2", "default.web", "u1", "h3")));
+        assert_eq!(
+            index
+                .get("c2", "default.web")
+                .unwrap()
+                .render_hash
+                .as_deref(),
+            Some("h3")
+        );
+        index.observe(&Event::Delete(desc("c1", "default.web", "u1", "h1")));
+        assert_eq!(index.of("u1"), vec![key("c2", "default.web")]);
+        assert!(index.get("c1", "default.web").is_none());
 
         // A re-list replaces everything once it completes.
         index.observe(&Event::Init);
-        index.observe(&Event::InitApply(desc("c3", "default.web", "u1")));
-        assert_eq!(
-            index.of("u1"),
-            vec![("c2".to_owned(), "default.web".to_owned())]
-        );
+        index.observe(&Event::InitApply(desc("c3", "default.web", "u1", "h1")));
+        assert_eq!(index.of("u1"), vec![key("c2", "default.web")]);
         index.observe(&Event::InitDone);
-        assert_eq!(
-            index.of("u1"),
-            vec![("c3".to_owned(), "default.web".to_owned())]
-        );
+        assert_eq!(index.of("u1"), vec![key("c3", "default.web")]);
         assert!(index.of("u2").is_empty());
+    }
+
+    #[test]
+    fn label_fingerprint_sees_a_changed_or_missing_scheduler_label_only() {
+        let wanted: BTreeMap<String, String> = [
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), "2".to_owned()),
+        ]
+        .into();
+        let mut labels = wanted.clone();
+        let base = labels_fingerprint(&labels, &wanted);
+        labels.insert("other".to_owned(), "x".to_owned());
+        assert_eq!(labels_fingerprint(&labels, &wanted), base);
+        labels.insert("b".to_owned(), "3".to_owned());
+        assert_ne!(labels_fingerprint(&labels, &wanted), base);
+        labels.remove("b");
+        assert_ne!(labels_fingerprint(&labels, &wanted), base);
     }
 }

@@ -93,7 +93,7 @@ fn drop_managed_fields<K: Resource>(object: &mut K) {
 }
 
 /// Reconciles running at once; bounds the requests in flight against the parent.
-const RECONCILE_CONCURRENCY: u16 = 32;
+const RECONCILE_CONCURRENCY: u16 = 16;
 
 /// What a watch event asks of the reconcile loop.
 enum Trigger {
@@ -250,31 +250,44 @@ pub async fn run(
             .collect()
         },
     );
-    let tx = one_tx.clone();
     // Metadata only: the render-hash annotation tells whether a write is needed, so the
     // scheduler never holds every rendered object in memory.
     let description_index = index::DescriptionIndex::default();
     let observed = description_index.clone();
-    let descriptions = spawn_reflector(
+    let tx = one_tx.clone();
+    let description_events = watcher::watcher(
         Api::<PartialObjectMeta<Description>>::all(client.clone()),
         watcher::Config::default().labels(known::LABEL_SUBS_UID),
-        move |event| {
-            observed.observe(event);
-            let Event::Delete(description) = event else {
-                return Vec::new();
+    )
+    .default_backoff();
+    let (descriptions_synced_tx, mut descriptions_synced) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(description_events);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    tracing::warn!(kind = "Description", error = %e, "watch failed");
+                    continue;
+                }
+            };
+            observed.observe(&event);
+            if observed.is_synced() {
+                descriptions_synced_tx.send_if_modified(|synced| !std::mem::replace(synced, true));
+            }
+            let Event::Delete(description) = &event else {
+                continue;
             };
             let labels = description.labels();
-            match (
+            if let (Some(ns), Some(name)) = (
                 labels.get(known::LABEL_SUBS_NAMESPACE),
                 labels.get(known::LABEL_SUBS_NAME),
-            ) {
-                (Some(ns), Some(name)) => {
-                    vec![Trigger::One(tx.clone(), ObjectRef::new(name).within(ns))]
-                }
-                _ => Vec::new(),
+            ) && tx.send(ObjectRef::new(name).within(ns)).await.is_err()
+            {
+                return;
             }
-        },
-    );
+        }
+    });
 
     let stores = Stores {
         subscriptions: subscriptions.clone(),
@@ -282,8 +295,7 @@ pub async fn run(
         globalizations,
         localizations,
         manifests,
-        descriptions,
-        description_index,
+        descriptions: description_index,
     };
     // Reconciling before every cache is complete would unbind clusters not yet seen.
     for (kind, wait) in [
@@ -297,14 +309,16 @@ pub async fn run(
             stores.localizations.wait_until_ready().boxed(),
         ),
         ("Manifest", stores.manifests.wait_until_ready().boxed()),
-        (
-            "Description",
-            stores.descriptions.wait_until_ready().boxed(),
-        ),
     ] {
         wait.await.map_err(|_| Error::SyncCache { kind })?;
         tracing::debug!(kind, "cache synced");
     }
+    descriptions_synced
+        .wait_for(|synced| *synced)
+        .await
+        .map_err(|_| Error::SyncCache {
+            kind: "Description",
+        })?;
     ready();
 
     let context = Arc::new(Context {

@@ -66,10 +66,9 @@ pub struct Stores {
     pub localizations: Store<Localization>,
     /// Manifests in `clusternet-reserved`.
     pub manifests: Store<Manifest>,
-    /// Metadata of the Descriptions written by the scheduler, all namespaces.
-    pub descriptions: Store<PartialObjectMeta<Description>>,
-    /// The same Descriptions by Subscription uid.
-    pub description_index: super::index::DescriptionIndex,
+    /// What decides writes and deletes of the scheduler's Descriptions, by key and by
+    /// Subscription uid.
+    pub descriptions: super::index::DescriptionIndex,
 }
 
 /// Everything a reconcile needs.
@@ -280,7 +279,7 @@ fn description_labels(sub: &Subscription, cluster: &ClusterInfo) -> BTreeMap<Str
 }
 
 /// How many Description writes of one Subscription are in flight at once.
-const WRITE_CONCURRENCY: usize = 16;
+const WRITE_CONCURRENCY: usize = 32;
 
 /// Writes the Description of every bound cluster whose objects rendered and changed. Returns
 /// true when some cluster must be looked at again (its old Description is still being deleted).
@@ -295,29 +294,16 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         let namespace = cluster_plan.cluster.namespace.clone();
         let labels = description_labels(sub, &cluster_plan.cluster);
         let hash = placement::content_hash(&Value::Array(objects.clone()));
-        let existing = ctx
-            .stores
-            .descriptions
-            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&namespace));
-        if let Some(existing) = &existing {
-            if existing.metadata.deletion_timestamp.is_some() {
+        if let Some(existing) = ctx.stores.descriptions.get(&namespace, &name) {
+            if existing.deleting {
                 // It is being removed (e.g. the cluster was unbound a moment ago); write it anew
                 // once it is gone.
                 waiting = true;
                 continue;
             }
-            let labels_match = existing
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|have| labels.iter().all(|(k, v)| have.get(k) == Some(v)));
-            let hash_matches = existing
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(known::ANNOTATION_RENDER_HASH))
-                .is_some_and(|h| *h == hash);
-            if labels_match && hash_matches {
+            let labels_match =
+                existing.labels == super::index::labels_fingerprint(&labels, &labels);
+            if labels_match && existing.render_hash.as_deref() == Some(hash.as_str()) {
                 continue;
             }
         }
@@ -368,15 +354,15 @@ async fn remove_unbound_descriptions(
         .filter_map(|key| key.split_once('/').map(|(ns, _)| ns))
         .collect();
     let uid = sub.uid().unwrap_or_default();
-    for (namespace, name) in ctx.stores.description_index.of(&uid) {
+    for (namespace, name) in ctx.stores.descriptions.of(&uid) {
         if bound.contains(namespace.as_str()) {
             continue;
         }
         let deleting = ctx
             .stores
             .descriptions
-            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&namespace))
-            .is_some_and(|d| d.metadata.deletion_timestamp.is_some());
+            .get(&namespace, &name)
+            .is_some_and(|d| d.deleting);
         if !deleting {
             delete_description(&ctx.client, &namespace, &name, ctx).await?;
         }
