@@ -557,8 +557,7 @@ async fn replication_keeps_an_unreachable_bound_cluster_and_skips_a_new_one() {
     wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
 
     // A cluster that joins unreachable is not bound.
-    add_cluster(client, "c", json!({"env": "prod"}), "8").await;
-    set_cluster_ready(client, "clusternet-c", "c", false, "8").await;
+    add_unready_cluster(client, "c", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 4)).await;
     wait_replicas(client, vec![("clusternet-a", 4), ("clusternet-b", 4)]).await;
     let status = subscription(client, "default", "web").await.status.unwrap();

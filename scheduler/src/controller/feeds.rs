@@ -5,6 +5,7 @@
 //! names the kind. Kinds are found through discovery, so a kind whose CRD appears later is picked
 //! up on the next attempt.
 
+use super::epoch::InputEpoch;
 use crate::Error;
 use crate::error::KubeError;
 use atoll_crds::apps::{Feed, Manifest, Subscription};
@@ -62,6 +63,7 @@ pub struct FeedWatches {
     subscriptions: Store<Subscription>,
     triggers: mpsc::Sender<ObjectRef<Subscription>>,
     ready_timeout: Duration,
+    epoch: InputEpoch,
 }
 
 impl FeedWatches {
@@ -71,6 +73,7 @@ impl FeedWatches {
         subscriptions: Store<Subscription>,
         triggers: mpsc::Sender<ObjectRef<Subscription>>,
         ready_timeout: Duration,
+        epoch: InputEpoch,
     ) -> Self {
         Self {
             client,
@@ -79,6 +82,7 @@ impl FeedWatches {
             subscriptions,
             triggers,
             ready_timeout,
+            epoch,
         }
     }
 
@@ -143,13 +147,16 @@ impl FeedWatches {
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(|object: &mut DynamicObject| object.metadata.managed_fields = None)
-            .reflect(writer)
-            .touched_objects();
+            .reflect(writer);
+        let epoch = self.epoch.clone();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(object) => {
+                    // A (re-)list may hide changes made while the watch was down.
+                    Ok(watcher::Event::InitDone) => epoch.bump(),
+                    Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                        epoch.bump();
                         let namespace = object.namespace().unwrap_or_default();
                         let name = object.name_any();
                         for sub in subscriptions_naming(
@@ -164,6 +171,7 @@ impl FeedWatches {
                             }
                         }
                     }
+                    Ok(_) => {}
                     Err(e) => tracing::warn!(%api_version, %kind, error = %e, "feed watch failed"),
                 }
             }

@@ -12,6 +12,7 @@
 //! - a Manifest or a live feed object created, changed or deleted: the Subscriptions naming it;
 //! - a Description deleted by someone else: its Subscription, which writes it again.
 
+mod epoch;
 mod feeds;
 mod index;
 mod metrics;
@@ -48,16 +49,21 @@ use tokio_stream::wrappers::ReceiverStream;
 const TRIGGER_QUEUE: usize = 4096;
 
 /// Starts a reflector for `api`, calling `on_event` for every change after the initial list.
-fn spawn_reflector<K, F>(api: Api<K>, config: watcher::Config, on_event: F) -> Store<K>
+fn spawn_reflector<K, F>(
+    api: Api<K>,
+    config: watcher::Config,
+    epoch: &epoch::InputEpoch,
+    on_event: F,
+) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     F: FnMut(&Event<K>) -> Vec<Trigger> + Send + 'static,
 {
-    reflect_stream(watcher::watcher(api, config), on_event)
+    reflect_stream(watcher::watcher(api, config), epoch.clone(), on_event)
 }
 
 /// Reflects a watch stream into a store, calling `on_event` for every event.
-fn reflect_stream<K, S, F>(stream: S, mut on_event: F) -> Store<K>
+fn reflect_stream<K, S, F>(stream: S, epoch: epoch::InputEpoch, mut on_event: F) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
     S: futures::Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
@@ -73,6 +79,10 @@ where
         while let Some(event) = stream.next().await {
             match event {
                 Ok(event) => {
+                    // A (re-)list may hide changes made while the watch was down.
+                    if matches!(event, Event::InitDone) {
+                        epoch.bump();
+                    }
                     for trigger in on_event(&event) {
                         if trigger.send().await.is_err() {
                             return;
@@ -152,6 +162,7 @@ pub async fn run(
     ready: impl FnOnce() + Send,
 ) -> Result<(), Error> {
     let (one_tx, one_rx) = mpsc::channel::<ObjectRef<Subscription>>(TRIGGER_QUEUE);
+    let inputs = epoch::InputEpoch::default();
     let (all_tx, all_rx) = mpsc::channel::<()>(1);
 
     let (subscriptions, writer) = reflector::store();
@@ -170,9 +181,11 @@ pub async fn run(
 
     let mut fingerprints: HashMap<String, u64> = HashMap::new();
     let all = all_tx.clone();
+    let bump = inputs.clone();
     let clusters = spawn_reflector(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        &inputs,
         move |event| {
             let (cluster, initial) = match event {
                 Event::Apply(c) | Event::Delete(c) => (c, false),
@@ -192,17 +205,21 @@ pub async fn run(
             if initial || previous == Some(fingerprint) {
                 return Vec::new();
             }
+            bump.bump();
             vec![Trigger::All(all.clone())]
         },
     );
 
     let override_subs = subscriptions.clone();
     let tx = one_tx.clone();
+    let bump = inputs.clone();
     let globalizations = spawn_reflector(
         Api::<Globalization>::all(client.clone()),
         watcher::Config::default(),
+        &inputs,
         move |event| {
             changed(event)
+                .inspect(|_| bump.bump())
                 .filter(|g| g.spec.override_policy == OverridePolicy::ApplyNow)
                 .map(|g| feed_triggers(&override_subs, &g.spec.feed, &tx))
                 .unwrap_or_default()
@@ -210,11 +227,14 @@ pub async fn run(
     );
     let override_subs = subscriptions.clone();
     let tx = one_tx.clone();
+    let bump = inputs.clone();
     let localizations = spawn_reflector(
         Api::<Localization>::all(client.clone()),
         watcher::Config::default(),
+        &inputs,
         move |event| {
             changed(event)
+                .inspect(|_| bump.bump())
                 .filter(|l| l.spec.override_policy == OverridePolicy::ApplyNow)
                 .map(|l| feed_triggers(&override_subs, &l.spec.feed, &tx))
                 .unwrap_or_default()
@@ -222,13 +242,16 @@ pub async fn run(
     );
     let manifest_subs = subscriptions.clone();
     let tx = one_tx.clone();
+    let bump = inputs.clone();
     let manifests = spawn_reflector(
         Api::<Manifest>::namespaced(client.clone(), known::NAMESPACE_RESERVED),
         watcher::Config::default(),
+        &inputs,
         move |event| {
             let Some(manifest) = changed(event) else {
                 return Vec::new();
             };
+            bump.bump();
             let labels = manifest.labels();
             let label = |k: &str| labels.get(k).map_or("", String::as_str);
             let group = label(known::LABEL_CONFIG_GROUP);
@@ -254,6 +277,7 @@ pub async fn run(
     // scheduler never holds every rendered object in memory.
     let description_index = index::DescriptionIndex::default();
     let observed = description_index.clone();
+    let bump = inputs.clone();
     let tx = one_tx.clone();
     let description_events = watcher::watcher(
         Api::<PartialObjectMeta<Description>>::all(client.clone()),
@@ -272,6 +296,9 @@ pub async fn run(
                 }
             };
             observed.observe(&event);
+            if matches!(event, Event::InitDone | Event::Delete(_)) {
+                bump.bump();
+            }
             if observed.is_synced() {
                 descriptions_synced_tx.send_if_modified(|synced| !std::mem::replace(synced, true));
             }
@@ -328,7 +355,10 @@ pub async fn run(
             subscriptions.clone(),
             one_tx.clone(),
             config.feed_ready_timeout,
+            inputs.clone(),
         ),
+        inputs,
+        passes: epoch::Passes::default(),
         client,
         stores,
         metrics: metrics.clone(),

@@ -85,6 +85,10 @@ pub struct Context {
     pub metrics: Metrics,
     /// Tunables.
     pub config: Config,
+    /// Counts changes of every input a render reads.
+    pub inputs: super::epoch::InputEpoch,
+    /// The last complete pass of each Subscription.
+    pub passes: super::epoch::Passes,
 }
 
 /// Reconciles one Subscription.
@@ -148,6 +152,16 @@ fn sub_key(sub: &Subscription) -> String {
 
 async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
     ensure_finalizer(sub, ctx).await?;
+    let uid = sub.uid().unwrap_or_default();
+    // Read before the inputs, so that a change during this pass makes the next one run.
+    let epoch = ctx.inputs.get();
+    if let Some(due) = ctx
+        .passes
+        .skip_for(&uid, sub.metadata.generation, epoch, ctx.config.resync)
+    {
+        return Ok(Action::requeue(due));
+    }
+    ctx.passes.forget(&uid);
 
     let mut resolved = Vec::with_capacity(sub.spec.feeds.len());
     if sub.spec.feeds.len() <= plan::MAX_FEEDS {
@@ -197,6 +211,9 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
     }
     write_status(sub, &plan, ctx).await?;
+    if !waiting {
+        ctx.passes.record(&uid, sub.metadata.generation, epoch);
+    }
 
     Ok(if waiting {
         Action::requeue(ctx.config.retry.max(Duration::from_secs(1)) * 5)
@@ -394,6 +411,7 @@ async fn delete_description(
 
 /// Deletes every Description of a deleted Subscription and releases it once they are gone.
 async fn cleanup(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
+    ctx.passes.forget(&sub.uid().unwrap_or_default());
     if !sub.finalizers().iter().any(|f| f == known::FINALIZER) {
         return Ok(Action::await_change());
     }

@@ -74,6 +74,21 @@ pub async fn start_scheduler(client: &Client) -> tokio::task::JoinHandle<()> {
 /// A child cluster as the hub would register it: dedicated namespace + ManagedCluster with a
 /// Ready status and allocatable capacity.
 pub async fn add_cluster(client: &Client, name: &str, labels: Value, cpu: &str) -> String {
+    add_cluster_with_readiness(client, name, labels, cpu, true).await
+}
+
+/// Like [`add_cluster`], but the cluster is never Ready.
+pub async fn add_unready_cluster(client: &Client, name: &str, labels: Value, cpu: &str) -> String {
+    add_cluster_with_readiness(client, name, labels, cpu, false).await
+}
+
+async fn add_cluster_with_readiness(
+    client: &Client,
+    name: &str,
+    labels: Value,
+    cpu: &str,
+    ready: bool,
+) -> String {
     let namespace = format!("clusternet-{name}");
     create_namespace(client, &namespace).await;
     let mut all_labels = labels.as_object().cloned().unwrap_or_default();
@@ -94,7 +109,7 @@ pub async fn add_cluster(client: &Client, name: &str, labels: Value, cpu: &str) 
     .unwrap();
     let api: Api<ManagedCluster> = Api::namespaced(client.clone(), &namespace);
     api.create(&PostParams::default(), &mc).await.unwrap();
-    set_cluster_ready(client, &namespace, name, true, cpu).await;
+    set_cluster_ready(client, &namespace, name, ready, cpu).await;
     namespace
 }
 
