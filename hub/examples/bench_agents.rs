@@ -1,0 +1,469 @@
+//! The issue-5 benchmark with the real pieces: the `atoll-hub` binary runs as its own process
+//! (so its RSS and CPU are read from `/proc/<pid>`), against a parent devcluster, with N real
+//! `atoll_agent::Agent`s sharing one child devcluster (each keeps its state in its own
+//! namespace). Parent, child and agents run in this process; the hub alone in its own.
+//!
+//! It measures:
+//! - hub RSS before any agent vs with N idle agents (each with one delivered Description) →
+//!   KiB per idle agent;
+//! - one Description change per cluster namespace, patched in a burst: per Description, the time
+//!   from its patch being committed by the parent API server to the parent watch showing
+//!   `status.observedGeneration` of the new generation (hub watch → stream → agent applies the
+//!   ConfigMap to the child → agent report → hub status write → watch event here) → p50/p99/max;
+//! - hub CPU over idle heartbeat periods (`--heartbeat-seconds 10`), from `/proc/<pid>/stat`.
+//!
+//! ```text
+//! cargo build --release -p atoll-hub
+//! cargo run --release -p atoll-hub --example bench_agents -- [agents]   # default 1000
+//! ```
+//!
+//! `ATOLL_HUB_BIN` overrides the hub binary's path (default: `target/release/atoll-hub`, next
+//! to this example's directory).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use atoll_agent::hub::Backoff;
+use atoll_agent::{Agent, AgentConfig, Applier};
+use atoll_crds::apps::Description;
+use atoll_crds::clusters::ManagedCluster;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
+const DESC: &str = "bench.cm";
+const HEARTBEAT_SECONDS: u64 = 10;
+
+fn log(started: Instant, msg: &str) {
+    eprintln!("[{:>7.1}s] {msg}", started.elapsed().as_secs_f64());
+}
+
+fn proc_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// utime + stime of `pid`, in seconds (clock ticks of 1/100 s).
+fn proc_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    (utime + stime) / 100.0
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn hub_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("ATOLL_HUB_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/release/examples/bench_agents -> target/release/atoll-hub
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|examples| examples.parent())
+        .map(|dir| dir.join("atoll-hub"))
+        .unwrap_or_else(|| PathBuf::from("target/release/atoll-hub"))
+}
+
+async fn readyz(admin_port: u16) -> bool {
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", admin_port)).await else {
+        return false;
+    };
+    if s.write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 200")
+        || String::from_utf8_lossy(&buf).starts_with("HTTP/1.0 200")
+}
+
+fn configmap(i: usize, generation: i64) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": format!("bench-{i}"), "namespace": "default"},
+           "data": {"generation": generation.to_string()}})
+}
+
+fn is_ready(mc: &ManagedCluster) -> bool {
+    let status = serde_json::to_value(&mc.status).unwrap_or(Value::Null);
+    status["conditions"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .unwrap_or(false)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize)
+        .saturating_sub(1)
+        .min(sorted.len() - 1);
+    sorted[i]
+}
+
+/// When each (namespace, observedGeneration) of a bench Description was first seen.
+type Seen = Arc<Mutex<HashMap<(String, i64), Instant>>>;
+
+fn count_seen(seen: &Seen, generation: i64) -> usize {
+    seen.lock()
+        .unwrap()
+        .keys()
+        .filter(|(_, g)| *g >= generation)
+        .count()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let started = Instant::now();
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let hub_bin = hub_binary();
+    if !hub_bin.is_file() {
+        eprintln!(
+            "the hub binary {} is missing: build it first with `cargo build --release -p atoll-hub` (or set ATOLL_HUB_BIN)",
+            hub_bin.display()
+        );
+        std::process::exit(2);
+    }
+
+    // 1. Parent devcluster with atoll's CRDs, namespaces and a bootstrap token.
+    let parent = devcluster::DevCluster::start(devcluster::Config::default())
+        .await
+        .unwrap();
+    let pc = parent.client().await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(pc.clone());
+    for crd in atoll_crds::crdgen::crds() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    for name in ["clusternet-system", "clusternet-reserved"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(pc.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "bootstrap-token-07401b", "namespace": "clusternet-system"},
+        "type": "bootstrap.kubernetes.io/token",
+        "data": {"token-id": "MDc0MDFi", "token-secret": "ZjM5NWFjY2QyNDZhZTUyZA=="}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(pc.clone(), "clusternet-system")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("parent.kubeconfig");
+    parent.write_kubeconfig(&kubeconfig).unwrap();
+    log(started, &format!("parent devcluster at {}", parent.url()));
+
+    // 2. The real hub, as its own process.
+    let grpc_port = free_port();
+    let admin_port = free_port();
+    let hub_log = dir.path().join("hub.log");
+    let mut hub = tokio::process::Command::new(&hub_bin)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{grpc_port}"),
+            "--admin-listen",
+            &format!("127.0.0.1:{admin_port}"),
+            "--insecure",
+            "--heartbeat-seconds",
+            &HEARTBEAT_SECONDS.to_string(),
+        ])
+        .env(
+            "ATOLL_LOG",
+            std::env::var("ATOLL_LOG").unwrap_or("warn".into()),
+        )
+        .stdout(std::fs::File::create(&hub_log).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("hub.err")).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = hub.id().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !readyz(admin_port).await {
+        if let Ok(Some(status)) = hub.try_wait() {
+            panic!(
+                "atoll-hub exited with {status}: {}",
+                std::fs::read_to_string(dir.path().join("hub.err")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < deadline, "atoll-hub not ready within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss0 = proc_rss_kib(pid);
+    log(
+        started,
+        &format!("hub pid {pid} ready on 127.0.0.1:{grpc_port}; RSS {rss0} KiB"),
+    );
+
+    // 3. One child devcluster and N real agents.
+    let child = devcluster::DevCluster::start(devcluster::Config {
+        nodes: 1,
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{grpc_port}");
+    let mut stops = Vec::with_capacity(n);
+    for i in 0..n {
+        let client = child.client().await.unwrap();
+        let mut config = AgentConfig::new(&url, BOOTSTRAP, &format!("sim-{i}"));
+        config.backoff = Backoff {
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(5),
+        };
+        let applier = Arc::new(
+            Applier::new(client.clone(), "atoll-agent").with_state_namespace(&format!("agent-{i}")),
+        );
+        let agent = Agent::new(client, config, applier)
+            .with_cluster_id(&format!("00000000-0000-4000-8000-{i:012}"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        stops.push(stop);
+        tokio::spawn(agent.run(async move {
+            let _ = stopped.await;
+        }));
+        if (i + 1) % 100 == 0 {
+            log(started, &format!("started {} agents", i + 1));
+        }
+    }
+    let mcs: Api<ManagedCluster> = Api::all(pc.clone());
+    let setup_deadline = Instant::now() + Duration::from_secs(1800);
+    let namespaces: Vec<String> = loop {
+        let list = mcs.list(&ListParams::default()).await.unwrap();
+        let ready: Vec<String> = list
+            .items
+            .iter()
+            .filter(|m| is_ready(m))
+            .filter_map(|m| m.metadata.namespace.clone())
+            .collect();
+        log(
+            started,
+            &format!(
+                "{} ManagedClusters, {} Ready (of {n}); load {}",
+                list.items.len(),
+                ready.len(),
+                loadavg()
+            ),
+        );
+        if ready.len() >= n {
+            break ready;
+        }
+        assert!(
+            Instant::now() < setup_deadline,
+            "not every ManagedCluster became Ready within 30 min"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    let setup = started.elapsed();
+
+    // Watch every Description's observedGeneration from here on.
+    let seen: Seen = Arc::default();
+    {
+        let seen = seen.clone();
+        let api: Api<Description> = Api::all(pc.clone());
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Ok(Some(ev)) = events.try_next().await {
+                let d = match ev {
+                    watcher::Event::Apply(d) | watcher::Event::InitApply(d) => d,
+                    _ => continue,
+                };
+                let (Some(ns), Some(g)) = (
+                    d.metadata.namespace.clone(),
+                    d.status.as_ref().and_then(|s| s.observed_generation),
+                ) else {
+                    continue;
+                };
+                seen.lock()
+                    .unwrap()
+                    .entry((ns, g))
+                    .or_insert_with(Instant::now);
+            }
+        });
+    }
+
+    // One Description per cluster namespace (generation 1), delivered before idling.
+    let index: BTreeMap<String, usize> = namespaces
+        .iter()
+        .enumerate()
+        .map(|(i, ns)| (ns.clone(), i))
+        .collect();
+    futures::stream::iter(index.iter())
+        .map(|(ns, i)| {
+            let api: Api<Description> = Api::namespaced(pc.clone(), ns);
+            let d: Description = serde_json::from_value(json!({
+                "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
+                "metadata": {"name": DESC, "namespace": ns},
+                "spec": {"deployer": "Generic", "raw": [configmap(*i, 1)]}
+            }))
+            .unwrap();
+            async move { api.create(&PostParams::default(), &d).await.unwrap() }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    let t = Instant::now();
+    while count_seen(&seen, 1) < n {
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "only {} of {n} Descriptions reported generation 1 within 10 min",
+            count_seen(&seen, 1)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    log(
+        started,
+        &format!("{n} Descriptions applied and reported in {:?}", t.elapsed()),
+    );
+
+    // 4a. Idle: let the first-contact work settle, then CPU over idle heartbeat periods and RSS.
+    tokio::time::sleep(Duration::from_secs(HEARTBEAT_SECONDS)).await;
+    let periods = 3;
+    let window = Duration::from_secs(HEARTBEAT_SECONDS * periods);
+    let cpu0 = proc_cpu_seconds(pid);
+    let t0 = Instant::now();
+    tokio::time::sleep(window).await;
+    let cpu = proc_cpu_seconds(pid) - cpu0;
+    let cpu_pct = cpu / t0.elapsed().as_secs_f64() * 100.0;
+    let rss1 = proc_rss_kib(pid);
+    let per_agent = rss1.saturating_sub(rss0) as f64 / n as f64;
+    log(
+        started,
+        &format!("idle: hub CPU {cpu:.2} s over {window:?}, RSS {rss1} KiB"),
+    );
+
+    // 4b. One change per cluster namespace, patched in a burst.
+    let committed: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let burst = Instant::now();
+    futures::stream::iter(index.iter())
+        .map(|(ns, i)| {
+            let api: Api<Description> = Api::namespaced(pc.clone(), ns);
+            let committed = committed.clone();
+            let patch = json!({"spec": {"raw": [configmap(*i, 2)]}});
+            async move {
+                let d = api
+                    .patch(DESC, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    d.metadata.generation,
+                    Some(2),
+                    "a spec change bumps generation"
+                );
+                committed.lock().unwrap().insert(ns.clone(), Instant::now());
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let patched = burst.elapsed();
+    let t = Instant::now();
+    while count_seen(&seen, 2) < n {
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "only {} of {n} Descriptions reported generation 2 within 5 min",
+            count_seen(&seen, 2)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (mut from_commit, mut from_burst) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    {
+        let seen = seen.lock().unwrap();
+        let committed = committed.lock().unwrap();
+        for ns in index.keys() {
+            let at = seen
+                .iter()
+                .filter(|((s, g), _)| s == ns && *g >= 2)
+                .map(|(_, at)| *at)
+                .min()
+                .unwrap();
+            from_commit.push(at.saturating_duration_since(committed[ns]));
+            from_burst.push(at.duration_since(burst));
+        }
+    }
+    from_commit.sort();
+    from_burst.sort();
+    let p99 = percentile(&from_commit, 0.99);
+
+    // 5. The table.
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
+    println!();
+    println!("| measurement ({n} real agents, hub as its own process) | value | target |");
+    println!("|---|---|---|");
+    println!(
+        "| hub RSS per idle agent (({rss1} − {rss0}) KiB / {n}; each agent with 1 Description) | {per_agent:.1} KiB | ≤ 64 KiB |"
+    );
+    println!(
+        "| Description change → agent's report written back (patch commit → watched observedGeneration=2), p50 / p99 / max | {} / {} / {} | p99 < 200 ms |",
+        ms(percentile(&from_commit, 0.5)),
+        ms(p99),
+        ms(percentile(&from_commit, 1.0)),
+    );
+    println!(
+        "| same, from the burst's first patch (all {n} patches took {}), p50 / p99 / max | {} / {} / {} | |",
+        ms(patched),
+        ms(percentile(&from_burst, 0.5)),
+        ms(percentile(&from_burst, 0.99)),
+        ms(percentile(&from_burst, 1.0)),
+    );
+    println!(
+        "| hub CPU, idle, {periods} heartbeat periods of {HEARTBEAT_SECONDS} s ({cpu:.2} s CPU in {:.1} s) | {cpu_pct:.2} % of one core | < 5 % |",
+        t0.elapsed().as_secs_f64()
+    );
+    println!();
+    println!(
+        "note: load average {} (2 cores shared; parent, child devclusters and agents run in the bench process); setup to all Ready took {:.0} s",
+        loadavg(),
+        setup.as_secs_f64()
+    );
+
+    drop(stops);
+    let _ = hub.kill().await;
+}
