@@ -15,7 +15,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -246,13 +246,16 @@ async fn main() {
     )
     .await;
 
-    // Watch the scheduler's Descriptions: count them, and note when each changes.
+    // Watch the scheduler's Descriptions, metadata only (so the observer costs little): count
+    // them, and note when each one's rendered content (its render-hash annotation) changes.
     let expected = subscriptions * clusters;
-    let seen: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-    let (changed_tx, mut changed_rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    type Seen = HashMap<String, (String, String)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let (changed_tx, mut changed_rx) =
+        tokio::sync::mpsc::unbounded_channel::<(String, String, String, Instant)>();
     {
         let seen = seen.clone();
-        let api: Api<Description> = Api::all(client.clone());
+        let api: Api<PartialObjectMeta<Description>> = Api::all(client.clone());
         tokio::spawn(async move {
             let stream = watcher(
                 api,
@@ -262,27 +265,20 @@ async fn main() {
             let mut stream = std::pin::pin!(stream);
             while let Ok(Some(d)) = stream.try_next().await {
                 let key = format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
-                let marker = d
-                    .spec
-                    .raw
-                    .first()
-                    .and_then(|o| o.pointer("/metadata/annotations/bench-edit"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                seen.lock().await.insert(key.clone(), marker.clone());
-                let _ = changed_tx.send((
-                    format!(
-                        "{}|{marker}",
-                        d.metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get("apps.clusternet.io/subs.name"))
-                            .cloned()
-                            .unwrap_or_default()
-                    ),
-                    Instant::now(),
-                ));
+                let hash = d
+                    .annotations()
+                    .get("apps.clusternet.io/render-hash")
+                    .cloned()
+                    .unwrap_or_default();
+                let sub = d
+                    .labels()
+                    .get("apps.clusternet.io/subs.name")
+                    .cloned()
+                    .unwrap_or_default();
+                seen.lock()
+                    .await
+                    .insert(key.clone(), (sub.clone(), hash.clone()));
+                let _ = changed_tx.send((sub, key, hash, Instant::now()));
             }
         });
     }
@@ -324,6 +320,13 @@ async fn main() {
     for edit in 0..edits {
         let name = format!("app-{}", edit % subscriptions);
         let marker = format!("edit-{edit}");
+        let before: HashMap<String, String> = seen
+            .lock()
+            .await
+            .iter()
+            .filter(|(_, (sub, _))| *sub == name)
+            .map(|(key, (_, hash))| (key.clone(), hash.clone()))
+            .collect();
         let sent = Instant::now();
         deployments
             .patch(
@@ -333,17 +336,20 @@ async fn main() {
             )
             .await
             .unwrap();
-        let want = format!("{name}|{marker}");
-        let mut reached = 0;
+        let mut reached = std::collections::HashSet::new();
         let mut last = sent;
-        while reached < clusters {
+        while reached.len() < clusters {
             match tokio::time::timeout(Duration::from_secs(30), changed_rx.recv()).await {
-                Ok(Some((key, at))) if key == want => {
-                    reached += 1;
-                    last = at;
+                Ok(Some((sub, key, hash, at))) if sub == name => {
+                    if before.get(&key) != Some(&hash) && reached.insert(key) {
+                        last = at;
+                    }
                 }
                 Ok(Some(_)) => {}
-                _ => panic!("edit {edit} reached only {reached}/{clusters} Descriptions"),
+                _ => panic!(
+                    "edit {edit} reached only {}/{clusters} Descriptions",
+                    reached.len()
+                ),
             }
         }
         latencies.push(last - sent);
