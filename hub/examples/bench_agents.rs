@@ -373,6 +373,23 @@ async fn main() {
         tokio::time::sleep(Duration::from_secs(5)).await;
     };
     let setup = started.elapsed();
+    // What one cached ManagedCluster weighs (the hub's reflector keeps whole objects).
+    if let Some(mc) = mcs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .first()
+    {
+        let whole = serde_json::to_vec(mc).unwrap().len();
+        let managed = serde_json::to_vec(&mc.metadata.managed_fields)
+            .unwrap()
+            .len();
+        log(
+            started,
+            &format!("one ManagedCluster: {whole} bytes of JSON, {managed} of them managedFields"),
+        );
+    }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss_ready = proc_rss_kib(pid);
 
