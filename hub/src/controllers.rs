@@ -125,9 +125,12 @@ impl Controllers {
             return;
         };
         let api: Api<ManagedCluster> = Api::all(self.client.clone());
+        // managedFields are never read here and are half of a ManagedCluster's size.
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|mc: &mut ManagedCluster| mc.metadata.managed_fields = None),
         );
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
@@ -156,7 +159,9 @@ impl Controllers {
         let api: Api<Subscription> = Api::all(self.client.clone());
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|s: &mut Subscription| s.metadata.managed_fields = None),
         );
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
