@@ -274,36 +274,18 @@ async fn clusters_joining_leaving_and_tainted_move_the_placement() {
     wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
 
     // Tainted NoSchedule: its Description is removed.
-    let api: kube::Api<atoll_crds::clusters::ManagedCluster> =
-        kube::Api::namespaced(client.clone(), "clusternet-b");
-    api.patch(
+    patch_cluster(
+        client,
         "b",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"taints": [
-            {"key": "maintenance", "value": "yes", "effect": "NoSchedule"}]}})),
+        json!({"spec": {"taints": [{"key": "maintenance", "value": "yes", "effect": "NoSchedule"}]}}),
     )
-    .await
-    .unwrap();
+    .await;
     wait_replicas(client, vec![("clusternet-a", 2)]).await;
 
     // Leaving: a cluster whose labels stop matching loses its Description.
-    api.patch(
-        "b",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"taints": null}})),
-    )
-    .await
-    .unwrap();
+    patch_cluster(client, "b", json!({"spec": {"taints": null}})).await;
     wait_replicas(client, vec![("clusternet-a", 2), ("clusternet-b", 2)]).await;
-    let a: kube::Api<atoll_crds::clusters::ManagedCluster> =
-        kube::Api::namespaced(client.clone(), "clusternet-a");
-    a.patch(
-        "a",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"metadata": {"labels": {"env": "dev"}}})),
-    )
-    .await
-    .unwrap();
+    patch_cluster(client, "a", json!({"metadata": {"labels": {"env": "dev"}}})).await;
     wait_replicas(client, vec![("clusternet-b", 2)]).await;
 }
 
@@ -542,17 +524,14 @@ async fn replication_keeps_an_unreachable_bound_cluster_and_skips_a_new_one() {
     // b's agent is gone: the hub marks it not Ready and taints it. Its workload keeps running
     // there, so its Description stays, and still follows feed edits for when b is back.
     set_cluster_ready(client, "clusternet-b", "b", false, "8").await;
-    let api: kube::Api<atoll_crds::clusters::ManagedCluster> =
-        kube::Api::namespaced(client.clone(), "clusternet-b");
-    api.patch(
+    patch_cluster(
+        client,
         "b",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"taints": [{
+        json!({"spec": {"taints": [{
             "key": "clusters.clusternet.io/unschedulable", "value": "ClusterStatusUnknown",
-            "effect": "NoSchedule"}]}})),
+            "effect": "NoSchedule"}]}}),
     )
-    .await
-    .unwrap();
+    .await;
     apply(client, deployment("default", "web", 3)).await;
     wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
 

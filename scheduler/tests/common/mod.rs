@@ -139,6 +139,14 @@ pub async fn set_cluster_ready(
         .unwrap();
 }
 
+/// Merge-patches the ManagedCluster `name` (its namespace is `clusternet-<name>`).
+pub async fn patch_cluster(client: &Client, name: &str, patch: Value) {
+    Api::<ManagedCluster>::namespaced(client.clone(), &format!("clusternet-{name}"))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
 pub async fn apply(client: &Client, object: Value) {
     let api_version = object["apiVersion"].as_str().unwrap().to_owned();
     let kind = object["kind"].as_str().unwrap().to_owned();
