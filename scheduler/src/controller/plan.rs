@@ -4,12 +4,13 @@
 //! the plan out.
 
 use crate::Error;
-use crate::overrides::{self, DividedReplicas};
+use crate::overrides::{self, DividedReplicas, OverrideSet};
 use crate::placement::{self, ClusterInfo, FeedReplicas, Placement};
 use atoll_crds::apps::{Feed, Globalization, Localization, SchedulingStrategy, SubscriptionSpec};
 use atoll_crds::known;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// More feeds than this in one Subscription are refused with a condition, before any write.
 pub const MAX_FEEDS: usize = 1000;
@@ -54,9 +55,19 @@ pub struct PlannedCondition {
 pub struct ClusterPlan {
     /// The bound cluster.
     pub cluster: ClusterInfo,
-    /// The objects for its Description, in feed order; an error keeps the cluster's current
-    /// Description untouched.
-    pub objects: Result<Vec<Value>, String>,
+    /// The objects for its Description, in feed order, with their content hash; an error keeps
+    /// the cluster's current Description untouched. Clusters rendered from the same overrides
+    /// and replica counts share one rendering.
+    pub objects: Result<Rendered, String>,
+}
+
+/// Rendered objects of one Description and their [`placement::content_hash`].
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The objects, in feed order.
+    pub objects: Arc<Vec<Value>>,
+    /// Hash of `objects`, stored on the Description to tell whether a write is needed.
+    pub hash: String,
 }
 
 /// The plan for one Subscription.
@@ -187,18 +198,27 @@ pub fn plan(
     let mut override_errors = Vec::new();
     let by_key: std::collections::HashMap<String, &ClusterInfo> =
         clusters.iter().map(|c| (c.key(), c)).collect();
+    // Most clusters share their overrides and replica counts (all of them under Replication
+    // without overrides): render each distinct recipe once.
+    let mut renders: HashMap<Recipe, Result<Rendered, String>> = HashMap::new();
     for (index, key) in placement.binding_clusters.iter().enumerate() {
         let Some(cluster) = by_key.get(key).copied() else {
             continue;
         };
-        let objects = render_cluster(
+        let objects = recipe(
             cluster,
             index,
             feeds,
             &placement,
             globalizations,
             localizations,
-        );
+        )
+        .and_then(|(recipe, sets)| {
+            renders
+                .entry(recipe.clone())
+                .or_insert_with(|| render(&recipe, &sets, feeds))
+                .clone()
+        });
         if let Err(message) = &objects {
             override_errors.push(format!("cluster {key}: {message}"));
         }
@@ -325,20 +345,22 @@ fn scheduled_condition(placement: &Placement) -> PlannedCondition {
     cond(condition::SCHEDULED, true, "Scheduled", message)
 }
 
-/// Renders every feed for the cluster at binding `index`.
-fn render_cluster(
+/// What a cluster's rendering depends on: per feed, the override sets that apply (by name, in
+/// order) and its divided replica count.
+type Recipe = Vec<(Vec<String>, Option<i32>)>;
+
+/// The recipe of the cluster at binding `index`, with the override sets it names.
+fn recipe(
     cluster: &ClusterInfo,
     index: usize,
     feeds: &[ResolvedFeed],
     placement: &Placement,
     globalizations: &[&Globalization],
     localizations: &[&Localization],
-) -> Result<Vec<Value>, String> {
-    let mut objects = Vec::with_capacity(feeds.len());
+) -> Result<(Recipe, Vec<Vec<OverrideSet>>), String> {
+    let mut recipe = Vec::with_capacity(feeds.len());
+    let mut all_sets = Vec::with_capacity(feeds.len());
     for f in feeds {
-        let Ok(template) = &f.object else {
-            return Err(format!("feed {} is not resolved", f.feed.key()));
-        };
         let sets = overrides::select_overrides(
             &f.feed,
             &cluster.namespace,
@@ -351,9 +373,26 @@ fn render_cluster(
             .replicas
             .get(&f.feed.key())
             .and_then(|per_cluster| per_cluster.get(index))
-            .map(|&replicas| DividedReplicas { replicas });
-        let object = overrides::render(template, &sets, divided).map_err(|e| e.to_string())?;
-        objects.push(object);
+            .copied();
+        recipe.push((sets.iter().map(OverrideSet::describe).collect(), divided));
+        all_sets.push(sets);
+    }
+    Ok((recipe, all_sets))
+}
+
+/// Renders every feed by its recipe.
+fn render(
+    recipe: &Recipe,
+    sets: &[Vec<OverrideSet>],
+    feeds: &[ResolvedFeed],
+) -> Result<Rendered, String> {
+    let mut objects = Vec::with_capacity(feeds.len());
+    for ((f, (_, divided)), sets) in feeds.iter().zip(recipe).zip(sets) {
+        let Ok(template) = &f.object else {
+            return Err(format!("feed {} is not resolved", f.feed.key()));
+        };
+        let divided = divided.map(|replicas| DividedReplicas { replicas });
+        objects.push(overrides::render(template, sets, divided).map_err(|e| e.to_string())?);
     }
     let size = serde_json::to_vec(&objects).map(|b| b.len()).unwrap_or(0);
     if size > MAX_DESCRIPTION_BYTES {
@@ -362,5 +401,13 @@ fn render_cluster(
              Description may hold; split the Subscription"
         ));
     }
-    Ok(objects)
+    let objects = Value::Array(objects);
+    let hash = placement::content_hash(&objects);
+    let Value::Array(objects) = objects else {
+        return Err("rendering produced no list".to_owned());
+    };
+    Ok(Rendered {
+        objects: Arc::new(objects),
+        hash,
+    })
 }

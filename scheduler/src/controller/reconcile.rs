@@ -305,12 +305,13 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
     let mut waiting = false;
     let mut writes = Vec::new();
     for cluster_plan in &plan.clusters {
-        let Ok(objects) = &cluster_plan.objects else {
+        let Ok(rendered) = &cluster_plan.objects else {
             continue;
         };
+        let objects = rendered.objects.as_ref();
+        let hash = &rendered.hash;
         let namespace = cluster_plan.cluster.namespace.clone();
         let labels = description_labels(sub, &cluster_plan.cluster);
-        let hash = placement::content_hash(&Value::Array(objects.clone()));
         if let Some(existing) = ctx.stores.descriptions.get(&namespace, &name) {
             if existing.deleting {
                 // It is being removed (e.g. the cluster was unbound a moment ago); write it anew
