@@ -78,7 +78,13 @@ struct Inner {
     /// cancelled by a reconnection.
     connections: Mutex<HashMap<String, u64>>,
     recorder: Recorder,
+    /// Bounds the heartbeat status writes in flight: a thousand agents beating at once would
+    /// otherwise open as many connections to the API server, each with its own buffers.
+    status_writes: tokio::sync::Semaphore,
 }
+
+/// Heartbeat status writes in flight at once.
+const STATUS_WRITES_IN_FLIGHT: usize = 32;
 
 pub(crate) fn api_err(operation: &str, object: &str) -> impl FnOnce(kube::Error) -> Error {
     let operation = operation.to_string();
@@ -129,6 +135,7 @@ impl KubeBackend {
                 clusters,
                 metrics,
                 connections: Mutex::new(HashMap::new()),
+                status_writes: tokio::sync::Semaphore::new(STATUS_WRITES_IN_FLIGHT),
             }),
         }
     }
@@ -748,6 +755,8 @@ impl Backend for KubeBackend {
                 Timestamp::now(),
             );
             let api: Api<ManagedCluster> = Api::namespaced(this.client(), &session.namespace);
+            // The semaphore is never closed; without a permit the write just goes unbounded.
+            let permit = this.inner.status_writes.acquire().await.ok();
             api.patch_status(
                 &session.managed_cluster_name,
                 &mgr(),
@@ -758,6 +767,7 @@ impl Backend for KubeBackend {
                 "write ManagedCluster status",
                 &format!("{}/{}", session.namespace, session.managed_cluster_name),
             ))?;
+            drop(permit);
             this.inner.metrics.write("managedcluster_status");
             // The cache may lag behind a taint just written (by this or another replica): on
             // any sign of a transition, read the cluster before clearing the taint.
