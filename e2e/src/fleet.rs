@@ -444,23 +444,11 @@ async fn wait_http_ok(
     path: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if http_status(addr, path).await == Some(200) {
-            return Ok(());
-        }
-        if let Some(e) = exited(state, name) {
-            return Err(e);
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: format!("{name} to answer GET http://{addr}{path} with 200"),
-                seconds: timeout.as_secs(),
-                hint: log_hint(state, name),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let what = format!("{name} to answer GET http://{addr}{path} with 200");
+    wait_for_process(state, name, &what, timeout, || async {
+        http_status(addr, path).await == Some(200)
+    })
+    .await
 }
 
 async fn wait_tcp(
@@ -469,9 +457,28 @@ async fn wait_tcp(
     addr: SocketAddr,
     timeout: Duration,
 ) -> Result<(), Error> {
+    let what = format!("{name} to listen on {addr}");
+    wait_for_process(state, name, &what, timeout, || async {
+        tokio::net::TcpStream::connect(addr).await.is_ok()
+    })
+    .await
+}
+
+/// Polls `ready` until it holds; fails early when process `name` exited, or after `timeout`.
+async fn wait_for_process<F, Fut>(
+    state: &FleetState,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    mut ready: F,
+) -> Result<(), Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let deadline = Instant::now() + timeout;
     loop {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+        if ready().await {
             return Ok(());
         }
         if let Some(e) = exited(state, name) {
@@ -479,7 +486,7 @@ async fn wait_tcp(
         }
         if Instant::now() >= deadline {
             return Err(Error::Timeout {
-                what: format!("{name} to listen on {addr}"),
+                what: what.to_owned(),
                 seconds: timeout.as_secs(),
                 hint: log_hint(state, name),
             });

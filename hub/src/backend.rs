@@ -96,6 +96,11 @@ pub(crate) fn api_err(operation: &str, object: &str) -> impl FnOnce(kube::Error)
     }
 }
 
+/// `namespace/name` of the stream's ManagedCluster, for error messages.
+fn cluster_target(session: &Session) -> String {
+    format!("{}/{}", session.namespace, session.managed_cluster_name)
+}
+
 fn mgr() -> PatchParams {
     PatchParams::apply(known::FIELD_MANAGER_HUB).force()
 }
@@ -490,7 +495,7 @@ impl KubeBackend {
     }
 
     async fn record_epoch(&self, session: &Session) -> Result<(), Error> {
-        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        let api = self.cluster_api(session);
         let patch = json!({"metadata": {"annotations": {
             ANNOTATION_STREAM_EPOCH: session.epoch.to_string(),
         }}});
@@ -500,11 +505,13 @@ impl KubeBackend {
             &Patch::Merge(&patch),
         )
         .await
-        .map_err(api_err(
-            "annotate ManagedCluster",
-            &format!("{}/{}", session.namespace, session.managed_cluster_name),
-        ))?;
+        .map_err(api_err("annotate ManagedCluster", &cluster_target(session)))?;
         Ok(())
+    }
+
+    /// The ManagedCluster API of the stream's dedicated namespace.
+    fn cluster_api(&self, session: &Session) -> Api<ManagedCluster> {
+        Api::namespaced(self.client(), &session.namespace)
     }
 
     fn cached_cluster(&self, session: &Session) -> Option<Arc<ManagedCluster>> {
@@ -514,13 +521,10 @@ impl KubeBackend {
     }
 
     async fn fresh_cluster(&self, session: &Session) -> Result<Option<ManagedCluster>, Error> {
-        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        let api = self.cluster_api(session);
         api.get_opt(&session.managed_cluster_name)
             .await
-            .map_err(api_err(
-                "get ManagedCluster",
-                &format!("{}/{}", session.namespace, session.managed_cluster_name),
-            ))
+            .map_err(api_err("get ManagedCluster", &cluster_target(session)))
     }
 
     async fn set_taint(
@@ -532,7 +536,7 @@ impl KubeBackend {
         let Some(taints) = status::with_unschedulable_taint(&mc.spec.taints, reason) else {
             return Ok(());
         };
-        let api: Api<ManagedCluster> = Api::namespaced(self.client(), &session.namespace);
+        let api = self.cluster_api(session);
         let patch = json!({"spec": {"taints": taints}});
         api.patch(
             &session.managed_cluster_name,
@@ -540,10 +544,7 @@ impl KubeBackend {
             &Patch::Merge(&patch),
         )
         .await
-        .map_err(api_err(
-            "taint ManagedCluster",
-            &format!("{}/{}", session.namespace, session.managed_cluster_name),
-        ))?;
+        .map_err(api_err("taint ManagedCluster", &cluster_target(session)))?;
         self.inner.metrics.write("taint");
         Ok(())
     }
@@ -754,7 +755,7 @@ impl Backend for KubeBackend {
                 cached.as_ref().and_then(|mc| mc.status.as_ref()),
                 Timestamp::now(),
             );
-            let api: Api<ManagedCluster> = Api::namespaced(this.client(), &session.namespace);
+            let api = this.cluster_api(&session);
             // The semaphore is never closed; without a permit the write just goes unbounded.
             let permit = this.inner.status_writes.acquire().await.ok();
             api.patch_status(
@@ -765,7 +766,7 @@ impl Backend for KubeBackend {
             .await
             .map_err(api_err(
                 "write ManagedCluster status",
-                &format!("{}/{}", session.namespace, session.managed_cluster_name),
+                &cluster_target(&session),
             ))?;
             drop(permit);
             this.inner.metrics.write("managedcluster_status");

@@ -65,6 +65,13 @@ impl LeaderElection {
         }
     }
 
+    async fn read_lease(&self) -> Result<Option<Lease>, Error> {
+        self.api
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| self.lease_error(e))
+    }
+
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
     }
@@ -73,12 +80,7 @@ impl LeaderElection {
     /// Returns whether this contender holds the Lease afterwards.
     pub async fn try_acquire_or_renew(&self) -> Result<bool, Error> {
         let now = MicroTime(Timestamp::now());
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.name)
-            .await
-            .map_err(|e| self.lease_error(e))?
-        else {
+        let Some(mut lease) = self.read_lease().await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
@@ -198,12 +200,7 @@ impl LeaderElection {
 
     /// Gives the Lease up so that another replica can take over at once (best effort).
     pub async fn release(&self) -> Result<(), Error> {
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.name)
-            .await
-            .map_err(|e| self.lease_error(e))?
-        else {
+        let Some(mut lease) = self.read_lease().await? else {
             return Ok(());
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);

@@ -317,7 +317,6 @@ pub async fn run(
     });
 
     let stores = Stores {
-        subscriptions: subscriptions.clone(),
         clusters,
         globalizations,
         localizations,

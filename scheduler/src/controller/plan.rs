@@ -9,6 +9,7 @@ use crate::placement::{self, ClusterInfo, FeedReplicas, Placement};
 use atoll_crds::apps::{Feed, Globalization, Localization, SchedulingStrategy, SubscriptionSpec};
 use atoll_crds::known;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -252,34 +253,44 @@ pub fn plan(
     }
 }
 
+/// Whether a cluster cannot be reached now: not ready, or tainted unschedulable by the hub.
+fn unreachable_now(cluster: &ClusterInfo) -> bool {
+    !cluster.ready
+        || cluster
+            .taints
+            .iter()
+            .any(|t| t.key == known::TAINT_UNSCHEDULABLE)
+}
+
 /// The clusters as the scheduler sees them, with every *bound* unreachable cluster shown as
-/// reachable (not ready, or tainted unschedulable by the hub), and the keys of those clusters.
-fn as_if_reachable(
-    clusters: &[ClusterInfo],
+/// reachable, and the keys of those clusters. Borrows the input when there are none (the
+/// common case), so a pass does not copy every cluster.
+fn as_if_reachable<'a>(
+    clusters: &'a [ClusterInfo],
     bound: &[String],
-) -> (Vec<ClusterInfo>, HashSet<String>) {
+) -> (Cow<'a, [ClusterInfo]>, HashSet<String>) {
     let bound: HashSet<&str> = bound.iter().map(String::as_str).collect();
-    let mut unreachable = HashSet::new();
+    let unreachable: HashSet<String> = clusters
+        .iter()
+        .filter(|c| unreachable_now(c))
+        .map(ClusterInfo::key)
+        .filter(|key| bound.contains(key.as_str()))
+        .collect();
+    if unreachable.is_empty() {
+        return (Cow::Borrowed(clusters), unreachable);
+    }
     let view = clusters
         .iter()
         .map(|cluster| {
-            let tainted = cluster
-                .taints
-                .iter()
-                .any(|t| t.key == known::TAINT_UNSCHEDULABLE);
-            let key = cluster.key();
-            if (!cluster.ready || tainted) && bound.contains(key.as_str()) {
-                let mut shown = cluster.clone();
+            let mut shown = cluster.clone();
+            if unreachable.contains(&cluster.key()) {
                 shown.ready = true;
                 shown.taints.retain(|t| t.key != known::TAINT_UNSCHEDULABLE);
-                unreachable.insert(key);
-                shown
-            } else {
-                cluster.clone()
             }
+            shown
         })
         .collect();
-    (view, unreachable)
+    (Cow::Owned(view), unreachable)
 }
 
 /// Adds `keep` to a Dividing placement with 0 replicas of every divisible feed.

@@ -56,8 +56,6 @@ impl Default for Config {
 /// The shared, indexed caches of every kind the scheduler reads (one watch each).
 #[derive(Clone)]
 pub struct Stores {
-    /// Subscriptions, all namespaces.
-    pub subscriptions: Store<Subscription>,
     /// ManagedClusters, all namespaces.
     pub clusters: Store<ManagedCluster>,
     /// Globalizations (cluster-scoped).
