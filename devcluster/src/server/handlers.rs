@@ -12,11 +12,12 @@ use super::error::ApiError;
 use super::registry::{event_from_core, event_to_core, is_events_v1, storage_key};
 use super::request::{self, Output};
 use super::selector::{FieldSelector, LabelSelector};
+use super::serialized_response;
 use super::{Ctx, State, bytes_response, crd, json_response, table, watch};
 use crate::api::resource::ResourceInfo;
 use crate::objects;
 use crate::objects::schema::FieldError;
-use crate::store::{Obj, ResKey, Txn};
+use crate::store::{Obj, PartialMetadata, ResKey, Txn};
 
 /// Current time, RFC 3339 seconds, UTC.
 pub(crate) fn now() -> String {
@@ -178,12 +179,6 @@ pub(crate) fn api_version_is(info: &ResourceInfo, av: &str) -> bool {
         && av.as_bytes().get(info.group.len()) == Some(&b'/')
 }
 
-/// `PartialObjectMetadata` of an object.
-pub(crate) fn partial_metadata(obj: &Value) -> Value {
-    json!({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
-}
-
 fn object_response(
     ctx: &Ctx,
     code: u16,
@@ -193,7 +188,7 @@ fn object_response(
     let obj = present(&ctx.info, obj);
     let mut resp = match request::output(&ctx.headers) {
         Output::Plain => json_response(code, &obj),
-        Output::Metadata => json_response(code, &partial_metadata(&obj)),
+        Output::Metadata => serialized_response(code, &PartialMetadata(&obj)),
         Output::Table => json_response(
             code,
             &table::table(
@@ -366,11 +361,22 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
             ))
         }
         Output::Metadata => {
-            let items: Vec<Value> = page.items.iter().map(|o| partial_metadata(o)).collect();
-            Ok(json_response(
+            #[derive(serde::Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct PartialList<'a> {
+                kind: &'static str,
+                api_version: &'static str,
+                metadata: Value,
+                items: Vec<PartialMetadata<'a>>,
+            }
+            Ok(serialized_response(
                 200,
-                &json!({"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1",
-                    "metadata": list_meta, "items": items}),
+                &PartialList {
+                    kind: "PartialObjectMetadataList",
+                    api_version: "meta.k8s.io/v1",
+                    metadata: list_meta,
+                    items: page.items.iter().map(|o| PartialMetadata(o)).collect(),
+                },
             ))
         }
         Output::Plain => {
@@ -398,6 +404,19 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
 // ---------------------------------------------------------------------------------------------
 // create / update / patch shared pieces
 
+/// Decodes a body that may be YAML. Clients (kube-rs, kubectl) send JSON even with a YAML
+/// content type, and the JSON parser is several times cheaper than the YAML one, so JSON is
+/// tried first; YAML (a superset) is the fallback and gives the error.
+fn json_or_yaml(body: &[u8]) -> Result<Value, serde_yaml::Error> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{')
+        && let Ok(v) = serde_json::from_slice(body)
+    {
+        return Ok(v);
+    }
+    serde_yaml::from_slice(body)
+}
+
 fn parse_body(ctx: &Ctx) -> Result<Value, ApiError> {
     let ct = request::content_type(&ctx.headers);
     if ct.contains("protobuf") {
@@ -406,7 +425,7 @@ fn parse_body(ctx: &Ctx) -> Result<Value, ApiError> {
         });
     }
     let v: Value = if ct.contains("yaml") {
-        serde_yaml::from_slice(&ctx.body).map_err(|e| {
+        json_or_yaml(&ctx.body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; yaml parse error: {e}"))
         })?
     } else {
@@ -866,11 +885,25 @@ pub(crate) fn finish_update(
     txn: &mut Txn<'_>,
     info: &ResourceInfo,
     old: &Obj,
-    mut new: Value,
+    new: Value,
     sub: Option<&str>,
     manager: Manager<'_>,
     dry_run: bool,
 ) -> Result<Written, ApiError> {
+    let new = prepare_update(info, old, new, sub, manager)?;
+    commit_update(state, txn, info, old, new, dry_run)
+}
+
+/// The part of an update that needs only the old object, not the store: immutable metadata,
+/// finalizer and status rules, validation, managedFields, generation. Done before the store
+/// lock is taken (see [`optimistic`]).
+pub(crate) fn prepare_update(
+    info: &ResourceInfo,
+    old: &Obj,
+    mut new: Value,
+    sub: Option<&str>,
+    manager: Manager<'_>,
+) -> Result<Value, ApiError> {
     let name = mstr(old, "name").to_string();
     carry_metadata(info, old, &mut new);
     // Subresource rules.
@@ -962,6 +995,20 @@ pub(crate) fn finish_update(
             .unwrap_or(0);
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
+    Ok(new)
+}
+
+/// Stores a prepared update of `old` (which must still be the stored object): skips no-ops,
+/// completes a deletion whose last finalizer went, runs the write hooks.
+pub(crate) fn commit_update(
+    state: &State,
+    txn: &mut Txn<'_>,
+    info: &ResourceInfo,
+    old: &Obj,
+    new: Value,
+    dry_run: bool,
+) -> Result<Written, ApiError> {
+    let name = mstr(old, "name");
     if same_object(old, &new) {
         return Ok(Written { obj: old.clone() });
     }
@@ -980,7 +1027,7 @@ pub(crate) fn finish_update(
         // Store the final state first so the DELETED event carries it.
         txn.put(&key, new);
         let removed = txn
-            .remove(&key, &ns, &name)
+            .remove(&key, &ns, name)
             .ok_or_else(|| ApiError::internal("object vanished"))?;
         state.removed(&uid);
         after_remove(state, info, &removed);
@@ -1192,54 +1239,57 @@ fn update(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let manager = request::field_manager(&ctx.query, &ctx.headers);
     let key = storage_key(&ctx.info);
     let ns = ctx.namespace.clone().unwrap_or_default();
-    let mut txn = state.store.begin();
-    let old = txn
-        .get(&key, &ns, &name)
-        .ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
-    if body_rv.is_empty() {
-        if !ctx.info.builtin {
-            return Err(ApiError::invalid_field(
-                &ctx.info,
-                &name,
-                "FieldValueInvalid",
-                "metadata.resourceVersion",
-                "Invalid value: 0x0: must be specified for an update",
-            ));
-        }
-    } else if body_rv != mstr(&old, "resourceVersion") {
-        return Err(ApiError::conflict(&ctx.info, &name));
-    }
-    let uid = mstr(&obj, "uid");
-    if !uid.is_empty() && uid != mstr(&old, "uid") {
-        return Err(ApiError::conflict_msg(
-            &ctx.info,
-            &name,
-            &format!(
-                "Precondition failed: UID in precondition: {}, UID in object meta: {uid}",
-                mstr(&old, "uid")
-            ),
-        ));
-    }
-    if !mstr(&obj, "deletionTimestamp").is_empty() && mstr(&old, "deletionTimestamp").is_empty() {
-        return Err(ApiError::invalid_field(
-            &ctx.info,
-            &name,
-            "FieldValueForbidden",
-            "metadata.deletionTimestamp",
-            "Forbidden: field is immutable; may only be changed via deletion",
-        ));
-    }
-    let written = finish_update(
+    let obj = to_storage(&ctx.info, obj);
+    let written = optimistic(
         state,
-        &mut txn,
         &ctx.info,
-        &old,
-        to_storage(&ctx.info, obj),
-        sub,
-        Manager::Update(&manager),
-        dry,
+        &key,
+        &ns,
+        &name,
+        |old| {
+            let old = old.ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
+            if body_rv.is_empty() {
+                if !ctx.info.builtin {
+                    return Err(ApiError::invalid_field(
+                        &ctx.info,
+                        &name,
+                        "FieldValueInvalid",
+                        "metadata.resourceVersion",
+                        "Invalid value: 0x0: must be specified for an update",
+                    ));
+                }
+            } else if body_rv != mstr(old, "resourceVersion") {
+                return Err(ApiError::conflict(&ctx.info, &name));
+            }
+            let uid = mstr(&obj, "uid");
+            if !uid.is_empty() && uid != mstr(old, "uid") {
+                return Err(ApiError::conflict_msg(
+                    &ctx.info,
+                    &name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {}, UID in object meta: {uid}",
+                        mstr(old, "uid")
+                    ),
+                ));
+            }
+            if !mstr(&obj, "deletionTimestamp").is_empty()
+                && mstr(old, "deletionTimestamp").is_empty()
+            {
+                return Err(ApiError::invalid_field(
+                    &ctx.info,
+                    &name,
+                    "FieldValueForbidden",
+                    "metadata.deletionTimestamp",
+                    "Forbidden: field is immutable; may only be changed via deletion",
+                ));
+            }
+            prepare_update(&ctx.info, old, obj.clone(), sub, Manager::Update(&manager))
+        },
+        |txn, old, new| {
+            let old = old.ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
+            commit_update(state, txn, &ctx.info, old, new, dry)
+        },
     )?;
-    txn.commit()?;
     object_response(ctx, 200, &written.obj, &warnings)
 }
 
@@ -1276,70 +1326,83 @@ fn patch(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     }
     let manager = request::field_manager(&ctx.query, &ctx.headers);
     let key = storage_key(&ctx.info);
-    let mut txn = state.store.begin();
-    let old = txn
-        .get(&key, &ns, &name)
-        .ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
-    if let Some(rv) = patch
-        .get("metadata")
-        .and_then(|m| m.get("resourceVersion"))
-        .and_then(Value::as_str)
-        && !rv.is_empty()
-        && rv != mstr(&old, "resourceVersion")
-    {
-        return Err(ApiError::conflict(&ctx.info, &name));
-    }
-    let current = present(&ctx.info, &old);
-    let result = match ct.as_str() {
-        "application/json-patch+json" => objects::patch::json_patch(&current, &patch),
-        "application/merge-patch+json" => objects::patch::merge_patch(&current, &patch),
-        _ => {
-            objects::patch::strategic_merge_patch(&ctx.info.group, &ctx.info.kind, &current, &patch)
-        }
-    };
-    let mut new = result.map_err(|e| match e {
-        objects::patch::PatchError::Malformed(m) => ApiError::bad_request(m),
-        objects::patch::PatchError::OperationFailed(_) => ApiError::new(
-            422,
-            "Invalid",
-            "the server rejected our request due to an error in our request",
-        ),
-    })?;
-    if !new.is_object() {
-        return Err(ApiError::bad_request("the patch produced a non-object"));
-    }
-    check_type_and_namespace(ctx, &mut new)?;
-    if mstr(&new, "name") != name {
-        return Err(ApiError::invalid_field(
-            &ctx.info,
-            &name,
-            "FieldValueInvalid",
-            "metadata.name",
-            "Invalid value: field is immutable",
-        ));
-    }
-    let uid = mstr(&new, "uid");
-    if !uid.is_empty() && uid != mstr(&old, "uid") {
-        return Err(ApiError::invalid_field(
-            &ctx.info,
-            &name,
-            "FieldValueInvalid",
-            "metadata.uid",
-            &format!("Invalid value: \"{uid}\": field is immutable"),
-        ));
-    }
-    let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
-    let written = finish_update(
+    let (written, warnings) = optimistic(
         state,
-        &mut txn,
         &ctx.info,
-        &old,
-        to_storage(&ctx.info, new),
-        sub,
-        Manager::Update(&manager),
-        dry,
+        &key,
+        &ns,
+        &name,
+        |old| {
+            let old = old.ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
+            if let Some(rv) = patch
+                .get("metadata")
+                .and_then(|m| m.get("resourceVersion"))
+                .and_then(Value::as_str)
+                && !rv.is_empty()
+                && rv != mstr(old, "resourceVersion")
+            {
+                return Err(ApiError::conflict(&ctx.info, &name));
+            }
+            let current = present(&ctx.info, old);
+            let result = match ct.as_str() {
+                "application/json-patch+json" => objects::patch::json_patch(&current, &patch),
+                "application/merge-patch+json" => objects::patch::merge_patch(&current, &patch),
+                _ => objects::patch::strategic_merge_patch(
+                    &ctx.info.group,
+                    &ctx.info.kind,
+                    &current,
+                    &patch,
+                ),
+            };
+            let mut new = result.map_err(|e| match e {
+                objects::patch::PatchError::Malformed(m) => ApiError::bad_request(m),
+                objects::patch::PatchError::OperationFailed(_) => ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                ),
+            })?;
+            if !new.is_object() {
+                return Err(ApiError::bad_request("the patch produced a non-object"));
+            }
+            check_type_and_namespace(ctx, &mut new)?;
+            if mstr(&new, "name") != name {
+                return Err(ApiError::invalid_field(
+                    &ctx.info,
+                    &name,
+                    "FieldValueInvalid",
+                    "metadata.name",
+                    "Invalid value: field is immutable",
+                ));
+            }
+            let uid = mstr(&new, "uid");
+            if !uid.is_empty() && uid != mstr(old, "uid") {
+                return Err(ApiError::invalid_field(
+                    &ctx.info,
+                    &name,
+                    "FieldValueInvalid",
+                    "metadata.uid",
+                    &format!("Invalid value: \"{uid}\": field is immutable"),
+                ));
+            }
+            let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
+            let new = prepare_update(
+                &ctx.info,
+                old,
+                to_storage(&ctx.info, new),
+                sub,
+                Manager::Update(&manager),
+            )?;
+            Ok((new, warnings))
+        },
+        |txn, old, (new, warnings)| {
+            let old = old.ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
+            Ok((
+                commit_update(state, txn, &ctx.info, old, new, dry)?,
+                warnings,
+            ))
+        },
     )?;
-    txn.commit()?;
     object_response(ctx, 200, &written.obj, &warnings)
 }
 
@@ -1355,7 +1418,7 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
         ));
     };
     let force = ctx.query.flag("force");
-    let mut applied: Value = serde_yaml::from_slice(&ctx.body)
+    let mut applied: Value = json_or_yaml(&ctx.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !applied.is_object() {
         return Err(ApiError::bad_request("error decoding YAML: not an object"));
@@ -1396,62 +1459,114 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
     let applied_rv = mstr(&applied, "resourceVersion").to_string();
     let key = storage_key(&ctx.info);
     let now = now();
-    let mut txn = state.store.begin();
-    let old = txn.get(&key, &ns, &name);
-    if !applied_rv.is_empty()
-        && old
-            .as_ref()
-            .is_none_or(|o| mstr(o, "resourceVersion") != applied_rv)
-    {
-        return Err(ApiError::conflict(&ctx.info, &name));
-    }
     let map_err = |e: objects::apply::ApplyError| match e {
         objects::apply::ApplyError::Conflicts(cs) => conflict_error(&ctx.info, &name, &cs),
         objects::apply::ApplyError::Invalid(m) => ApiError::new(422, "Invalid", m),
     };
-    match old {
-        None => {
-            if sub.is_some() {
-                return Err(ApiError::not_found(&ctx.info, &name));
+    let (created, stored, warnings) = optimistic(
+        state,
+        &ctx.info,
+        &key,
+        &ns,
+        &name,
+        |old| {
+            if !applied_rv.is_empty()
+                && old.is_none_or(|o| mstr(o, "resourceVersion") != applied_rv)
+            {
+                return Err(ApiError::conflict(&ctx.info, &name));
             }
-            let uid = mstr(&applied, "uid");
-            if !uid.is_empty() {
-                return Err(ApiError::conflict_msg(
-                    &ctx.info,
-                    &name,
-                    &format!(
-                        "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
-                    ),
-                ));
-            }
-            let mut new = objects::apply::server_side_apply(None, &applied, &manager, force, &now)
-                .map_err(map_err)?;
-            let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
-            let new = to_storage(&ctx.info, new);
-            let stored = store_new(state, &mut txn, &ctx.info, new, Manager::Applied, dry)?;
-            txn.commit()?;
-            object_response(ctx, 201, &stored, &warnings)
-        }
-        Some(old) => {
-            let live = present(&ctx.info, &old);
-            let mut new =
-                objects::apply::server_side_apply(Some(&live), &applied, &manager, force, &now)
+            match old {
+                None => {
+                    if sub.is_some() {
+                        return Err(ApiError::not_found(&ctx.info, &name));
+                    }
+                    let uid = mstr(&applied, "uid");
+                    if !uid.is_empty() {
+                        return Err(ApiError::conflict_msg(
+                            &ctx.info,
+                            &name,
+                            &format!(
+                                "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                            ),
+                        ));
+                    }
+                    let mut new =
+                        objects::apply::server_side_apply(None, &applied, &manager, force, &now)
+                            .map_err(map_err)?;
+                    let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
+                    let mut new = to_storage(&ctx.info, new);
+                    prepare_new(&ctx.info, &mut new, Manager::Applied)?;
+                    Ok((new, warnings))
+                }
+                Some(old) => {
+                    let live = present(&ctx.info, old);
+                    let mut new = objects::apply::server_side_apply(
+                        Some(&live),
+                        &applied,
+                        &manager,
+                        force,
+                        &now,
+                    )
                     .map_err(map_err)?;
-            let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
-            let written = finish_update(
-                state,
-                &mut txn,
-                &ctx.info,
-                &old,
-                to_storage(&ctx.info, new),
-                sub,
-                Manager::Applied,
-                dry,
-            )?;
-            txn.commit()?;
-            object_response(ctx, 200, &written.obj, &warnings)
+                    let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
+                    let new = prepare_update(
+                        &ctx.info,
+                        old,
+                        to_storage(&ctx.info, new),
+                        sub,
+                        Manager::Applied,
+                    )?;
+                    Ok((new, warnings))
+                }
+            }
+        },
+        |txn, old, (new, warnings)| match old {
+            None => Ok((true, insert_new(state, txn, &ctx.info, new, dry)?, warnings)),
+            Some(old) => {
+                let written = commit_update(state, txn, &ctx.info, old, new, dry)?;
+                Ok((false, written.obj, warnings))
+            }
+        },
+    )?;
+    object_response(ctx, if created { 201 } else { 200 }, &stored, &warnings)
+}
+
+/// Runs a write computed from the stored object the way kube-apiserver's GuaranteedUpdate
+/// does: `prepare` works on a snapshot without the store lock (patching, server-side apply,
+/// validation and managedFields are the expensive part), then `commit` runs under the lock
+/// only if the object is still that snapshot; otherwise the write is prepared again from the
+/// newer object. Writes to different objects thus run in parallel.
+fn optimistic<T, R>(
+    state: &State,
+    info: &ResourceInfo,
+    key: &ResKey,
+    ns: &str,
+    name: &str,
+    mut prepare: impl FnMut(Option<&Obj>) -> Result<T, ApiError>,
+    mut commit: impl FnMut(&mut Txn<'_>, Option<&Obj>, T) -> Result<R, ApiError>,
+) -> Result<R, ApiError> {
+    /// After this many lost races the client gets a Conflict and retries itself.
+    const ATTEMPTS: usize = 16;
+    for _ in 0..ATTEMPTS {
+        let seen = state.store.get(key, ns, name);
+        let prepared = prepare(seen.as_ref())?;
+        let mut txn = state.store.begin();
+        let current = txn.get(key, ns, name);
+        let unchanged = match (&seen, &current) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                Arc::ptr_eq(a, b) || mstr(a, "resourceVersion") == mstr(b, "resourceVersion")
+            }
+            _ => false,
+        };
+        if !unchanged {
+            continue;
         }
+        let result = commit(&mut txn, seen.as_ref(), prepared)?;
+        txn.commit()?;
+        return Ok(result);
     }
+    Err(ApiError::conflict(info, name))
 }
 
 fn conflict_error(
@@ -1565,8 +1680,7 @@ fn write_scale(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         return Err(ApiError::unknown_path());
     };
     let manager = request::field_manager(&ctx.query, &ctx.headers);
-    let body: Value = serde_json::from_slice(&ctx.body)
-        .or_else(|_| serde_yaml::from_slice(&ctx.body))
+    let body: Value = json_or_yaml(&ctx.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))?;
     let key = storage_key(&ctx.info);
     let mut txn = state.store.begin();

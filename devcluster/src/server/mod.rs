@@ -178,6 +178,11 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) {
 
 /// Builds a JSON response.
 pub(crate) fn json_response(code: u16, body: &Value) -> Response<Body> {
+    serialized_response(code, body)
+}
+
+/// Builds a JSON response by serialising `body` (no intermediate `Value`).
+pub(crate) fn serialized_response(code: u16, body: &impl serde::Serialize) -> Response<Body> {
     bytes_response(
         code,
         Bytes::from(serde_json::to_vec(body).unwrap_or_default()),

@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ApiError;
-use super::handlers::{Selectors, api_version_is, mstr, partial_metadata, present};
+use super::handlers::{Selectors, api_version_is, mstr, present};
 use super::registry::storage_key;
 use super::request::{self, Output};
 use super::{Ctx, State, table};
 use crate::api::resource::ResourceInfo;
-use crate::store::{EventType, Obj, WatchEvent};
+use crate::store::{EventType, Obj, PartialMetadata, WatchEvent, event_line};
 
 /// How events are rendered for one watch.
 struct Renderer {
@@ -28,10 +28,10 @@ struct Renderer {
 }
 
 impl Renderer {
-    fn line(&mut self, type_: &str, obj: &Obj) -> Bytes {
-        let object = match self.output {
-            Output::Plain => (*present(&self.info, obj)).clone(),
-            Output::Metadata => partial_metadata(obj),
+    fn line(&mut self, type_: EventType, obj: &Obj) -> Bytes {
+        match self.output {
+            Output::Plain => event_line(type_, &*present(&self.info, obj)),
+            Output::Metadata => event_line(type_, &PartialMetadata(obj)),
             Output::Table => {
                 let mut t = table::table(
                     &self.info,
@@ -45,29 +45,30 @@ impl Renderer {
                     m.remove("columnDefinitions");
                 }
                 self.first_table = false;
-                t
+                event_line(type_, &t)
             }
-        };
-        let mut buf =
-            serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap_or_default();
-        buf.push(b'\n');
-        Bytes::from(buf)
+        }
     }
 
-    /// The shared pre-serialised line when the plain form is wanted and the object already
-    /// carries this version's apiVersion and kind.
+    /// The event's line, shared with other watchers (serialised once per event) when this
+    /// watcher sees the event as it happened: plain form of this version, or metadata only.
     fn event_line(&mut self, ev: &WatchEvent, type_: EventType) -> Bytes {
-        if self.output == Output::Plain
-            && type_ == ev.type_
-            && ev
-                .object
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .is_some_and(|av| api_version_is(&self.info, av))
-        {
-            return ev.line();
+        if type_ == ev.type_ {
+            match self.output {
+                Output::Metadata => return ev.metadata_line(),
+                Output::Plain
+                    if ev
+                        .object
+                        .get("apiVersion")
+                        .and_then(Value::as_str)
+                        .is_some_and(|av| api_version_is(&self.info, av)) =>
+                {
+                    return ev.line();
+                }
+                _ => {}
+            }
         }
-        self.line(type_.as_str(), &ev.object)
+        self.line(type_, &ev.object)
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -142,7 +143,7 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
             .snapshot_and_subscribe(&key, namespace.as_deref());
         if send_initial {
             for o in objs.iter().filter(|o| sel.matches(o)) {
-                initial.push(renderer.line("ADDED", o));
+                initial.push(renderer.line(EventType::Added, o));
             }
             if bookmarks {
                 initial.push(renderer.bookmark(rv, true));

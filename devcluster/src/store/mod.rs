@@ -92,25 +92,56 @@ pub struct WatchEvent {
     /// The state before the change (for selector watches), if any.
     pub prev: Option<Obj>,
     line: OnceLock<Bytes>,
+    metadata_line: OnceLock<Bytes>,
+}
+
+/// An object seen as `meta.k8s.io/v1` PartialObjectMetadata (what a client asking for
+/// metadata only gets), serialised straight from the stored object without copying it.
+pub struct PartialMetadata<'a>(pub &'a Value);
+
+impl serde::Serialize for PartialMetadata<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let empty = serde_json::Map::new();
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("kind", "PartialObjectMetadata")?;
+        map.serialize_entry("apiVersion", "meta.k8s.io/v1")?;
+        match self.0.get("metadata") {
+            Some(meta) => map.serialize_entry("metadata", meta)?,
+            None => map.serialize_entry("metadata", &empty)?,
+        }
+        map.end()
+    }
 }
 
 impl WatchEvent {
     /// The event as one newline-terminated JSON line, serialised once and shared by watchers.
     pub fn line(&self) -> Bytes {
         self.line
-            .get_or_init(|| {
-                let mut buf = Vec::with_capacity(256);
-                buf.extend_from_slice(b"{\"type\":\"");
-                buf.extend_from_slice(self.type_.as_str().as_bytes());
-                buf.extend_from_slice(b"\",\"object\":");
-                if serde_json::to_writer(&mut buf, &*self.object).is_err() {
-                    buf.extend_from_slice(b"{}");
-                }
-                buf.extend_from_slice(b"}\n");
-                Bytes::from(buf)
-            })
+            .get_or_init(|| event_line(self.type_, &*self.object))
             .clone()
     }
+
+    /// The event's line for watchers of metadata only (PartialObjectMetadata), serialised
+    /// once and shared by them.
+    pub fn metadata_line(&self) -> Bytes {
+        self.metadata_line
+            .get_or_init(|| event_line(self.type_, &PartialMetadata(&self.object)))
+            .clone()
+    }
+}
+
+/// `{"type":..,"object":..}` and a newline.
+pub fn event_line(type_: EventType, object: &impl serde::Serialize) -> Bytes {
+    let mut buf = Vec::with_capacity(256);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(type_.as_str().as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    if serde_json::to_writer(&mut buf, object).is_err() {
+        buf.extend_from_slice(b"{}");
+    }
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
 }
 
 /// A resumed watch: buffered events after the requested RV, a receiver for later ones and
@@ -600,6 +631,7 @@ impl Txn<'_> {
             object,
             prev,
             line: OnceLock::new(),
+            metadata_line: OnceLock::new(),
         });
         let limit = self.store.history_limit;
         if let Some(table) = self.guard.tables.get_mut(key) {
