@@ -15,12 +15,13 @@ use atoll_crds::{conditions, known};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -293,6 +294,31 @@ fn description_labels(sub: &Subscription, cluster: &ClusterInfo) -> BTreeMap<Str
     ])
 }
 
+/// The server-side apply body of a Description, borrowing the rendered objects (serialised
+/// once per write, never copied into a `Value`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DescriptionApply<'a> {
+    api_version: Cow<'static, str>,
+    kind: Cow<'static, str>,
+    metadata: DescriptionApplyMeta<'a>,
+    spec: DescriptionApplySpec<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct DescriptionApplyMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    annotations: BTreeMap<&'static str, &'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct DescriptionApplySpec<'a> {
+    deployer: &'static str,
+    raw: &'a [Value],
+}
+
 /// How many Description writes of one Subscription are in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
 
@@ -300,6 +326,7 @@ const WRITE_CONCURRENCY: usize = 32;
 /// true when some cluster must be looked at again (its old Description is still being deleted).
 async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> Result<bool, Error> {
     let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
+    let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
     let mut waiting = false;
     let mut writes = Vec::new();
     for cluster_plan in &plan.clusters {
@@ -323,35 +350,42 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
                 continue;
             }
         }
-        let description = json!({
-            "apiVersion": Description::api_version(&()),
-            "kind": Description::kind(&()),
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": labels,
-                "annotations": {known::ANNOTATION_RENDER_HASH: hash},
+        // Serialised now, borrowing the rendered objects; the write futures own only bytes.
+        let description = DescriptionApply {
+            api_version: Description::api_version(&()),
+            kind: Description::kind(&()),
+            metadata: DescriptionApplyMeta {
+                name: &name,
+                namespace: &namespace,
+                labels: &labels,
+                annotations: BTreeMap::from([(known::ANNOTATION_RENDER_HASH, hash.as_str())]),
             },
-            "spec": {"deployer": "Generic", "raw": objects},
-        });
-        writes.push((namespace, description));
+            spec: DescriptionApplySpec {
+                deployer: "Generic",
+                raw: objects,
+            },
+        };
+        // The watch of Descriptions feeds the index, so the response is not decoded: ask for
+        // metadata only and drop it.
+        let api = Api::<Description>::namespaced(ctx.client.clone(), &namespace);
+        let request = kube::core::Request::new(api.resource_url()).patch_metadata(
+            &name,
+            &params,
+            &Patch::Apply(&description),
+        );
+        writes.push((format!("{namespace}/{name}"), request));
     }
-    let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
     stream::iter(writes)
-        .map(|(namespace, description)| {
-            let params = &params;
-            let name = &name;
-            async move {
-                Api::<PartialObjectMeta<Description>>::namespaced(ctx.client.clone(), &namespace)
-                    .patch(name, params, &Patch::Apply(&description))
-                    .await
-                    .map_err(api_error(
-                        "apply Description",
-                        format!("{namespace}/{name}"),
-                    ))?;
-                ctx.metrics.descriptions_written.inc();
-                Ok::<(), Error>(())
-            }
+        .map(|(target, request)| async move {
+            let request = request.map_err(|e| {
+                api_error("apply Description", target.clone())(kube::Error::BuildRequest(e))
+            })?;
+            ctx.client
+                .request_text(request)
+                .await
+                .map_err(api_error("apply Description", target))?;
+            ctx.metrics.descriptions_written.inc();
+            Ok::<(), Error>(())
         })
         .buffer_unordered(WRITE_CONCURRENCY)
         .try_collect::<Vec<()>>()
