@@ -39,6 +39,7 @@ bench:
 	@echo "## scheduler: 1,000 Subscriptions x 100 clusters" && $(CARGO) run --quiet --release -p atoll-scheduler --example bench_scale
 	@echo "## hub: fan-out to agents" && $(CARGO) run --quiet --release -p atoll-hub --example bench_fanout
 	@echo "## hub + 1,000 real agents" && $(CARGO) run --quiet --release -p atoll-hub --example bench_agents
+	@echo "## agent" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agent
 
 ## ----- local fleet (atoll-e2e) -----------------------------------------------------------------
 ## Debug binaries: the shared target/ already holds most debug artifacts, and the dev profile

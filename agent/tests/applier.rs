@@ -455,7 +455,9 @@ async fn applying_a_thousand_small_objects_is_fast() {
     let elapsed = started.elapsed();
     assert_eq!(report.phase, Phase::Success, "{}", report.reason);
     eprintln!("applied 1000 ConfigMaps in {elapsed:?}");
-    // Generous bound for a debug build on shared CI; the release benchmark targets < 2 s.
+    // A correctness test with a generous bound for a debug build on shared CI. The figure for
+    // issue #5 (< 2 s) comes from the release benchmark: `make bench`, or
+    // `cargo run --release -p atoll-agent --example bench_agent` (examples/bench_agent.rs).
     assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
 }
 
