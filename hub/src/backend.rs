@@ -77,14 +77,19 @@ struct Inner {
     /// Bumped on every connection of a cluster, so that a pending disconnection mark is
     /// cancelled by a reconnection.
     connections: Mutex<HashMap<String, u64>>,
+    /// Records the Warning events, which repeat (a denied agent retrying, a cluster going
+    /// unknown again) and are deduplicated into series by the recorder's cache.
     recorder: Recorder,
-    /// Bounds the heartbeat status writes in flight: a thousand agents beating at once would
-    /// otherwise open as many connections to the API server, each with its own buffers.
-    status_writes: tokio::sync::Semaphore,
+    reporter: Reporter,
+    /// Bounds the API calls made on behalf of agent streams (registration, heartbeat and report
+    /// status writes, the epoch annotation): a thousand agents connecting or beating at once
+    /// would otherwise open as many connections to the API server, and the client's pool keeps
+    /// them, each with its buffers, long after the burst.
+    calls: tokio::sync::Semaphore,
 }
 
-/// Heartbeat status writes in flight at once.
-const STATUS_WRITES_IN_FLIGHT: usize = 32;
+/// API calls on behalf of agent streams in flight at once.
+const CALLS_IN_FLIGHT: usize = 32;
 
 pub(crate) fn api_err(operation: &str, object: &str) -> impl FnOnce(kube::Error) -> Error {
     let operation = operation.to_string();
@@ -126,23 +131,28 @@ impl KubeBackend {
         clusters: Store<ManagedCluster>,
         metrics: Arc<Metrics>,
     ) -> KubeBackend {
+        let reporter = Reporter {
+            controller: CREATED_BY.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         KubeBackend {
             inner: Arc::new(Inner {
-                recorder: Recorder::new(
-                    client.clone(),
-                    Reporter {
-                        controller: CREATED_BY.into(),
-                        instance: std::env::var("POD_NAME").ok(),
-                    },
-                ),
+                recorder: Recorder::new(client.clone(), reporter.clone()),
+                reporter,
                 client,
                 config,
                 clusters,
                 metrics,
                 connections: Mutex::new(HashMap::new()),
-                status_writes: tokio::sync::Semaphore::new(STATUS_WRITES_IN_FLIGHT),
+                calls: tokio::sync::Semaphore::new(CALLS_IN_FLIGHT),
             }),
         }
+    }
+
+    /// A permit for API calls on behalf of a stream (see `Inner::calls`). The semaphore is
+    /// never closed; without a permit the call just goes unbounded.
+    async fn permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.inner.calls.acquire().await.ok()
     }
 
     fn client(&self) -> Client {
@@ -165,7 +175,17 @@ impl KubeBackend {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.inner.recorder.publish(&ev, &obj).await {
+        // A Normal event (`Registered`) happens once per registration: a recorder of its own,
+        // dropped after publishing, so that the shared recorder's cache does not keep one
+        // event per registered cluster for minutes.
+        let once;
+        let recorder = if type_ == EventType::Normal {
+            once = Recorder::new(self.client(), self.inner.reporter.clone());
+            &once
+        } else {
+            &self.inner.recorder
+        };
+        if let Err(e) = recorder.publish(&ev, &obj).await {
             tracing::debug!(error = %e, "publishing an Event failed");
         }
     }
@@ -260,6 +280,8 @@ impl KubeBackend {
             cluster_labels: hello.cluster_labels.clone(),
             sync_mode: SyncMode::Pull,
         };
+        // Held for the API calls, released while waiting for a manual approval.
+        let mut permit = self.permit().await;
         let crr = match self.crr(&hello.cluster_id).await? {
             Some(c) => c,
             None => {
@@ -311,7 +333,9 @@ impl KubeBackend {
                         cluster_id = %hello.cluster_id,
                         "waiting for approval: kubectl patch clsrr {name} --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'"
                     );
+                    drop(permit);
                     tokio::time::sleep(self.inner.config.approval_poll).await;
+                    permit = self.permit().await;
                     crr = self.crr(&hello.cluster_id).await?.ok_or_else(|| {
                         Error::RegistrationDenied {
                             cluster_id: hello.cluster_id.clone(),
@@ -356,6 +380,7 @@ impl KubeBackend {
             "Register",
         )
         .await;
+        drop(permit);
         Ok(Admission {
             namespace: ns,
             managed_cluster_name: mc_name,
@@ -699,10 +724,15 @@ impl Backend for KubeBackend {
         async move {
             match BootstrapToken::parse(&hello.token.0) {
                 Some(t) => {
+                    let permit = this.permit().await;
                     this.check_bootstrap(&hello, &t).await?;
+                    drop(permit);
                     this.register(&hello).await
                 }
-                None => this.admit_cluster_token(&hello).await,
+                None => {
+                    let _permit = this.permit().await;
+                    this.admit_cluster_token(&hello).await
+                }
             }
         }
     }
@@ -717,6 +747,7 @@ impl Backend for KubeBackend {
                 .lock()
                 .entry(session.cluster_id.clone())
                 .or_insert(0) += 1;
+            let _permit = this.permit().await;
             let mc = match this.cached_cluster(&session) {
                 Some(mc) => Some((*mc).clone()),
                 None => this.fresh_cluster(&session).await.ok().flatten(),
@@ -756,8 +787,7 @@ impl Backend for KubeBackend {
                 Timestamp::now(),
             );
             let api = this.cluster_api(&session);
-            // The semaphore is never closed; without a permit the write just goes unbounded.
-            let permit = this.inner.status_writes.acquire().await.ok();
+            let permit = this.permit().await;
             api.patch_status(
                 &session.managed_cluster_name,
                 &mgr(),
@@ -778,8 +808,11 @@ impl Backend for KubeBackend {
                         atoll_crds::conditions::status(&s.conditions, known::CONDITION_READY)
                     }) == Some("True")
             });
-            if !steady && let Some(mc) = this.fresh_cluster(&session).await? {
-                this.set_taint(&session, &mc, None).await?;
+            if !steady {
+                let _permit = this.permit().await;
+                if let Some(mc) = this.fresh_cluster(&session).await? {
+                    this.set_taint(&session, &mc, None).await?;
+                }
             }
             Ok(())
         }
@@ -800,6 +833,7 @@ impl Backend for KubeBackend {
             }
             if report.deleted {
                 if entry.deleting && entry.has_finalizer() {
+                    let _permit = this.permit().await;
                     remove_finalizer(&this.client(), &session.namespace, &entry.name).await?;
                     this.inner.metrics.write("finalizer");
                 }
@@ -816,6 +850,7 @@ impl Backend for KubeBackend {
             }
             let api: Api<atoll_crds::apps::Description> =
                 Api::namespaced(this.client(), &session.namespace);
+            let _permit = this.permit().await;
             api.patch_status(
                 &entry.name,
                 &mgr(),
