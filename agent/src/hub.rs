@@ -171,6 +171,25 @@ pub struct ConnectionState {
     pub snapshots: u64,
     /// The last error, if the last attempt failed.
     pub last_error: Option<String>,
+    /// How many Description messages (upserts and removals, snapshot included) were received
+    /// from the hub so far, over all sessions.
+    pub descriptions_received: u64,
+    /// The last Description message received, recorded when it arrives, before it is applied
+    /// (so that delivery can be told apart from applying).
+    pub last_received: Option<ReceivedDescription>,
+}
+
+/// A Description message as received from the hub.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceivedDescription {
+    /// The Description's name.
+    pub name: String,
+    /// Its generation (0 for a removal).
+    pub generation: i64,
+    /// The hub said the Description is being deleted (`deleting`) or is gone (removal).
+    pub deleting: bool,
+    /// When it was received.
+    pub at: std::time::Instant,
 }
 
 /// Which token to present next.
@@ -460,6 +479,19 @@ impl Agent {
         result
     }
 
+    /// Records a Description message in the connection state.
+    fn received(&self, name: &str, generation: i64, deleting: bool) {
+        self.state.send_modify(|s| {
+            s.descriptions_received += 1;
+            s.last_received = Some(ReceivedDescription {
+                name: name.to_owned(),
+                generation,
+                deleting,
+                at: std::time::Instant::now(),
+            });
+        });
+    }
+
     async fn follow(
         &mut self,
         namespace: &str,
@@ -485,6 +517,11 @@ impl Agent {
                         Err(status) => return Ok(SessionEnd::Dropped(Some(status))),
                     };
                     let Some(message) = message.message else { continue };
+                    match &message {
+                        hub_message::Message::Upsert(up) => self.received(&up.name, up.generation, up.deleting),
+                        hub_message::Message::Removed(removed) => self.received(&removed.name, 0, true),
+                        _ => {}
+                    }
                     let seq = match message {
                         hub_message::Message::Upsert(up) => {
                             let seq = up.seq;
@@ -737,6 +774,30 @@ mod tests {
             assert_eq!(c.endpoint().is_ok(), ok, "{url}");
             assert!(!format!("{c:?}").contains("f395accd"), "token redacted");
         }
+    }
+
+    #[tokio::test]
+    async fn received_description_messages_show_in_the_connection_state() {
+        let url = "http://127.0.0.1:1";
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+        let agent = Agent::new(
+            client,
+            AgentConfig::new(url, "abcdef.0123456789abcdef", "c"),
+            applier,
+        );
+        let state = agent.subscribe();
+        assert_eq!(state.borrow().descriptions_received, 0);
+        agent.received("default.web", 2, false);
+        agent.received("default.old", 0, true);
+        let s = state.borrow().clone();
+        assert_eq!(s.descriptions_received, 2);
+        let last = s.last_received.unwrap();
+        assert_eq!(
+            (last.name.as_str(), last.generation, last.deleting),
+            ("default.old", 0, true)
+        );
+        assert!(last.at.elapsed() < Duration::from_secs(60));
     }
 
     #[test]
