@@ -4,7 +4,10 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
-    tonic_prost_build::configure().compile_with_config(config, &["proto/hub.proto"], &["proto"])?;
+    tonic_prost_build::configure()
+        // Small initial stream buffers (see src/codec.rs).
+        .codec_path("crate::codec::StreamCodec")
+        .compile_with_config(config, &["proto/hub.proto"], &["proto"])?;
     println!("cargo:rerun-if-changed=proto/hub.proto");
     Ok(())
 }

@@ -4,6 +4,8 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod codec;
+
 /// Generated from `proto/hub.proto`, package `atoll.hub.v1`.
 pub mod v1 {
     tonic::include_proto!("atoll.hub.v1");
