@@ -39,8 +39,9 @@ use std::time::Duration;
 /// hub replica it is. Replicas ignore reports and heartbeats of older streams.
 pub const ANNOTATION_STREAM_EPOCH: &str = "hub.atoll.io/stream-epoch";
 
-/// Value of `clusternet.io/created-by` on what the hub creates.
-pub const CREATED_BY: &str = "atoll-hub";
+/// The hub's name as the reporting controller of its Events. (What it creates is labelled
+/// `clusternet.io/created-by=clusternet-hub`, [`known::CREATED_BY_HUB`], as in Clusternet.)
+pub const REPORTING_CONTROLLER: &str = "atoll-hub";
 
 /// Registration and write-back settings.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +133,7 @@ impl KubeBackend {
         metrics: Arc<Metrics>,
     ) -> KubeBackend {
         let reporter = Reporter {
-            controller: CREATED_BY.into(),
+            controller: REPORTING_CONTROLLER.into(),
             instance: std::env::var("POD_NAME").ok(),
         };
         KubeBackend {
@@ -492,7 +493,7 @@ impl KubeBackend {
             "kind": "Secret",
             "metadata": {
                 "name": CLUSTER_TOKEN_SECRET,
-                "labels": { known::LABEL_CREATED_BY: CREATED_BY },
+                "labels": { known::LABEL_CREATED_BY: known::CREATED_BY_HUB },
             },
             "type": "Opaque",
             "data": { CLUSTER_TOKEN_SHA256_KEY: ByteString(hash.as_bytes().to_vec()) },
@@ -653,7 +654,10 @@ fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {
             known::CREATED_BY_AGENT.to_string(),
         );
     } else {
-        l.insert(known::LABEL_CREATED_BY.to_string(), CREATED_BY.to_string());
+        l.insert(
+            known::LABEL_CREATED_BY.to_string(),
+            known::CREATED_BY_HUB.to_string(),
+        );
     }
     l
 }

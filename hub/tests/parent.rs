@@ -307,7 +307,7 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     );
     assert_eq!(
         ns.labels().get(known::LABEL_CREATED_BY).map(String::as_str),
-        Some("atoll-hub")
+        Some(known::CREATED_BY_HUB)
     );
 
     let mc = Api::<ManagedCluster>::namespaced(p.client.clone(), &w.namespace)
