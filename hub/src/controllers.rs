@@ -10,6 +10,7 @@ use crate::status::{self, ClusterState, FinalizerAction};
 use atoll_crds::apps::{Description, DescriptionPhase, DescriptionStatus, Subscription};
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::known;
+use atoll_runtime::ready::Ready;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -20,7 +21,7 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, Semaphore};
 
 /// Settings of the controllers.
 #[derive(Clone, Copy, Debug)]
@@ -59,8 +60,8 @@ pub struct Controllers {
     dirty: Mutex<HashSet<(String, String)>>,
     dirty_notify: Notify,
     writes: Arc<Semaphore>,
-    clusters_ready: watch::Sender<bool>,
-    subs_ready: watch::Sender<bool>,
+    clusters_ready: Ready,
+    subs_ready: Ready,
 }
 
 impl Controllers {
@@ -85,8 +86,8 @@ impl Controllers {
             dirty: Mutex::new(HashSet::new()),
             dirty_notify: Notify::new(),
             writes: Arc::new(Semaphore::new(8)),
-            clusters_ready: watch::channel(false).0,
-            subs_ready: watch::channel(false).0,
+            clusters_ready: Ready::new(),
+            subs_ready: Ready::new(),
         })
     }
 
@@ -96,17 +97,10 @@ impl Controllers {
     }
 
     /// Resolves once every watch has completed its first list.
-    ///
-    /// (kube's `Store::wait_until_ready` wakes only one of several concurrent waiters, so the
-    /// controllers keep their own flags.)
     pub async fn wait_ready(&self) {
-        self.wait_clusters().await;
-        let _ = self.subs_ready.subscribe().wait_for(|r| *r).await;
+        self.clusters_ready.wait().await;
+        self.subs_ready.wait().await;
         self.index.wait_synced().await;
-    }
-
-    async fn wait_clusters(&self) {
-        let _ = self.clusters_ready.subscribe().wait_for(|r| *r).await;
     }
 
     /// Runs every loop until one fails for good (they retry API errors with backoff).
@@ -136,7 +130,7 @@ impl Controllers {
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(watcher::Event::InitDone) => {
-                    self.clusters_ready.send_replace(true);
+                    self.clusters_ready.set();
                 }
                 Ok(watcher::Event::Delete(mc)) => {
                     let ns = mc.namespace().unwrap_or_default();
@@ -167,7 +161,7 @@ impl Controllers {
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(watcher::Event::InitDone) => {
-                    self.subs_ready.send_replace(true);
+                    self.subs_ready.set();
                 }
                 Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
                     self.mark_dirty(s.namespace().unwrap_or_default(), s.name_any());
@@ -181,7 +175,7 @@ impl Controllers {
     }
 
     async fn watch_descriptions(self: Arc<Self>) {
-        self.wait_clusters().await;
+        self.clusters_ready.wait().await;
         let api: Api<Description> = Api::all(self.client.clone());
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);

@@ -8,12 +8,13 @@
 use crate::flow::PendingQueue;
 use atoll_crds::apps::{Description, DescriptionStatus};
 use atoll_crds::known;
+use atoll_runtime::ready::Ready;
 use bytes::Bytes;
 use kube::ResourceExt;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
 /// One Description as the hub needs it: identity, the encoded objects (shared by every stream),
 /// deletion state, finalizers and the last status seen.
@@ -246,14 +247,14 @@ pub struct Update {
 #[derive(Debug)]
 pub struct Index {
     inner: RwLock<Inner>,
-    synced_tx: watch::Sender<bool>,
+    synced: Ready,
 }
 
 impl Default for Index {
     fn default() -> Self {
         Index {
             inner: RwLock::new(Inner::default()),
-            synced_tx: watch::channel(false).0,
+            synced: Ready::new(),
         }
     }
 }
@@ -374,20 +375,19 @@ impl Index {
             .map(|(ns, n)| Self::delete_locked(&mut inner, ns, n))
             .collect();
         drop(inner);
-        self.synced_tx.send_replace(true);
+        self.synced.set();
         updates
     }
 
     /// Whether the first list completed.
     pub fn is_synced(&self) -> bool {
-        *self.synced_tx.borrow()
+        self.synced.is_set()
     }
 
     /// Waits until the first list completed, so that no stream ever gets a partial snapshot
     /// (which would make its agent prune objects it should keep).
     pub async fn wait_synced(&self) {
-        let mut rx = self.synced_tx.subscribe();
-        let _ = rx.wait_for(|s| *s).await;
+        self.synced.wait().await;
     }
 
     /// Subscribes a stream to `namespace`: its queue starts with a snapshot of every Description

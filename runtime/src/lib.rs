@@ -1,12 +1,13 @@
 //! Process plumbing shared by atoll's binaries, written once: command-line argument groups,
 //! tracing, the admin server (`/metrics`, `/healthz`, `/readyz`), leader election through a
-//! `Lease`, and the kube client.
+//! `Lease`, the kube client, and a readiness flag many tasks can wait on.
 
 pub mod admin;
 pub mod args;
 pub mod client;
 mod error;
 pub mod leader;
+pub mod ready;
 pub mod telemetry;
 
 pub use error::Error;

@@ -10,6 +10,7 @@ use crate::Error;
 use crate::error::KubeError;
 use atoll_crds::apps::{Feed, Manifest, Subscription};
 use atoll_crds::known;
+use atoll_runtime::ready::Ready;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -19,7 +20,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{Mutex, mpsc, watch};
+use tokio::sync::{Mutex, mpsc};
 
 /// How long a kind that discovery did not find is remembered as missing before asking again.
 const MISSING_KIND_TTL: Duration = Duration::from_secs(5);
@@ -39,19 +40,16 @@ struct KindWatch {
     resource: ApiResource,
     namespaced: bool,
     store: Store<DynamicObject>,
-    /// Turns true once the first list is in the store. `Store::wait_until_ready` wakes only one
-    /// of several concurrent waiters, so one task waits on it and publishes here for everyone.
-    synced: watch::Receiver<bool>,
+    /// Set once the first list is in the store (many reconciles wait on it at once).
+    synced: Ready,
 }
 
 impl KindWatch {
     /// Waits until the first list of the kind is in the store.
     async fn wait_synced(&self, timeout: Duration) -> bool {
-        let mut synced = self.synced.clone();
-        matches!(
-            tokio::time::timeout(timeout, synced.wait_for(|ready| *ready)).await,
-            Ok(Ok(_))
-        )
+        tokio::time::timeout(timeout, self.synced.wait())
+            .await
+            .is_ok()
     }
 }
 
@@ -123,13 +121,7 @@ impl FeedWatches {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
-        let (synced_tx, synced) = watch::channel(false);
-        let first_list = store.clone();
-        tokio::spawn(async move {
-            if first_list.wait_until_ready().await.is_ok() {
-                let _ = synced_tx.send(true);
-            }
-        });
+        let synced = Ready::after_first_list(store.clone());
         let watch = Arc::new(KindWatch {
             resource: resource.clone(),
             namespaced,

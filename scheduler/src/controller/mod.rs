@@ -29,6 +29,7 @@ use atoll_crds::apps::{
 };
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::known;
+use atoll_runtime::ready::Ready;
 use futures::{FutureExt, StreamExt};
 use kube::api::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
@@ -284,7 +285,8 @@ pub async fn run(
         watcher::Config::default().labels(known::LABEL_SUBS_UID),
     )
     .default_backoff();
-    let (descriptions_synced_tx, mut descriptions_synced) = tokio::sync::watch::channel(false);
+    let descriptions_synced = Ready::new();
+    let synced = descriptions_synced.clone();
     tokio::spawn(async move {
         let mut events = std::pin::pin!(description_events);
         while let Some(event) = events.next().await {
@@ -300,7 +302,7 @@ pub async fn run(
                 bump.bump();
             }
             if observed.is_synced() {
-                descriptions_synced_tx.send_if_modified(|synced| !std::mem::replace(synced, true));
+                synced.set();
             }
             let Event::Delete(description) = &event else {
                 continue;
@@ -339,12 +341,7 @@ pub async fn run(
         wait.await.map_err(|_| Error::SyncCache { kind })?;
         tracing::debug!(kind, "cache synced");
     }
-    descriptions_synced
-        .wait_for(|synced| *synced)
-        .await
-        .map_err(|_| Error::SyncCache {
-            kind: "Description",
-        })?;
+    descriptions_synced.wait().await;
     ready();
 
     let context = Arc::new(Context {
