@@ -53,10 +53,19 @@ pub enum Notice {
 pub(crate) struct Desired {
     pub(crate) owner: String,
     pub(crate) kind: Kind,
-    /// The applied configuration, minus yielded fields.
-    pub(crate) config: Value,
+    /// The applied configuration, minus yielded fields, as compact JSON. It is kept for every
+    /// applied object but read only by drift checks and repairs, so it stays serialised: parsed,
+    /// even a small ConfigMap weighs a few KiB of map nodes.
+    config: Box<str>,
     pub(crate) yielded: Vec<String>,
     pub(crate) status: Option<Value>,
+}
+
+impl Desired {
+    /// The applied configuration (it was serialised from a `Value`, so it parses).
+    pub(crate) fn config(&self) -> Option<Value> {
+        serde_json::from_str(&self.config).ok()
+    }
 }
 
 /// What the applier remembers of one Description.
@@ -593,7 +602,7 @@ impl Applier {
         Ok(Desired {
             owner: key.to_owned(),
             kind,
-            config,
+            config: config.to_string().into_boxed_str(),
             yielded,
             status: live.data.get("status").filter(|s| !s.is_null()).cloned(),
         })
@@ -620,12 +629,15 @@ impl Applier {
             return Ok(false);
         };
         let key = desired.owner.clone();
+        let Some(config) = desired.config() else {
+            return Ok(false);
+        };
         let result = self
             .apply_one(
                 &key,
                 Prepared {
                     object: object.clone(),
-                    config: desired.config.clone(),
+                    config,
                 },
                 Some(desired.yielded.clone()),
             )

@@ -126,7 +126,9 @@ fn drifted(applier: &Applier, object: &ObjectRef, live: &DynamicObject) -> bool 
         return true;
     }
     match serde_json::to_value(live) {
-        Ok(live) => !fieldpath::is_subset(&desired.config, &live),
+        Ok(live) => desired
+            .config()
+            .is_some_and(|config| !fieldpath::is_subset(&config, &live)),
         Err(_) => false,
     }
 }
