@@ -1296,7 +1296,6 @@ fn update(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
 fn patch(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let name = ctx.name.clone().unwrap_or_default();
     let ns = ctx.namespace.clone().unwrap_or_default();
-    let sub = ctx.sub.as_deref();
     let dry = is_dry_run(ctx)?;
     let ct = request::content_type(&ctx.headers);
     let builtin = ctx.info.builtin;
@@ -1385,15 +1384,7 @@ fn patch(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
                     &format!("Invalid value: \"{uid}\": field is immutable"),
                 ));
             }
-            let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
-            let new = prepare_update(
-                &ctx.info,
-                old,
-                to_storage(&ctx.info, new),
-                sub,
-                Manager::Update(&manager),
-            )?;
-            Ok((new, warnings))
+            admit_update(ctx, old, new, Manager::Update(&manager))
         },
         |txn, old, (new, warnings)| {
             let old = old.ok_or_else(|| ApiError::not_found(&ctx.info, &name))?;
@@ -1500,7 +1491,7 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
                 }
                 Some(old) => {
                     let live = present(&ctx.info, old);
-                    let mut new = objects::apply::server_side_apply(
+                    let new = objects::apply::server_side_apply(
                         Some(&live),
                         &applied,
                         &manager,
@@ -1508,15 +1499,7 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
                         &now,
                     )
                     .map_err(map_err)?;
-                    let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
-                    let new = prepare_update(
-                        &ctx.info,
-                        old,
-                        to_storage(&ctx.info, new),
-                        sub,
-                        Manager::Applied,
-                    )?;
-                    Ok((new, warnings))
+                    admit_update(ctx, old, new, Manager::Applied)
                 }
             }
         },
@@ -1529,6 +1512,25 @@ fn apply(state: &State, ctx: &Ctx, dry: bool) -> Result<Response<Body>, ApiError
         },
     )?;
     object_response(ctx, if created { 201 } else { 200 }, &stored, &warnings)
+}
+
+/// The tail of a patch or apply computed from `old`: admission (CRD schema) and the update
+/// rules. Returns the object to store and the admission warnings.
+fn admit_update(
+    ctx: &Ctx,
+    old: &Obj,
+    mut new: Value,
+    manager: Manager<'_>,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let warnings = admit_custom(ctx, &mut new, WriteKind::Patch)?;
+    let new = prepare_update(
+        &ctx.info,
+        old,
+        to_storage(&ctx.info, new),
+        ctx.sub.as_deref(),
+        manager,
+    )?;
+    Ok((new, warnings))
 }
 
 /// Runs a write computed from the stored object the way kube-apiserver's GuaranteedUpdate
