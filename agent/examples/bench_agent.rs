@@ -22,6 +22,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use atoll_agent::{Applier, Phase};
+use atoll_bench::{OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, status_kib};
 use atoll_crds::apps::Description as DescriptionResource;
 use atoll_crds::clusters::ManagedCluster;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -38,118 +39,6 @@ const HEARTBEAT_SECONDS: u64 = 10;
 /// Heartbeat periods the agent idles through before its memory is read.
 const IDLE_HEARTBEATS: u64 = 3;
 const MIB: f64 = 1024.0;
-
-fn log(started: Instant, msg: &str) {
-    eprintln!("[{:>6.1}s] {msg}", started.elapsed().as_secs_f64());
-}
-
-/// A `Vm…:` line of `/proc/<pid>/status`, in KiB.
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
-/// utime + stime of `pid`, in seconds (clock ticks of 1/100 s).
-fn proc_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime + stime) / 100.0
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `$env`, or `target/release/<name>` next to this example's directory
-/// (`target/release/examples/bench_agent` → `target/release/<name>`).
-fn binary(env: &str, name: &str) -> PathBuf {
-    if let Ok(p) = std::env::var(env) {
-        return PathBuf::from(p);
-    }
-    std::env::current_exe()
-        .ok()
-        .as_deref()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .map(|dir| dir.join(name))
-        .unwrap_or_else(|| PathBuf::from("target/release").join(name))
-}
-
-/// A devcluster served by a runtime of its own (one OS thread), so that its requests are not
-/// queued behind the bench's tasks. Dropping the handle stops it.
-struct OwnRuntimeCluster {
-    url: String,
-    kubeconfig: kube::config::Kubeconfig,
-    _stop: std::sync::mpsc::Sender<()>,
-}
-
-impl OwnRuntimeCluster {
-    fn start(name: &'static str, config: devcluster::Config) -> OwnRuntimeCluster {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name(name)
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                let dc = rt.block_on(devcluster::DevCluster::start(config)).unwrap();
-                ready_tx.send((dc.url(), dc.kubeconfig().unwrap())).unwrap();
-                // Serve until the handle is dropped.
-                let _ = stopped.recv();
-                drop(dc);
-                rt.shutdown_timeout(Duration::from_secs(1));
-            })
-            .unwrap();
-        let (url, kubeconfig) = ready_rx.recv().unwrap();
-        OwnRuntimeCluster {
-            url,
-            kubeconfig,
-            _stop: stop,
-        }
-    }
-
-    async fn client(&self) -> kube::Client {
-        let config = kube::Config::from_custom_kubeconfig(
-            self.kubeconfig.clone(),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .unwrap();
-        kube::Client::try_from(config).unwrap()
-    }
-
-    fn write_kubeconfig(&self, path: &Path) {
-        std::fs::write(path, serde_yaml::to_string(&self.kubeconfig).unwrap()).unwrap();
-    }
-}
 
 /// A scratch directory removed on drop.
 struct ScratchDir(PathBuf);
@@ -491,7 +380,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
         },
     )
     .await;
-    let rss_ready_kib = proc_status_kib(agent_pid, "VmRSS");
+    let rss_ready_kib = status_kib(agent_pid, "VmRSS");
     log(
         started,
         &format!("ManagedCluster Ready in {namespace}; agent RSS {rss_ready_kib} KiB"),
@@ -553,7 +442,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
     );
 
     // Idle through a few heartbeats, counting them (the ManagedCluster's lastObservedTime).
-    let cpu0 = proc_cpu_seconds(agent_pid);
+    let cpu0 = cpu_seconds(agent_pid);
     let t0 = Instant::now();
     let heartbeats = count_heartbeats(
         &mcs,
@@ -561,7 +450,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
         Duration::from_secs(HEARTBEAT_SECONDS * IDLE_HEARTBEATS),
     )
     .await;
-    let idle_cpu = proc_cpu_seconds(agent_pid) - cpu0;
+    let idle_cpu = cpu_seconds(agent_pid) - cpu0;
     let idle_window = t0.elapsed().as_secs_f64();
     if let Ok(Some(status)) = agent.try_wait() {
         panic!(
@@ -569,8 +458,8 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
             std::fs::read_to_string(&agent_err).unwrap_or_default()
         );
     }
-    let rss_kib = proc_status_kib(agent_pid, "VmRSS");
-    let hwm_kib = proc_status_kib(agent_pid, "VmHWM");
+    let rss_kib = status_kib(agent_pid, "VmRSS");
+    let hwm_kib = status_kib(agent_pid, "VmHWM");
     // Still connected and reporting: the ManagedCluster is Ready.
     let mc = mcs
         .list(&ListParams::default())
@@ -636,8 +525,8 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
         Duration::from_secs(HEARTBEAT_SECONDS * IDLE_HEARTBEATS),
     )
     .await;
-    let bulk_rss_kib = proc_status_kib(agent_pid, "VmRSS");
-    let bulk_hwm_kib = proc_status_kib(agent_pid, "VmHWM");
+    let bulk_rss_kib = status_kib(agent_pid, "VmRSS");
+    let bulk_hwm_kib = status_kib(agent_pid, "VmHWM");
     log(
         started,
         &format!(

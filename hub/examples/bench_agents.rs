@@ -29,6 +29,9 @@
 
 use atoll_agent::hub::{Backoff, ConnectionState};
 use atoll_agent::{Agent, AgentConfig, Applier};
+use atoll_bench::{
+    OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, percentile, rss_kib,
+};
 use atoll_crds::apps::Description;
 use atoll_crds::clusters::ManagedCluster;
 use futures::{StreamExt, TryStreamExt};
@@ -39,7 +42,6 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,62 +51,6 @@ const DESC: &str = "bench.cm";
 const HEARTBEAT_SECONDS: u64 = 10;
 /// Rate of the paced change round.
 const PACED_PER_SECOND: f64 = 50.0;
-
-fn log(started: Instant, msg: &str) {
-    eprintln!("[{:>7.1}s] {msg}", started.elapsed().as_secs_f64());
-}
-
-fn proc_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
-/// utime + stime of `pid`, in seconds (clock ticks of 1/100 s).
-fn proc_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime + stime) / 100.0
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn hub_binary() -> PathBuf {
-    if let Ok(p) = std::env::var("ATOLL_HUB_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/release/examples/bench_agents -> target/release/atoll-hub
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(|examples| examples.parent())
-        .map(|dir| dir.join("atoll-hub"))
-        .unwrap_or_else(|| PathBuf::from("target/release/atoll-hub"))
-}
 
 /// A plain HTTP/1.0 GET on the hub's admin port; the whole response.
 async fn admin_get(admin_port: u16, path: &str) -> String {
@@ -153,66 +99,8 @@ fn is_ready(mc: &ManagedCluster) -> bool {
         .unwrap_or(false)
 }
 
-/// A devcluster served by a runtime of its own (one OS thread), so that its requests are not
-/// queued behind the agents' tasks on the bench's runtime. Dropping the sender stops it.
-struct OwnRuntimeCluster {
-    url: String,
-    kubeconfig: kube::config::Kubeconfig,
-    _stop: std::sync::mpsc::Sender<()>,
-}
-
-impl OwnRuntimeCluster {
-    fn start(name: &'static str, config: devcluster::Config) -> OwnRuntimeCluster {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name(name)
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                let dc = rt.block_on(devcluster::DevCluster::start(config)).unwrap();
-                ready_tx.send((dc.url(), dc.kubeconfig().unwrap())).unwrap();
-                // Serve until the handle is dropped.
-                let _ = stopped.recv();
-                drop(dc);
-                rt.shutdown_timeout(Duration::from_secs(1));
-            })
-            .unwrap();
-        let (url, kubeconfig) = ready_rx.recv().unwrap();
-        OwnRuntimeCluster {
-            url,
-            kubeconfig,
-            _stop: stop,
-        }
-    }
-
-    async fn client(&self) -> kube::Client {
-        let config = kube::Config::from_custom_kubeconfig(
-            self.kubeconfig.clone(),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .unwrap();
-        kube::Client::try_from(config).unwrap()
-    }
-}
-
 fn self_cpu_seconds() -> f64 {
-    proc_cpu_seconds(std::process::id())
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize)
-        .saturating_sub(1)
-        .min(sorted.len() - 1);
-    sorted[i]
+    cpu_seconds(std::process::id())
 }
 
 /// When each (namespace, observedGeneration) of a bench Description was first seen.
@@ -283,7 +171,7 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
-    let hub_bin = hub_binary();
+    let hub_bin = binary("ATOLL_HUB_BIN", "atoll-hub");
     if !hub_bin.is_file() {
         eprintln!(
             "the hub binary {} is missing: build it first with `cargo build --release -p atoll-hub` (or set ATOLL_HUB_BIN)",
@@ -363,7 +251,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss0 = proc_rss_kib(pid);
+    let rss0 = rss_kib(pid);
     log(
         started,
         &format!("hub pid {pid} ready on 127.0.0.1:{grpc_port}; RSS {rss0} KiB"),
@@ -457,7 +345,7 @@ async fn main() {
         );
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let rss_ready = proc_rss_kib(pid);
+    let rss_ready = rss_kib(pid);
 
     // Watch every Description's observedGeneration from here on.
     let seen: Seen = Arc::default();
@@ -525,10 +413,10 @@ async fn main() {
     let window = Duration::from_secs(HEARTBEAT_SECONDS * periods);
     let writes0 = status_writes(admin_port).await;
     let tw0 = Instant::now();
-    let cpu0 = proc_cpu_seconds(pid);
+    let cpu0 = cpu_seconds(pid);
     let t0 = Instant::now();
     tokio::time::sleep(window).await;
-    let cpu = proc_cpu_seconds(pid) - cpu0;
+    let cpu = cpu_seconds(pid) - cpu0;
     let elapsed = t0.elapsed().as_secs_f64();
     let beats = status_writes(admin_port).await - writes0;
     let beats_window = tw0.elapsed().as_secs_f64();
@@ -539,7 +427,7 @@ async fn main() {
         0.0
     };
     let cpu_pct = cpu / elapsed * 100.0;
-    let rss1 = proc_rss_kib(pid);
+    let rss1 = rss_kib(pid);
     let per_agent = rss1.saturating_sub(rss0) as f64 / n as f64;
     log(
         started,
@@ -548,7 +436,7 @@ async fn main() {
 
     // 4b. One change per cluster namespace, patched in a burst.
     let committed: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let (hub_cpu_burst0, self_cpu_burst0) = (proc_cpu_seconds(pid), self_cpu_seconds());
+    let (hub_cpu_burst0, self_cpu_burst0) = (cpu_seconds(pid), self_cpu_seconds());
     let burst = Instant::now();
     futures::stream::iter(index.iter())
         .map(|(ns, i)| {
@@ -584,7 +472,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let burst_wall = burst.elapsed().as_secs_f64();
-    let hub_cpu_burst = proc_cpu_seconds(pid) - hub_cpu_burst0;
+    let hub_cpu_burst = cpu_seconds(pid) - hub_cpu_burst0;
     let self_cpu_burst = self_cpu_seconds() - self_cpu_burst0;
     let (mut from_commit, mut from_burst) = (Vec::with_capacity(n), Vec::with_capacity(n));
     {

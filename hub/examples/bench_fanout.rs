@@ -101,28 +101,6 @@ impl Service<Uri> for Connector {
     }
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime + stime) / 100.0
-}
-
 fn entry(ns: &str, generation: i64) -> DescEntry {
     DescEntry {
         namespace: ns.into(),
@@ -217,7 +195,7 @@ async fn hub_rss(n: usize) {
             .unwrap();
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss0 = rss_kib();
+    let rss0 = atoll_bench::rss_kib(std::process::id());
     let exe = std::env::current_exe().unwrap();
     let mut child = tokio::process::Command::new(exe)
         .args(["clients", &addr.to_string(), &n.to_string()])
@@ -232,7 +210,7 @@ async fn hub_rss(n: usize) {
         .unwrap();
     assert_eq!(line.trim(), "connected");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss1 = rss_kib();
+    let rss1 = atoll_bench::rss_kib(std::process::id());
     println!(
         "hub alone: RSS {rss0} KiB before, {rss1} KiB with {n} idle agents (TCP, separate process): {:.1} KiB per agent",
         (rss1.saturating_sub(rss0)) as f64 / n as f64
@@ -281,7 +259,7 @@ async fn main() {
     });
     let connector = Connector(tx);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss0 = rss_kib();
+    let rss0 = atoll_bench::rss_kib(std::process::id());
 
     let (lat_tx, mut lat_rx) = mpsc::unbounded_channel::<(usize, Instant)>();
     let mut senders = Vec::with_capacity(n);
@@ -337,7 +315,7 @@ async fn main() {
         senders.push(atx);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss1 = rss_kib();
+    let rss1 = atoll_bench::rss_kib(std::process::id());
     println!("agents: {n}");
     println!(
         "RSS: {rss0} KiB before, {rss1} KiB with {n} idle agents connected: {:.1} KiB per agent (hub + client sides)",
@@ -372,7 +350,7 @@ async fn main() {
 
     // Heartbeats: every agent sends `rounds` heartbeats.
     let rounds = 5u64;
-    let cpu0 = cpu_seconds();
+    let cpu0 = atoll_bench::cpu_seconds(std::process::id());
     let t0 = Instant::now();
     for _ in 0..rounds {
         for s in &senders {
@@ -405,7 +383,7 @@ async fn main() {
     while backend.heartbeats.load(Ordering::Relaxed) < total {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let cpu = cpu_seconds() - cpu0;
+    let cpu = atoll_bench::cpu_seconds(std::process::id()) - cpu0;
     let per = cpu / total as f64;
     println!(
         "heartbeats: {total} in {:?}, {:.1} µs CPU each; {n} agents every 10 s = {:.2}% of one core (gRPC path only, no API write)",

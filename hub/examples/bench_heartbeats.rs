@@ -23,19 +23,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime + stime) / 100.0
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -140,7 +127,7 @@ async fn main() {
         a.send(hb()).await.unwrap();
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let cpu0 = cpu_seconds();
+    let cpu0 = atoll_bench::cpu_seconds(std::process::id());
     let t0 = Instant::now();
     for _ in 0..rounds {
         for a in &agents {
@@ -148,7 +135,7 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let cpu = cpu_seconds() - cpu0;
+    let cpu = atoll_bench::cpu_seconds(std::process::id()) - cpu0;
     let total = (rounds * n) as f64;
     let per = cpu / total;
     println!(

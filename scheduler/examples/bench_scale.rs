@@ -10,6 +10,7 @@
 //! Sizes can be lowered with `BENCH_SUBSCRIPTIONS` and `BENCH_CLUSTERS`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use atoll_bench::{cpu_seconds, percentile, rss_kib};
 use atoll_crds::apps::Description;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -61,28 +62,6 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> kube::api::
         &kube::api::GroupVersionKind::gvk(group, version, kind),
         plural,
     )
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
-
-/// User plus system CPU seconds of a process so far.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 #[tokio::main]
@@ -284,7 +263,7 @@ async fn main() {
     }
 
     let started = Instant::now();
-    let own_cpu_before = cpu_seconds(std::process::id()).unwrap_or(0.0);
+    let own_cpu_before = cpu_seconds(std::process::id());
     let mut scheduler = tokio::process::Command::new(&scheduler_bin)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -306,12 +285,12 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let converge = started.elapsed();
-    let own_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - own_cpu_before;
+    let own_cpu = cpu_seconds(std::process::id()) - own_cpu_before;
     let rate = expected as f64 / converge.as_secs_f64();
     // Let the status writes settle before reading memory.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss = scheduler.id().and_then(rss_kib).unwrap_or(0);
-    let cpu = scheduler.id().and_then(cpu_seconds).unwrap_or(0.0);
+    let rss = scheduler.id().map(rss_kib).unwrap_or(0);
+    let cpu = scheduler.id().map(cpu_seconds).unwrap_or(0.0);
 
     // Feed edits: time until all of the Subscription's Descriptions carry the edit.
     while changed_rx.try_recv().is_ok() {}
