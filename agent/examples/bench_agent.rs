@@ -22,18 +22,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use atoll_agent::{Applier, Phase};
-use atoll_bench::{OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, status_kib};
+use atoll_bench::{
+    BOOTSTRAP_TOKEN, OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, status_kib,
+};
 use atoll_crds::apps::Description as DescriptionResource;
 use atoll_crds::clusters::ManagedCluster;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
 const OBJECTS: usize = 1000;
 const HEARTBEAT_SECONDS: u64 = 10;
 /// Heartbeat periods the agent idles through before its memory is read.
@@ -265,29 +264,7 @@ async fn count_heartbeats(mcs: &Api<ManagedCluster>, namespace: &str, window: Du
 async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
     let dir = ScratchDir::new();
     // Parent: atoll's CRDs, namespaces and the bootstrap token.
-    let parent = OwnRuntimeCluster::start("parent", devcluster::Config::default());
-    let pc = parent.client().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(pc.clone());
-    for crd in atoll_crds::crdgen::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    for name in ["clusternet-system", "clusternet-reserved"] {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        Api::<Namespace>::all(pc.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-    }
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "bootstrap-token-07401b", "namespace": "clusternet-system"},
-        "type": "bootstrap.kubernetes.io/token",
-        "data": {"token-id": "MDc0MDFi", "token-secret": "ZjM5NWFjY2QyNDZhZTUyZA=="}
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(pc.clone(), "clusternet-system")
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    let (parent, pc) = OwnRuntimeCluster::start_parent("parent").await;
     let parent_kubeconfig = dir.0.join("parent.kubeconfig");
     parent.write_kubeconfig(&parent_kubeconfig);
     let child = OwnRuntimeCluster::start(
@@ -342,7 +319,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
             "--hub".into(),
             format!("http://127.0.0.1:{grpc_port}"),
             "--bootstrap-token".into(),
-            BOOTSTRAP.into(),
+            BOOTSTRAP_TOKEN.into(),
             "--cluster-name".into(),
             "bench".into(),
             "--insecure".into(),

@@ -30,13 +30,12 @@
 use atoll_agent::hub::{Backoff, ConnectionState};
 use atoll_agent::{Agent, AgentConfig, Applier};
 use atoll_bench::{
-    OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, percentile, rss_kib,
+    BOOTSTRAP_TOKEN, OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, percentile,
+    rss_kib,
 };
 use atoll_crds::apps::Description;
 use atoll_crds::clusters::ManagedCluster;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -46,7 +45,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
 const DESC: &str = "bench.cm";
 const HEARTBEAT_SECONDS: u64 = 10;
 /// Rate of the paced change round.
@@ -181,29 +179,7 @@ async fn main() {
     }
 
     // 1. Parent devcluster with atoll's CRDs, namespaces and a bootstrap token.
-    let parent = OwnRuntimeCluster::start("parent", devcluster::Config::default());
-    let pc = parent.client().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(pc.clone());
-    for crd in atoll_crds::crdgen::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    for name in ["clusternet-system", "clusternet-reserved"] {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        Api::<Namespace>::all(pc.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-    }
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "bootstrap-token-07401b", "namespace": "clusternet-system"},
-        "type": "bootstrap.kubernetes.io/token",
-        "data": {"token-id": "MDc0MDFi", "token-secret": "ZjM5NWFjY2QyNDZhZTUyZA=="}
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(pc.clone(), "clusternet-system")
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    let (parent, pc) = OwnRuntimeCluster::start_parent("parent").await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("parent.kubeconfig");
     std::fs::write(
@@ -270,7 +246,7 @@ async fn main() {
     let mut receivers = Vec::with_capacity(n);
     for i in 0..n {
         let client = child.client().await;
-        let mut config = AgentConfig::new(&url, BOOTSTRAP, &format!("sim-{i}"));
+        let mut config = AgentConfig::new(&url, BOOTSTRAP_TOKEN, &format!("sim-{i}"));
         config.backoff = Backoff {
             initial: Duration::from_millis(200),
             max: Duration::from_secs(5),
