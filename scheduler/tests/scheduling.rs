@@ -545,3 +545,59 @@ async fn replication_keeps_an_unreachable_bound_cluster_and_skips_a_new_one() {
         vec!["clusternet-a/a", "clusternet-b/b"]
     );
 }
+
+#[tokio::test]
+async fn a_description_edited_by_someone_else_is_restored() {
+    let parent = parent().await;
+    let client = &parent.client;
+    for name in ["a", "b"] {
+        add_cluster(client, name, json!({"env": "prod"}), "8").await;
+    }
+    apply(client, deployment("default", "web", 3)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
+
+    // A hand edit of one cluster's Description (as `kubectl edit` would do), well within the
+    // test scheduler's 30 s resync: the repair must come from the watch, not the resync.
+    let descriptions: kube::Api<atoll_crds::apps::Description> =
+        kube::Api::namespaced(client.clone(), "clusternet-a");
+    let mut edited = descriptions_of(client, "default", "web").await[0].spec.raw[0].clone();
+    edited["spec"]["replicas"] = json!(9);
+    let after_edit = descriptions
+        .patch(
+            "default.web",
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(json!({"spec": {"raw": [edited]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after_edit.spec.raw[0]["spec"]["replicas"], json!(9));
+    eventually("the edit undone", Duration::from_secs(10), || async {
+        let replicas = replicas_by_cluster(client, "default", "web").await;
+        (replicas
+            == vec![
+                ("clusternet-a".to_owned(), 3),
+                ("clusternet-b".to_owned(), 3),
+            ])
+        .then_some(())
+    })
+    .await;
+    // The scheduler owns spec.raw again, so nothing keeps rewriting it.
+    let restored = descriptions.get("default.web").await.unwrap();
+    let foreign_spec = restored
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some("kubectl-edit"))
+        .any(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer("/f:spec/f:raw").is_some())
+        });
+    assert!(!foreign_spec, "{:?}", restored.metadata.managed_fields);
+}

@@ -30,6 +30,29 @@ pub struct DescriptionRecord {
     pub labels: u64,
     /// It has a deletionTimestamp.
     pub deleting: bool,
+    /// Someone other than the scheduler changed what the scheduler writes in its spec
+    /// (`spec.deployer` or `spec.raw`): their field manager owns some of it now.
+    pub edited: bool,
+}
+
+/// The spec fields the scheduler writes, as they appear in managedFields (`fieldsV1`).
+const SCHEDULER_SPEC_FIELDS: [&str; 2] = ["f:deployer", "f:raw"];
+
+/// Whether a field manager other than the scheduler owns a spec field the scheduler writes.
+/// An update takes over the fields it changes (server-side apply bookkeeping), so a hand edit
+/// of `spec.raw` shows here until the scheduler applies its own content again with force.
+fn edited_by_someone_else(description: &PartialObjectMeta<Description>) -> bool {
+    description
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.manager.as_deref() != Some(known::FIELD_MANAGER_SCHEDULER))
+        // Status writes (the hub's) go through the status subresource.
+        .filter(|entry| entry.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|entry| entry.fields_v1.as_ref())
+        .filter_map(|fields| fields.0.get("f:spec"))
+        .any(|spec| SCHEDULER_SPEC_FIELDS.iter().any(|f| spec.get(f).is_some()))
 }
 
 /// Fingerprint of the labels the scheduler sets on a Description (the keys of `wanted`, read
@@ -108,6 +131,7 @@ fn record_of(
                 .cloned(),
             labels: labels_fingerprint(labels, &owned),
             deleting: description.metadata.deletion_timestamp.is_some(),
+            edited: edited_by_someone_else(description),
         },
     ))
 }
@@ -245,6 +269,63 @@ mod tests {
         index.observe(&Event::InitDone);
         assert_eq!(index.of("u1"), vec![key("c3", "default.web")]);
         assert!(index.of("u2").is_empty());
+    }
+
+    #[test]
+    fn an_edit_is_a_foreign_manager_owning_spec_raw_or_deployer() {
+        let with_managers = |entries: serde_json::Value| {
+            let mut d = serde_json::to_value(desc("c1", "default.web", "u1", "h1")).unwrap();
+            d["metadata"]["managedFields"] = entries;
+            let d: PartialObjectMeta<Description> = serde_json::from_value(d).unwrap();
+            record_of(&d).unwrap().1.edited
+        };
+        let entry = |manager: &str, subresource: Option<&str>, fields: serde_json::Value| {
+            let mut e = json!({"manager": manager, "operation": "Update",
+                "apiVersion": "apps.clusternet.io/v1alpha1", "fieldsType": "FieldsV1",
+                "fieldsV1": fields});
+            if let Some(s) = subresource {
+                e["subresource"] = json!(s);
+            }
+            e
+        };
+        let raw = json!({"f:spec": {"f:raw": {}}});
+        assert!(!with_managers(json!([entry(
+            known::FIELD_MANAGER_SCHEDULER,
+            None,
+            raw.clone()
+        )])));
+        assert!(with_managers(json!([
+            entry(
+                known::FIELD_MANAGER_SCHEDULER,
+                None,
+                json!({"f:spec": {"f:deployer": {}}})
+            ),
+            entry("kubectl-edit", None, raw.clone()),
+        ])));
+        assert!(with_managers(json!([entry(
+            "kubectl-edit",
+            None,
+            json!({"f:spec": {"f:deployer": {}}})
+        )])));
+        // The hub's status writes and finalizer are not edits of the spec.
+        assert!(!with_managers(json!([
+            entry(
+                "atoll-hub",
+                Some("status"),
+                json!({"f:status": {"f:phase": {}}})
+            ),
+            entry(
+                "atoll-hub",
+                None,
+                json!({"f:metadata": {"f:finalizers": {}}})
+            ),
+        ])));
+        // A field the scheduler does not write is someone else's business.
+        assert!(!with_managers(json!([entry(
+            "helm",
+            None,
+            json!({"f:spec": {"f:charts": {}}})
+        )])));
     }
 
     #[test]

@@ -298,13 +298,26 @@ pub async fn run(
                 }
             };
             observed.observe(&event);
-            if matches!(event, Event::InitDone | Event::Delete(_)) {
+            // A deleted Description, or one whose spec someone else edited, is written again
+            // by its Subscription's next pass.
+            let description = match &event {
+                Event::Delete(d) => Some(d),
+                Event::Apply(d)
+                    if observed
+                        .get(&d.namespace().unwrap_or_default(), &d.name_any())
+                        .is_some_and(|r| r.edited) =>
+                {
+                    Some(d)
+                }
+                _ => None,
+            };
+            if matches!(event, Event::InitDone) || description.is_some() {
                 bump.bump();
             }
             if observed.is_synced() {
                 synced.set();
             }
-            let Event::Delete(description) = &event else {
+            let Some(description) = description else {
                 continue;
             };
             let labels = description.labels();

@@ -346,7 +346,11 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
             }
             let labels_match =
                 existing.labels == super::index::labels_fingerprint(&labels, &labels);
-            if labels_match && existing.render_hash.as_deref() == Some(hash.as_str()) {
+            // An edit by someone else is undone by applying the rendered content again.
+            if labels_match
+                && !existing.edited
+                && existing.render_hash.as_deref() == Some(hash.as_str())
+            {
                 continue;
             }
         }
