@@ -817,3 +817,89 @@ spec:
     f.delete("missing-feed").await;
     f.delete("missing-healthy").await;
 }
+
+const HAND_EDIT: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-handedit}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kept, namespace: e2e-handedit}
+data: {a: b}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: kept, namespace: e2e-handedit}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {env: prod}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-handedit}
+    - {apiVersion: v1, kind: ConfigMap, name: kept, namespace: e2e-handedit}
+"#;
+
+#[tokio::test]
+async fn a_hand_edit_of_a_description_is_undone_and_the_child_keeps_the_feed() {
+    let Some(f) = fleet("hand-edit").await else {
+        return;
+    };
+    f.apply("handedit", HAND_EDIT).await.unwrap();
+    let kept = |value: &str| -> Vec<Expect> {
+        CHILDREN
+            .into_iter()
+            .map(|c| {
+                expect(
+                    c,
+                    "configmap",
+                    "e2e-handedit",
+                    "kept",
+                    "{.data.a}",
+                    Some(value),
+                )
+            })
+            .collect()
+    };
+    converge(&f, "the ConfigMap in every child", &kept("b")).await;
+
+    // Edit what goes to child-1, in its dedicated namespace, as a user might.
+    let ns1 = f.dedicated_namespace("child-1");
+    f.parent
+        .run(&[
+            "patch",
+            "desc",
+            "e2e-handedit.kept",
+            "-n",
+            &ns1,
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/spec/raw/1/kind","value":"ConfigMap"},{"op":"replace","path":"/spec/raw/1/data/a","value":"hacked"}]"#,
+        ])
+        .await
+        .unwrap();
+    // The scheduler's resync is 5 minutes; the repair must come from its watch.
+    let (_, restored) = eventually(
+        "the Description restored",
+        std::time::Duration::from_secs(30),
+        || async {
+            let got = jsonpath(
+                &f.parent,
+                "desc",
+                Some(&ns1),
+                "e2e-handedit.kept",
+                "{.spec.raw[1].data.a}",
+            )
+            .await?;
+            (got.as_deref() == Some("b"))
+                .then_some(())
+                .ok_or(format!("{got:?}"))
+        },
+    )
+    .await;
+    let settled = converge(&f, "the ConfigMap still b in every child", &kept("b")).await;
+    eprintln!(
+        "FIGURE hand edit of a Description undone in the parent after {}; children settled {} later",
+        secs(restored),
+        secs(settled)
+    );
+    f.delete("handedit").await;
+}
