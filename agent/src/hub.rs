@@ -517,13 +517,9 @@ impl Agent {
                         Err(status) => return Ok(SessionEnd::Dropped(Some(status))),
                     };
                     let Some(message) = message.message else { continue };
-                    match &message {
-                        hub_message::Message::Upsert(up) => self.received(&up.name, up.generation, up.deleting),
-                        hub_message::Message::Removed(removed) => self.received(&removed.name, 0, true),
-                        _ => {}
-                    }
                     let seq = match message {
                         hub_message::Message::Upsert(up) => {
+                            self.received(&up.name, up.generation, up.deleting);
                             let seq = up.seq;
                             let desc = to_description(namespace, &up);
                             let key = desc.key();
@@ -550,6 +546,7 @@ impl Agent {
                             seq
                         }
                         hub_message::Message::Removed(removed) => {
+                            self.received(&removed.name, 0, true);
                             let key = atoll_crds::known::owned_by_description(namespace, &removed.name);
                             lock(current).remove(&key);
                             pending_deletions.remove(&key);

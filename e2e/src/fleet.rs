@@ -170,19 +170,19 @@ async fn start(
         .apply_kustomization(&opts.manifests.join("crds"), &[])
         .await?;
     let parent = client_for(&layout.parent_kubeconfig()).await?;
-    wait_until(
+    poll_until(
         opts.timeout,
         "the CRDs to be served by the parent",
         "",
         || async {
-            Api::<ManagedCluster>::all(parent.clone())
+            Ok(Api::<ManagedCluster>::all(parent.clone())
                 .list(&ListParams::default().limit(1))
                 .await
                 .is_ok()
                 && Api::<Subscription>::all(parent.clone())
                     .list(&ListParams::default().limit(1))
                     .await
-                    .is_ok()
+                    .is_ok())
         },
     )
     .await?;
@@ -354,38 +354,28 @@ async fn wait_for_file(
     path: &Path,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if path.metadata().is_ok_and(|m| m.len() > 0) {
-            return Ok(());
-        }
-        if let Some(e) = exited(state, name) {
-            return Err(e);
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: format!("{name} to write {}", path.display()),
-                seconds: timeout.as_secs(),
-                hint: log_hint(state, name),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{name} to write {}", path.display());
+    wait_for_process(state, name, &what, timeout, || async {
+        path.metadata().is_ok_and(|m| m.len() > 0)
+    })
+    .await
 }
 
-async fn wait_until<F, Fut>(
+/// Polls `ready` every 100 ms until it holds; fails with what `ready` returns, or with a
+/// timeout naming `what` (and `hint`) after `timeout`.
+async fn poll_until<F, Fut>(
     timeout: Duration,
     what: &str,
     hint: &str,
-    mut check: F,
+    mut ready: F,
 ) -> Result<(), Error>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: std::future::Future<Output = Result<bool, Error>>,
 {
     let deadline = Instant::now() + timeout;
     loop {
-        if check().await {
+        if ready().await? {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -395,7 +385,7 @@ where
                 hint: hint.to_string(),
             });
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -476,23 +466,16 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if ready().await {
-            return Ok(());
+    poll_until(timeout, what, &log_hint(state, name), || {
+        let ready = ready();
+        async move {
+            if ready.await {
+                return Ok(true);
+            }
+            exited(state, name).map_or(Ok(false), Err)
         }
-        if let Some(e) = exited(state, name) {
-            return Err(e);
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: what.to_owned(),
-                seconds: timeout.as_secs(),
-                hint: log_hint(state, name),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 /// A kube client for a kubeconfig file.

@@ -12,7 +12,6 @@ use super::error::ApiError;
 use super::registry::{event_from_core, event_to_core, is_events_v1, storage_key};
 use super::request::{self, Output};
 use super::selector::{FieldSelector, LabelSelector};
-use super::serialized_response;
 use super::{Ctx, State, bytes_response, crd, json_response, table, watch};
 use crate::api::resource::ResourceInfo;
 use crate::objects;
@@ -187,8 +186,8 @@ fn object_response(
 ) -> Result<Response<Body>, ApiError> {
     let obj = present(&ctx.info, obj);
     let mut resp = match request::output(&ctx.headers) {
-        Output::Plain => json_response(code, &obj),
-        Output::Metadata => serialized_response(code, &PartialMetadata(&obj)),
+        Output::Plain => json_response(code, &*obj),
+        Output::Metadata => json_response(code, &PartialMetadata(&obj)),
         Output::Table => json_response(
             code,
             &table::table(
@@ -369,7 +368,7 @@ fn list(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
                 metadata: Value,
                 items: Vec<PartialMetadata<'a>>,
             }
-            Ok(serialized_response(
+            Ok(json_response(
                 200,
                 &PartialList {
                     kind: "PartialObjectMetadataList",

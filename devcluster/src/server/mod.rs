@@ -22,7 +22,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use parking_lot::{Mutex, RwLock};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -176,13 +176,9 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-/// Builds a JSON response.
-pub(crate) fn json_response(code: u16, body: &Value) -> Response<Body> {
-    serialized_response(code, body)
-}
-
-/// Builds a JSON response by serialising `body` (no intermediate `Value`).
-pub(crate) fn serialized_response(code: u16, body: &impl serde::Serialize) -> Response<Body> {
+/// Builds a JSON response by serialising `body` (a `Value`, or a borrowing view of stored
+/// objects such as [`crate::store::PartialMetadata`]).
+pub(crate) fn json_response(code: u16, body: &impl serde::Serialize) -> Response<Body> {
     bytes_response(
         code,
         Bytes::from(serde_json::to_vec(body).unwrap_or_default()),

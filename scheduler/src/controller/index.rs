@@ -147,14 +147,19 @@ pub const SCHEDULER_LABELS: [&str; 6] = [
 ];
 
 impl DescriptionIndex {
-    /// Applies one watch event.
-    pub fn observe(&self, event: &Event<PartialObjectMeta<Description>>) {
+    /// Applies one watch event. Returns true when the event's Description must be written
+    /// again by its Subscription's next pass: it was deleted, or someone else edited its spec.
+    pub fn observe(&self, event: &Event<PartialObjectMeta<Description>>) -> bool {
         let mut inner = self.0.write();
         match event {
             Event::Apply(d) => {
                 let key = (d.namespace().unwrap_or_default(), d.name_any());
                 match record_of(d) {
-                    Some((key, record)) => inner.maps.insert(key, record),
+                    Some((key, record)) => {
+                        let edited = record.edited;
+                        inner.maps.insert(key, record);
+                        return edited;
+                    }
                     None => inner.maps.remove(&key),
                 }
             }
@@ -162,6 +167,7 @@ impl DescriptionIndex {
                 inner
                     .maps
                     .remove(&(d.namespace().unwrap_or_default(), d.name_any()));
+                return true;
             }
             Event::Init => inner.relisting = Some(Maps::default()),
             Event::InitApply(d) => {
@@ -177,6 +183,7 @@ impl DescriptionIndex {
                 inner.synced = true;
             }
         }
+        false
     }
 
     /// Whether the first list has been seen.
@@ -233,7 +240,8 @@ mod tests {
         index.observe(&Event::InitApply(desc("c1", "default.web", "u1", "h1")));
         index.observe(&Event::InitDone);
         assert!(index.is_synced());
-        index.observe(&Event::Apply(desc("c2", "default.web", "u1", "h1")));
+        // The scheduler's own writes need no rewrite; a deletion does.
+        assert!(!index.observe(&Event::Apply(desc("c2", "default.web", "u1", "h1"))));
         index.observe(&Event::Apply(desc("c1", "default.api", "u2", "h2")));
         assert_eq!(
             index.of("u1"),
@@ -258,7 +266,7 @@ mod tests {
                 .as_deref(),
             Some("h3")
         );
-        index.observe(&Event::Delete(desc("c1", "default.web", "u1", "h1")));
+        assert!(index.observe(&Event::Delete(desc("c1", "default.web", "u1", "h1"))));
         assert_eq!(index.of("u1"), vec![key("c2", "default.web")]);
         assert!(index.get("c1", "default.web").is_none());
 

@@ -297,27 +297,17 @@ pub async fn run(
                     continue;
                 }
             };
-            observed.observe(&event);
             // A deleted Description, or one whose spec someone else edited, is written again
             // by its Subscription's next pass.
-            let description = match &event {
-                Event::Delete(d) => Some(d),
-                Event::Apply(d)
-                    if observed
-                        .get(&d.namespace().unwrap_or_default(), &d.name_any())
-                        .is_some_and(|r| r.edited) =>
-                {
-                    Some(d)
-                }
-                _ => None,
-            };
-            if matches!(event, Event::InitDone) || description.is_some() {
+            let rewrite = observed.observe(&event);
+            if rewrite || matches!(event, Event::InitDone) {
                 bump.bump();
             }
             if observed.is_synced() {
                 synced.set();
             }
-            let Some(description) = description else {
+            let (true, Event::Apply(description) | Event::Delete(description)) = (rewrite, &event)
+            else {
                 continue;
             };
             let labels = description.labels();

@@ -371,12 +371,8 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         };
         // The watch of Descriptions feeds the index, so the response is not decoded: ask for
         // metadata only and drop it.
-        let api = Api::<Description>::namespaced(ctx.client.clone(), &namespace);
-        let request = kube::core::Request::new(api.resource_url()).patch_metadata(
-            &name,
-            &params,
-            &Patch::Apply(&description),
-        );
+        let request = kube::core::Request::new(Description::url_path(&(), Some(&namespace)))
+            .patch_metadata(&name, &params, &Patch::Apply(&description));
         writes.push((format!("{namespace}/{name}"), request));
     }
     stream::iter(writes)
