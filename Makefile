@@ -41,6 +41,13 @@ bench:
 	@echo "## hub + 1,000 real agents" && $(CARGO) run --quiet --release -p atoll-hub --example bench_agents
 	@echo "## agent" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agent
 
+## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,
+## kube-scheduler, etcd, kwok), built from the upstream Go modules pinned in e2e/k8s/versions.env
+## into a cache outside git ($$HOME/.cache/atoll/k8s; K8S_VERSION=... builds another version).
+.PHONY: k8s
+k8s:
+	e2e/k8s/build.sh
+
 ## ----- local fleet (atoll-e2e) -----------------------------------------------------------------
 ## Debug binaries: the shared target/ already holds most debug artifacts, and the dev profile
 ## builds dependencies at opt-level 1, so a debug build finishes in a fraction of a release build

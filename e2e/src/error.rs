@@ -19,6 +19,25 @@ pub enum Error {
         /// Where it was looked for.
         dir: PathBuf,
     },
+    /// The real-tier binaries (`make k8s`) were not found.
+    #[error(
+        "locating the real-tier binaries: {missing} not found in {dir}; build them with \
+         `make k8s` (or point ATOLL_K8S_BIN_DIR at the directory holding them)"
+    )]
+    LocateK8sBinaries {
+        /// The missing files, comma-separated.
+        missing: String,
+        /// Where they were looked for.
+        dir: PathBuf,
+    },
+    /// Making a real cluster's certificates or keys failed.
+    #[error("making {what} of a real cluster: {message}")]
+    Pki {
+        /// Which certificate or key.
+        what: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The directory of the running executable could not be determined.
     #[error("finding the directory of the fleet executable: {0}; set ATOLL_BIN_DIR instead")]
     LocateSelf(std::io::Error),
@@ -165,6 +184,8 @@ impl Error {
     pub fn label(&self) -> &'static str {
         match self {
             Error::LocateBinary { .. } => "locate_binary",
+            Error::LocateK8sBinaries { .. } => "locate_k8s_binaries",
+            Error::Pki { .. } => "pki",
             Error::LocateSelf(_) => "locate_self",
             Error::KubectlMissing => "kubectl_missing",
             Error::Kubectl { .. } => "kubectl",

@@ -17,8 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
 use crate::kubectl::Kubectl;
-use crate::plan::{self, Binaries, ChildSpec, Layout};
+use crate::plan::{self, Backend, Binaries, ChildSpec, Layout};
 use crate::process::{self, Launch, Stopped};
+use crate::real_tier;
 use crate::state::{ChildRecord, FleetState, Role};
 use crate::status;
 
@@ -42,6 +43,8 @@ pub struct UpOptions {
     pub workload_delay_ms: u64,
     /// How long to wait for each step (clusters Ready in particular).
     pub timeout: Duration,
+    /// What the clusters are made of.
+    pub backend: Backend,
     /// Persist the parent's objects in SQLite under `<dir>/parent-data` (devcluster
     /// `--data-dir`), so that the parent can be restarted without losing its state.
     pub persist_parent: bool,
@@ -104,71 +107,61 @@ async fn start(
     state: &mut FleetState,
 ) -> Result<(), Error> {
     let children = plan::child_specs(opts.children);
-    // Clusters first: they take longest and start in parallel.
+    state.backend = opts.backend;
     for path in std::iter::once(layout.parent_kubeconfig())
         .chain(children.iter().map(|c| layout.child_kubeconfig(c.index)))
     {
         let _ = std::fs::remove_file(path);
     }
-    launch(
-        state,
-        layout,
-        Launch {
-            name: "parent",
-            role: Role::Parent,
-            binary: &binaries.devcluster,
-            args: parent_args(layout, opts.persist_parent),
-            log: layout.log("parent"),
-            admin: None,
-        },
-    )?;
     for child in &children {
-        launch(
-            state,
-            layout,
-            Launch {
-                name: &child.name,
-                role: Role::Child,
-                binary: &binaries.devcluster,
-                args: vec![
-                    "--port".into(),
-                    "0".into(),
-                    "--kubeconfig".into(),
-                    layout.child_kubeconfig(child.index).display().to_string(),
-                    "--nodes".into(),
-                    opts.nodes.to_string(),
-                    "--simulate-workloads".into(),
-                    "--workload-delay-ms".into(),
-                    opts.workload_delay_ms.to_string(),
-                ],
-                log: layout.log(&child.name),
-                admin: None,
-            },
-        )?;
         state.children.push(ChildRecord {
             name: child.name.clone(),
             kubeconfig: layout.child_kubeconfig(child.index),
             labels: child.labels.clone(),
         });
     }
-    state.save(&layout.state())?;
-    wait_for_file(state, "parent", &layout.parent_kubeconfig(), opts.timeout).await?;
-    for child in &children {
-        wait_for_file(
-            state,
-            &child.name,
-            &layout.child_kubeconfig(child.index),
-            opts.timeout,
-        )
-        .await?;
-    }
-    println!("fleet: {} clusters up", children.len() + 1);
-
-    // The parent: CRDs with the real kubectl, then namespaces and a bootstrap token.
-    let kubectl = Kubectl::new(layout.parent_kubeconfig(), layout.kube_cache());
-    kubectl
-        .apply_kustomization(&opts.manifests.join("crds"), &[])
-        .await?;
+    // Clusters first: they take longest and start in parallel. Then what atoll needs in the
+    // parent, and the kubeconfigs atoll's components run with.
+    let kubeconfigs = match opts.backend {
+        Backend::Devcluster => {
+            start_devclusters(opts, binaries, layout, state, &children).await?;
+            install_devcluster_parent(opts, layout).await?;
+            ComponentKubeconfigs::admin(layout, &children)
+        }
+        Backend::Kube => {
+            let k8s = real_tier::locate_binaries()?;
+            let clusters: Vec<(String, PathBuf, Role)> = std::iter::once((
+                "parent".to_string(),
+                layout.parent_kubeconfig(),
+                Role::Parent,
+            ))
+            .chain(children.iter().map(|c| {
+                (
+                    c.name.clone(),
+                    layout.child_kubeconfig(c.index),
+                    Role::Child,
+                )
+            }))
+            .collect();
+            let real =
+                real_tier::start_clusters(&clusters, &k8s, layout, state, opts.nodes, opts.timeout)
+                    .await?;
+            println!("fleet: {} real clusters up", real.len());
+            let (parent, children) = real.split_first().ok_or_else(|| Error::InvalidArgument {
+                what: "--children".into(),
+                message: "no clusters were started".into(),
+            })?;
+            let (scheduler, hub) =
+                real_tier::install_parent(parent, layout, &opts.manifests).await?;
+            println!("fleet: atoll installed in the parent (kubectl apply -k)");
+            ComponentKubeconfigs {
+                scheduler,
+                hub,
+                agents: Vec::new(),
+                real_children: children.to_vec(),
+            }
+        }
+    };
     let parent = client_for(&layout.parent_kubeconfig()).await?;
     poll_until(
         opts.timeout,
@@ -186,15 +179,12 @@ async fn start(
         },
     )
     .await?;
-    for ns in [known::NAMESPACE_SYSTEM, known::NAMESPACE_RESERVED] {
-        apply_namespace(&parent, ns).await?;
-    }
     let (id, secret) = plan::new_bootstrap_token(&mut rand::rng());
     apply_bootstrap_token(&parent, &id, &secret).await?;
     let token = format!("{id}.{secret}");
     write_private(&layout.bootstrap_token(), &token)?;
     state.bootstrap_token_id = Some(id);
-    println!("fleet: CRDs, namespaces and a bootstrap token installed in the parent");
+    println!("fleet: a bootstrap token in the parent");
 
     // Control plane.
     let scheduler_admin = free_addr()?;
@@ -207,7 +197,7 @@ async fn start(
             binary: &binaries.scheduler,
             args: vec![
                 "--kubeconfig".into(),
-                layout.parent_kubeconfig().display().to_string(),
+                kubeconfigs.scheduler.display().to_string(),
                 "--admin-listen".into(),
                 scheduler_admin.to_string(),
                 "--leader-elect-identity".into(),
@@ -228,7 +218,7 @@ async fn start(
             binary: &binaries.hub,
             args: vec![
                 "--kubeconfig".into(),
-                layout.parent_kubeconfig().display().to_string(),
+                kubeconfigs.hub.display().to_string(),
                 "--listen".into(),
                 hub_listen.to_string(),
                 "--admin-listen".into(),
@@ -254,8 +244,22 @@ async fn start(
     wait_tcp(state, "hub", hub_listen, opts.timeout).await?;
     println!("fleet: scheduler and hub up (hub at {hub_url})");
 
-    // One agent per child.
-    for child in &children {
+    // One agent per child; on the real tier each child first gets the agent's install.
+    let mut agent_kubeconfigs = kubeconfigs.agents;
+    for (child, real) in children.iter().zip(&kubeconfigs.real_children) {
+        agent_kubeconfigs.push(
+            real_tier::install_agent(
+                real,
+                layout,
+                &opts.manifests,
+                &hub_url,
+                &token,
+                &child.labels,
+            )
+            .await?,
+        );
+    }
+    for (child, kubeconfig) in children.iter().zip(&agent_kubeconfigs) {
         let admin = free_addr()?;
         let name = format!("agent-{}", child.name);
         launch(
@@ -265,7 +269,7 @@ async fn start(
                 name: &name,
                 role: Role::Agent,
                 binary: &binaries.agent,
-                args: agent_args(child, layout, &hub_url, &token, admin),
+                args: agent_args(child, kubeconfig, &hub_url, &token, admin),
                 log: layout.log(&name),
                 admin: Some(admin.to_string()),
             },
@@ -274,6 +278,106 @@ async fn start(
     state.save(&layout.state())?;
     wait_clusters_ready(state, &parent, &children, opts.timeout).await?;
     state.save(&layout.state())?;
+    Ok(())
+}
+
+/// The kubeconfigs atoll's components run with.
+struct ComponentKubeconfigs {
+    scheduler: PathBuf,
+    hub: PathBuf,
+    /// One per child, in order; empty when the agents' installs are still to be made
+    /// (`real_children`).
+    agents: Vec<PathBuf>,
+    /// The real tier's children, whose agents are installed once the hub's URL is known.
+    real_children: Vec<real_tier::RealCluster>,
+}
+
+impl ComponentKubeconfigs {
+    /// devcluster authenticates nobody: every component uses the cluster's own kubeconfig.
+    fn admin(layout: &Layout, children: &[ChildSpec]) -> ComponentKubeconfigs {
+        ComponentKubeconfigs {
+            scheduler: layout.parent_kubeconfig(),
+            hub: layout.parent_kubeconfig(),
+            agents: children
+                .iter()
+                .map(|c| layout.child_kubeconfig(c.index))
+                .collect(),
+            real_children: Vec::new(),
+        }
+    }
+}
+
+/// Starts the parent and the children as devclusters and waits for their kubeconfigs.
+async fn start_devclusters(
+    opts: &UpOptions,
+    binaries: &Binaries,
+    layout: &Layout,
+    state: &mut FleetState,
+    children: &[ChildSpec],
+) -> Result<(), Error> {
+    launch(
+        state,
+        layout,
+        Launch {
+            name: "parent",
+            role: Role::Parent,
+            binary: &binaries.devcluster,
+            args: parent_args(layout, opts.persist_parent),
+            log: layout.log("parent"),
+            admin: None,
+        },
+    )?;
+    for child in children {
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &child.name,
+                role: Role::Child,
+                binary: &binaries.devcluster,
+                args: vec![
+                    "--port".into(),
+                    "0".into(),
+                    "--kubeconfig".into(),
+                    layout.child_kubeconfig(child.index).display().to_string(),
+                    "--nodes".into(),
+                    opts.nodes.to_string(),
+                    "--simulate-workloads".into(),
+                    "--workload-delay-ms".into(),
+                    opts.workload_delay_ms.to_string(),
+                ],
+                log: layout.log(&child.name),
+                admin: None,
+            },
+        )?;
+    }
+    state.save(&layout.state())?;
+    wait_for_file(state, "parent", &layout.parent_kubeconfig(), opts.timeout).await?;
+    for child in children {
+        wait_for_file(
+            state,
+            &child.name,
+            &layout.child_kubeconfig(child.index),
+            opts.timeout,
+        )
+        .await?;
+    }
+    println!("fleet: {} clusters up", children.len() + 1);
+    Ok(())
+}
+
+/// A devcluster parent gets the CRDs (the real kubectl, `apply -k manifests/crds`) and the two
+/// namespaces; RBAC means nothing to devcluster.
+async fn install_devcluster_parent(opts: &UpOptions, layout: &Layout) -> Result<(), Error> {
+    let kubectl = Kubectl::new(layout.parent_kubeconfig(), layout.kube_cache());
+    kubectl
+        .apply_kustomization(&opts.manifests.join("crds"), &[])
+        .await?;
+    let parent = client_for(&layout.parent_kubeconfig()).await?;
+    for ns in [known::NAMESPACE_SYSTEM, known::NAMESPACE_RESERVED] {
+        apply_namespace(&parent, ns).await?;
+    }
+    println!("fleet: CRDs and namespaces installed in the parent");
     Ok(())
 }
 
@@ -301,14 +405,14 @@ pub fn parent_args(layout: &Layout, persist: bool) -> Vec<String> {
 /// The agent's command line for `child`.
 pub fn agent_args(
     child: &ChildSpec,
-    layout: &Layout,
+    kubeconfig: &Path,
     hub_url: &str,
     token: &str,
     admin: SocketAddr,
 ) -> Vec<String> {
     vec![
         "--kubeconfig".into(),
-        layout.child_kubeconfig(child.index).display().to_string(),
+        kubeconfig.display().to_string(),
         "--hub".into(),
         hub_url.into(),
         "--bootstrap-token".into(),
@@ -323,7 +427,8 @@ pub fn agent_args(
     ]
 }
 
-fn launch(state: &mut FleetState, layout: &Layout, l: Launch<'_>) -> Result<(), Error> {
+/// Starts `l` and records it in `state` (saved at once, so `fleet down` finds it).
+pub(crate) fn launch(state: &mut FleetState, layout: &Layout, l: Launch<'_>) -> Result<(), Error> {
     let record = process::spawn(l)?;
     state.processes.push(record);
     state.save(&layout.state())
@@ -387,6 +492,11 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A free loopback port (bound, then released for the process to take).
+pub(crate) fn free_port() -> Result<u16, Error> {
+    free_addr().map(|a| a.port())
 }
 
 /// A free loopback address (bound, then released for the process to take).
@@ -455,7 +565,7 @@ async fn wait_tcp(
 }
 
 /// Polls `ready` until it holds; fails early when process `name` exited, or after `timeout`.
-async fn wait_for_process<F, Fut>(
+pub(crate) async fn wait_for_process<F, Fut>(
     state: &FleetState,
     name: &str,
     what: &str,
@@ -986,7 +1096,7 @@ mod tests {
         let layout = Layout::new("/f");
         let args = agent_args(
             child,
-            &layout,
+            &layout.child_kubeconfig(child.index),
             "http://127.0.0.1:1",
             "abcdef.0123456789abcdef",
             "127.0.0.1:9".parse().unwrap(),

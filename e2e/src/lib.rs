@@ -4,6 +4,8 @@
 //! the scheduler, the hub and one agent per child, all as detached local processes whose pids
 //! are kept in `<dir>/fleet.json`:
 //!
+//! - [`control_plane`], [`install`], [`real_tier`]: the real tier (`--backend kube`): a real
+//!   control plane per cluster, and atoll installed with `kubectl apply -k`.
 //! - [`plan`]: names, labels, file layout, binaries, bootstrap tokens (pure).
 //! - [`process`]: start detached, check, stop (SIGTERM then SIGKILL).
 //! - [`kubectl`]: the real kubectl, bound to one kubeconfig.
@@ -12,11 +14,14 @@
 //! - [`state`]: the state file.
 //! - [`scenario`]: crash and restart one process of a running fleet (end-to-end scenarios).
 
+pub mod control_plane;
 mod error;
 pub mod fleet;
+pub mod install;
 pub mod kubectl;
 pub mod plan;
 pub mod process;
+pub mod real_tier;
 pub mod scenario;
 pub mod state;
 pub mod status;

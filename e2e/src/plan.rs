@@ -8,6 +8,30 @@ use rand::Rng;
 
 use crate::Error;
 
+/// What the fleet's clusters are made of.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// devcluster, atoll's single-process stand-in for kube-apiserver: starts in a fraction of
+    /// a second.
+    #[default]
+    Devcluster,
+    /// A real control plane per cluster (etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler, kwok), built by `make k8s`; atoll is installed with `kubectl apply -k`
+    /// and its components authenticate as their ServiceAccounts.
+    Kube,
+}
+
 /// Regions the children are spread over, in order (`child-1` is in `eu`, `child-2` in `us`...).
 pub const REGIONS: [&str; 3] = ["eu", "us", "ap"];
 

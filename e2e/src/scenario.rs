@@ -232,12 +232,20 @@ pub async fn kill(dir: &Path, name: &str) -> Result<Snapshot, Error> {
     Ok(snap)
 }
 
-/// Where a restarted process shows it is up: its admin `/healthz`, else the port it serves.
+/// Where a restarted process shows it is up: its admin `/healthz`, else the port it serves
+/// (devcluster's `--port`, kube-apiserver's `--secure-port`, etcd's first client URL).
 fn readiness_probe(snap: &Snapshot) -> Option<(SocketAddr, bool)> {
     if let Some(addr) = snap.admin.as_deref().and_then(|a| a.parse().ok()) {
         return Some((addr, true));
     }
-    let port: u16 = flag_value(&snap.args, "--port")?.parse().ok()?;
+    let port: u16 = flag_value(&snap.args, "--port")
+        .or_else(|| flag_value(&snap.args, "--secure-port"))
+        .or_else(|| {
+            let url = flag_value(&snap.args, "--listen-client-urls")?;
+            url.split(',').next()?.rsplit_once(':').map(|(_, p)| p)
+        })?
+        .parse()
+        .ok()?;
     (port != 0).then(|| (SocketAddr::from(([127, 0, 0, 1], port)), false))
 }
 

@@ -12,10 +12,15 @@ use crate::Error;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// The parent devcluster.
+    /// The parent's API server (devcluster, or kube-apiserver on the real tier).
     Parent,
-    /// A child devcluster.
+    /// A child's API server.
     Child,
+    /// A real cluster's etcd.
+    Etcd,
+    /// A real cluster's other control-plane processes (kube-controller-manager,
+    /// kube-scheduler, kwok).
+    ControlPlane,
     /// The scheduler.
     Scheduler,
     /// The hub.
@@ -61,6 +66,9 @@ pub struct ChildRecord {
 /// The whole state of a fleet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetState {
+    /// What the clusters are made of.
+    #[serde(default)]
+    pub backend: crate::plan::Backend,
     /// The parent's kubeconfig.
     pub parent_kubeconfig: PathBuf,
     /// The children.
@@ -113,6 +121,7 @@ mod tests {
 
     fn sample() -> FleetState {
         FleetState {
+            backend: crate::plan::Backend::Kube,
             parent_kubeconfig: "/f/parent.kubeconfig".into(),
             children: vec![ChildRecord {
                 name: "child-1".into(),

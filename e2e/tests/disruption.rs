@@ -11,6 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use atoll_e2e::plan::Backend;
 use atoll_e2e::scenario;
 use support::{CONVERGE, Expect, Fleet, clusters_ready, converge, eventually, expect, secs};
 
@@ -249,40 +250,52 @@ async fn the_fleet_converges_after_the_parent_restarts_from_its_data_dir() {
     let Some(f) = fleet("parent restart", &["--persist-parent"]).await else {
         return;
     };
+    let data = match support::backend() {
+        Backend::Devcluster => "parent-data",
+        Backend::Kube => "parent/etcd",
+    };
     assert!(
-        f.dir.join("parent-data").is_dir(),
-        "the parent must persist its objects"
+        f.dir.join(data).is_dir(),
+        "the parent must persist its objects in {data}"
     );
     apply_example(&f, "replication").await;
     converge(&f, "the replication example", &greeting("hello from atoll")).await;
 
     // Through the CLI this time: `fleet restart` kills the process group and starts it again.
+    // On the real tier the parent's state is in its etcd: both etcd and kube-apiserver restart.
+    let (processes, keeps_state): (&[&str], &str) = match support::backend() {
+        Backend::Devcluster => (&["parent"], "--data-dir"),
+        Backend::Kube => (&["parent-etcd", "parent"], "--etcd-servers"),
+    };
     let before = atoll_e2e::state::FleetState::load(&f.dir.join("fleet.json")).unwrap();
-    let old = before.process("parent").unwrap().clone();
     let restarted_at = Instant::now();
-    let out = support::fleet_cmd(
-        &["restart", "--dir", f.dir_str(), "--process", "parent"],
-        &[],
-    );
-    assert!(
-        out.status.success(),
-        "fleet restart: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for name in processes {
+        let out = support::fleet_cmd(&["restart", "--dir", f.dir_str(), "--process", name], &[]);
+        assert!(
+            out.status.success(),
+            "fleet restart {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     eprintln!(
-        "FIGURE fleet restart --process parent (from its data dir, serving again): {}",
+        "FIGURE fleet restart --process {} (state kept, serving again): {}",
+        processes.join(" then "),
         secs(restarted_at.elapsed())
     );
     let after = atoll_e2e::state::FleetState::load(&f.dir.join("fleet.json")).unwrap();
+    for name in processes {
+        let old = before.process(name).unwrap();
+        let new = after.process(name).unwrap();
+        assert!(
+            !atoll_e2e::process::is_running(old),
+            "the old {name} must be gone"
+        );
+        assert_ne!(new.pid, old.pid);
+    }
     let new = after.process("parent").unwrap();
-    assert!(
-        !atoll_e2e::process::is_running(&old),
-        "the old parent must be gone"
-    );
-    assert_ne!(new.pid, old.pid);
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", new.pid)).unwrap();
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-    assert!(cmdline.contains("--data-dir"), "{cmdline}");
+    assert!(cmdline.contains(keeps_state), "{cmdline}");
     assert!(
         !cmdline.contains("--port 0"),
         "the parent keeps its port: {cmdline}"

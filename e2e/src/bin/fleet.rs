@@ -23,6 +23,10 @@ enum Command {
         /// Number of child clusters.
         #[arg(long, env = "FLEET_CHILDREN", default_value_t = 3)]
         children: usize,
+        /// What the clusters are made of: devcluster, or real control planes built by
+        /// `make k8s` (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok).
+        #[arg(long, env = "FLEET_BACKEND", value_enum, default_value_t = plan::Backend::Devcluster)]
+        backend: plan::Backend,
         /// Fleet directory: kubeconfigs, logs/, fleet.json.
         #[arg(long, env = "FLEET_DIR", default_value = "target/fleet")]
         dir: PathBuf,
@@ -111,6 +115,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Up {
             children,
+            backend,
             dir,
             bin_dir,
             manifests,
@@ -134,6 +139,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let opts = fleet::UpOptions {
                 dir: dir.clone(),
                 children,
+                backend,
                 bin_dir,
                 manifests,
                 nodes,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use atoll_e2e::kubectl::Kubectl;
-use atoll_e2e::plan::Binaries;
+use atoll_e2e::plan::{Backend, Binaries};
 
 /// How long any single convergence may take before a scenario fails.
 pub const CONVERGE: Duration = Duration::from_secs(60);
@@ -39,7 +39,23 @@ pub async fn prerequisites_or_skip(test: &str) -> bool {
         eprintln!("NOTICE: {test} skipped: {e}");
         return false;
     }
+    if backend() == Backend::Kube {
+        // The real tier was asked for: its binaries missing is a failure, not a skip.
+        if let Err(e) = atoll_e2e::real_tier::locate_binaries() {
+            panic!("{test}: FLEET_BACKEND=kube, but {e}");
+        }
+    }
     true
+}
+
+/// The backend the fleets of this run are made of: `FLEET_BACKEND` (`devcluster` or `kube`),
+/// which the `fleet` binary reads too.
+pub fn backend() -> Backend {
+    match std::env::var("FLEET_BACKEND").as_deref() {
+        Ok("kube") => Backend::Kube,
+        Ok("devcluster") | Ok("") | Err(_) => Backend::Devcluster,
+        Ok(other) => panic!("FLEET_BACKEND={other}: give devcluster or kube"),
+    }
 }
 
 /// Runs the `fleet` binary with `env` added.
@@ -107,7 +123,8 @@ impl Fleet {
         };
         assert!(out.status.success(), "fleet up failed:\n{}", text(&out));
         eprintln!(
-            "FIGURE fleet up ({children} children, all Ready): {:.1}s",
+            "FIGURE fleet up ({children} children, {:?}, all Ready): {:.1}s",
+            backend(),
             started.elapsed().as_secs_f64()
         );
         fleet

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Builds the real-tier test binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
+# kwok) from the upstream projects' published Go modules into a cache outside git:
+#
+#   ${ATOLL_K8S_CACHE:-$HOME/.cache/atoll/k8s}/<K8S_VERSION>/bin/
+#
+# The versions are pinned in versions.env beside this script; the Go modules of ours that require
+# them (kubernetes/, etcd/, kwok/) carry committed go.sum files. A second run with the same
+# versions is a no-op.
+#
+#   e2e/k8s/build.sh                 build the pinned versions (what `make k8s` runs)
+#   K8S_VERSION=v1.37.2 e2e/k8s/build.sh
+#                                    build another Kubernetes version: its module is resolved
+#                                    afresh in the cache (go.sum not committed)
+#   e2e/k8s/build.sh --print-bin-dir print where the binaries of K8S_VERSION are (built or not)
+#   e2e/k8s/build.sh --pin           rewrite the committed go.mod/go.sum from versions.env
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=versions.env
+pinned_k8s="$(sed -n 's/^K8S_VERSION=//p' "$here/versions.env")"
+pinned_etcd="$(sed -n 's/^ETCD_VERSION=//p' "$here/versions.env")"
+pinned_kwok="$(sed -n 's/^KWOK_VERSION=//p' "$here/versions.env")"
+k8s_version="${K8S_VERSION:-$pinned_k8s}"
+etcd_version="${ETCD_VERSION:-$pinned_etcd}"
+kwok_version="${KWOK_VERSION:-$pinned_kwok}"
+cache="${ATOLL_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/atoll/k8s}"
+bin="$cache/$k8s_version/bin"
+
+fail() {
+  echo "make k8s: $*" >&2
+  exit 1
+}
+
+case "${1:-}" in
+  --print-bin-dir)
+    echo "$bin"
+    exit 0
+    ;;
+  --pin | "") ;;
+  *) fail "unknown argument '$1' (see the comment at the top of $0)" ;;
+esac
+
+# Go: the one at /usr/local/go on the project's machines, else whatever is on PATH.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || fail "no Go toolchain (need Go >= 1.24 at /usr/local/go or on PATH)"
+# Never download another toolchain: the module proxy serves modules, the machine has the toolchain.
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+apiserver_tools=(
+  k8s.io/kubernetes/cmd/kube-apiserver
+  k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler
+)
+
+# Writes a Go module in $1 that requires k8s.io/kubernetes $2, with every staging module the
+# kubernetes go.mod replaces by a ./staging path pinned to the matching v0.x release instead.
+resolve_kubernetes_module() {
+  local dir="$1" version="$2" modfile staging m
+  staging="v0.${version#v1.}"
+  rm -f "$dir/go.mod" "$dir/go.sum"
+  (
+    cd "$dir"
+    go mod init atoll.invalid/e2e/k8s/kubernetes >/dev/null 2>&1
+    modfile="$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    [ -n "$modfile" ] || fail "k8s.io/kubernetes@$version: not found on the module proxy"
+    go mod edit -require="k8s.io/kubernetes@$version"
+    for m in $(grep -E '=> \./staging/' "$modfile" | awk '{print $1}'); do
+      go mod edit -replace="$m=$m@$staging"
+    done
+    for m in "${apiserver_tools[@]}"; do go mod edit -tool="$m"; done
+    go mod tidy
+  )
+}
+
+resolve_etcd_module() {
+  local dir="$1" version="$2"
+  rm -f "$dir/go.mod" "$dir/go.sum"
+  (
+    cd "$dir"
+    go mod init atoll.invalid/e2e/k8s/etcd >/dev/null 2>&1
+    go mod edit -require="go.etcd.io/etcd/server/v3@$version"
+    go mod tidy
+  )
+}
+
+resolve_kwok_module() {
+  local dir="$1" version="$2"
+  rm -f "$dir/go.mod" "$dir/go.sum"
+  (
+    cd "$dir"
+    go mod init atoll.invalid/e2e/k8s/kwok >/dev/null 2>&1
+    go mod edit -require="sigs.k8s.io/kwok@$version" -tool=sigs.k8s.io/kwok/cmd/kwok
+    go mod tidy
+  )
+}
+
+if [ "${1:-}" = "--pin" ]; then
+  resolve_kubernetes_module "$here/kubernetes" "$pinned_k8s"
+  resolve_etcd_module "$here/etcd" "$pinned_etcd"
+  resolve_kwok_module "$here/kwok" "$pinned_kwok"
+  echo "pinned: kubernetes $pinned_k8s, etcd $pinned_etcd, kwok $pinned_kwok"
+  exit 0
+fi
+
+# What the binaries in $bin were built from; equal means there is nothing to do.
+stamp="k8s=$k8s_version etcd=$etcd_version kwok=$kwok_version $(cat "$here"/*/go.sum "$here"/etcd/main.go | sha256sum | cut -c1-16)"
+if [ -f "$bin/.stamp" ] && [ "$(cat "$bin/.stamp")" = "$stamp" ]; then
+  echo "make k8s: up to date in $bin"
+  exit 0
+fi
+
+# Each tool builds from a copy of its module in the cache, so the work tree is never written.
+work="$cache/$k8s_version/src"
+mkdir -p "$bin" "$work"
+start=$(date +%s)
+
+prepare() { # tool pinned wanted
+  local tool="$1" pinned="$2" wanted="$3"
+  rm -rf "${work:?}/$tool"
+  cp -r "$here/$tool" "$work/$tool"
+  if [ "$wanted" != "$pinned" ]; then
+    echo "make k8s: resolving $tool $wanted (pinned: $pinned)"
+    "resolve_${tool}_module" "$work/$tool" "$wanted"
+  fi
+}
+
+version_ldflags() { # version -> the -X flags that make /version and --version report it
+  local v="$1" major minor pkg flags=""
+  major="${v#v}"; major="${major%%.*}"
+  minor="${v#v*.}"; minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$flags"
+}
+
+prepare kubernetes "$pinned_k8s" "$k8s_version"
+echo "make k8s: building kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kube-scheduler)"
+(cd "$work/kubernetes" && go build -trimpath -ldflags "-s -w $(version_ldflags "$k8s_version")" -o "$bin/" "${apiserver_tools[@]}") \
+  || fail "building kubernetes $k8s_version failed (output above)"
+
+prepare etcd "$pinned_etcd" "$etcd_version"
+echo "make k8s: building etcd $etcd_version"
+(cd "$work/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .) \
+  || fail "building etcd $etcd_version failed (output above)"
+
+prepare kwok "$pinned_kwok" "$kwok_version"
+echo "make k8s: building kwok $kwok_version"
+(cd "$work/kwok" && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$kwok_version" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok) \
+  || fail "building kwok $kwok_version failed (output above)"
+
+# kwok plays nothing without Stages: the node (initialise, heartbeat) and pod (ready, complete,
+# delete) stages kwok ships in its module, in one file for `kwok --config`.
+kwok_dir="$(cd "$work/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+  pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+  [ -f "$kwok_dir/kustomize/stage/$f" ] || fail "kwok $kwok_version has no stage $f"
+  echo "---"
+  cat "$kwok_dir/kustomize/stage/$f"
+done >"$bin/kwok-stages.yaml"
+
+echo "$stamp" >"$bin/.stamp"
+echo "make k8s: built in $(($(date +%s) - start)) s into $bin"

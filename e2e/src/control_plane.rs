@@ -1,0 +1,567 @@
+//! The real tier: a cluster made of a real control plane on loopback, built from the upstream
+//! Go modules by `make k8s` (`e2e/k8s/build.sh`): etcd, kube-apiserver (TLS, RBAC and Node
+//! authorization, ServiceAccount token signing, the default admission plugins),
+//! kube-controller-manager (garbage collection, namespace deletion, Deployment -> ReplicaSet ->
+//! Pod), kube-scheduler, and kwok, which plays the kubelet of `nodes` fake Nodes so that Pods get
+//! Ready without containers.
+//!
+//! Each cluster keeps its files under `D/<cluster>/` (`pki/`, `etcd/`) and is reached with the
+//! admin kubeconfig `D/<cluster>.kubeconfig` (client certificate in `system:masters`), the same
+//! path a devcluster writes. atoll's own components never use it: they get ServiceAccount tokens
+//! (see [`crate::install`]).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+
+use crate::Error;
+
+/// The pinned versions, as `e2e/k8s/build.sh` reads them.
+pub const VERSIONS_ENV: &str = include_str!("../k8s/versions.env");
+
+/// The ServiceAccount token issuer (and audience) of every real cluster.
+pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The annotation kwok selects the Nodes it plays by.
+pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+/// The value of `key` in a `KEY=value` file such as `versions.env` (comments and blank lines
+/// skipped).
+pub fn env_value(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .map(|v| v.trim().to_string())
+}
+
+/// Where `make k8s` puts the binaries of Kubernetes `version`:
+/// `$ATOLL_K8S_CACHE`, else `$XDG_CACHE_HOME/atoll/k8s`, else `$HOME/.cache/atoll/k8s`, then
+/// `<version>/bin`. The same rule as `e2e/k8s/build.sh --print-bin-dir`.
+pub fn default_bin_dir(
+    cache: Option<&str>,
+    xdg_cache: Option<&str>,
+    home: Option<&str>,
+    version: &str,
+) -> Option<PathBuf> {
+    let non_empty = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = non_empty(cache)
+        .or_else(|| non_empty(xdg_cache).map(|d| d.join("atoll/k8s")))
+        .or_else(|| non_empty(home).map(|d| d.join(".cache/atoll/k8s")))?;
+    Some(cache.join(version).join("bin"))
+}
+
+/// The Kubernetes version the binaries are taken for: `K8S_VERSION`, else the pinned one.
+pub fn k8s_version() -> String {
+    std::env::var("K8S_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| env_value(VERSIONS_ENV, "K8S_VERSION"))
+        .unwrap_or_default()
+}
+
+/// The directory of the real-tier binaries: `ATOLL_K8S_BIN_DIR`, else [`default_bin_dir`] for
+/// [`k8s_version`].
+pub fn bin_dir_from_env() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("ATOLL_K8S_BIN_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let var = |k: &str| std::env::var(k).ok();
+    default_bin_dir(
+        var("ATOLL_K8S_CACHE").as_deref(),
+        var("XDG_CACHE_HOME").as_deref(),
+        var("HOME").as_deref(),
+        &k8s_version(),
+    )
+}
+
+/// The real-tier binaries and kwok's stage configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct K8sBinaries {
+    /// `etcd`.
+    pub etcd: PathBuf,
+    /// `kube-apiserver`.
+    pub apiserver: PathBuf,
+    /// `kube-controller-manager`.
+    pub controller_manager: PathBuf,
+    /// `kube-scheduler`.
+    pub scheduler: PathBuf,
+    /// `kwok`.
+    pub kwok: PathBuf,
+    /// The Stages kwok plays (node initialisation and heartbeat, pod ready/complete/delete),
+    /// copied by `make k8s` from the kwok module.
+    pub kwok_stages: PathBuf,
+}
+
+impl K8sBinaries {
+    /// Every binary in `dir`; the error says to run `make k8s`.
+    pub fn locate(dir: &Path) -> Result<K8sBinaries, Error> {
+        let binaries = K8sBinaries {
+            etcd: dir.join("etcd"),
+            apiserver: dir.join("kube-apiserver"),
+            controller_manager: dir.join("kube-controller-manager"),
+            scheduler: dir.join("kube-scheduler"),
+            kwok: dir.join("kwok"),
+            kwok_stages: dir.join("kwok-stages.yaml"),
+        };
+        let missing: Vec<String> = [
+            &binaries.etcd,
+            &binaries.apiserver,
+            &binaries.controller_manager,
+            &binaries.scheduler,
+            &binaries.kwok,
+            &binaries.kwok_stages,
+        ]
+        .into_iter()
+        .filter(|p| !p.is_file())
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+        if !missing.is_empty() {
+            return Err(Error::LocateK8sBinaries {
+                missing: missing.join(", "),
+                dir: dir.to_path_buf(),
+            });
+        }
+        Ok(binaries)
+    }
+}
+
+/// The files of one real cluster, under `D/<name>/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterFiles {
+    /// `D/<name>`.
+    pub root: PathBuf,
+    /// The admin kubeconfig, `D/<name>.kubeconfig`.
+    pub kubeconfig: PathBuf,
+}
+
+impl ClusterFiles {
+    /// The files of cluster `name` in fleet directory `dir`, with its admin kubeconfig at
+    /// `kubeconfig`.
+    pub fn new(dir: &Path, name: &str, kubeconfig: PathBuf) -> ClusterFiles {
+        ClusterFiles {
+            root: dir.join(name),
+            kubeconfig,
+        }
+    }
+    fn pki(&self, file: &str) -> PathBuf {
+        self.root.join("pki").join(file)
+    }
+    /// The cluster CA certificate.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.pki("ca.crt")
+    }
+    /// kube-apiserver's serving certificate and key.
+    pub fn serving(&self) -> (PathBuf, PathBuf) {
+        (self.pki("apiserver.crt"), self.pki("apiserver.key"))
+    }
+    /// The ServiceAccount token signing key and its public half.
+    pub fn service_account(&self) -> (PathBuf, PathBuf) {
+        (self.pki("sa.key"), self.pki("sa.pub"))
+    }
+    /// etcd's data directory.
+    pub fn etcd_data(&self) -> PathBuf {
+        self.root.join("etcd")
+    }
+    /// kube-apiserver's `--cert-dir`.
+    pub fn apiserver_dir(&self) -> PathBuf {
+        self.root.join("apiserver")
+    }
+}
+
+/// The loopback ports of one real cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    /// etcd clients.
+    pub etcd_client: u16,
+    /// etcd peers (a one-member cluster, but etcd listens anyway).
+    pub etcd_peer: u16,
+    /// kube-apiserver (HTTPS).
+    pub apiserver: u16,
+    /// kube-controller-manager's health/metrics server.
+    pub controller_manager: u16,
+    /// kube-scheduler's health/metrics server.
+    pub scheduler: u16,
+    /// kwok's health/metrics server.
+    pub kwok: u16,
+}
+
+/// The cluster's PEM material, written by [`write_pki`].
+pub struct Pki {
+    /// CA certificate (PEM), also in the kubeconfigs.
+    pub ca_pem: String,
+    /// Admin client certificate (`CN=atoll-fleet-admin, O=system:masters`).
+    pub admin_cert_pem: String,
+    /// Its key.
+    pub admin_key_pem: String,
+}
+
+fn pki_err(what: &str, e: rcgen::Error) -> Error {
+    Error::Pki {
+        what: what.to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| Error::CreateFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(err)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .map_err(err)?;
+    file.write_all(text.as_bytes()).map_err(err)
+}
+
+/// Makes a fresh CA, kube-apiserver's serving certificate for `127.0.0.1`/`localhost`, an admin
+/// client certificate and a ServiceAccount signing key, and writes them under `files`.
+pub fn write_pki(files: &ClusterFiles) -> Result<Pki, Error> {
+    let ca_key = KeyPair::generate().map_err(|e| pki_err("the CA key", e))?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())
+        .map_err(|e| pki_err("the CA parameters", e))?;
+    ca_params.distinguished_name = name(&[(DnType::CommonName, "atoll-fleet-ca")]);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params
+        .self_signed(&ca_key)
+        .map_err(|e| pki_err("the CA certificate", e))?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let serving_key = KeyPair::generate().map_err(|e| pki_err("the serving key", e))?;
+    let mut serving = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ])
+    .map_err(|e| pki_err("the serving parameters", e))?;
+    serving.distinguished_name = name(&[(DnType::CommonName, "kube-apiserver")]);
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let serving_cert = serving
+        .signed_by(&serving_key, &issuer)
+        .map_err(|e| pki_err("the serving certificate", e))?;
+
+    let admin_key = KeyPair::generate().map_err(|e| pki_err("the admin key", e))?;
+    let mut admin = CertificateParams::new(Vec::<String>::new())
+        .map_err(|e| pki_err("the admin parameters", e))?;
+    admin.distinguished_name = name(&[
+        (DnType::CommonName, "atoll-fleet-admin"),
+        (DnType::OrganizationName, "system:masters"),
+    ]);
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin_cert = admin
+        .signed_by(&admin_key, &issuer)
+        .map_err(|e| pki_err("the admin certificate", e))?;
+
+    let sa_key = KeyPair::generate().map_err(|e| pki_err("the ServiceAccount key", e))?;
+
+    let (serving_crt, serving_key_path) = files.serving();
+    let (sa_private, sa_public) = files.service_account();
+    write_file(&files.ca_cert(), &ca_cert.pem(), 0o644)?;
+    write_file(&serving_crt, &serving_cert.pem(), 0o644)?;
+    write_file(&serving_key_path, &serving_key.serialize_pem(), 0o600)?;
+    write_file(&sa_private, &sa_key.serialize_pem(), 0o600)?;
+    write_file(&sa_public, &sa_key.public_key_pem(), 0o644)?;
+    Ok(Pki {
+        ca_pem: ca_cert.pem(),
+        admin_cert_pem: admin_cert.pem(),
+        admin_key_pem: admin_key.serialize_pem(),
+    })
+}
+
+fn name(parts: &[(DnType, &str)]) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    for (kind, value) in parts {
+        dn.push(kind.clone(), *value);
+    }
+    dn
+}
+
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// A kubeconfig for `https://127.0.0.1:<port>` trusting `ca_pem`, with one user credential:
+/// a client certificate and key, or a bearer token.
+pub fn kubeconfig(name: &str, port: u16, ca_pem: &str, user: &Credential<'_>) -> String {
+    let user_fields = match user {
+        Credential::Certificate { cert_pem, key_pem } => format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(cert_pem),
+            b64(key_pem)
+        ),
+        Credential::Token(token) => format!("    token: {token}\n"),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n{user_fields}",
+        ca = b64(ca_pem),
+    )
+}
+
+/// How a kubeconfig's user authenticates.
+pub enum Credential<'a> {
+    /// A client certificate and its key (PEM).
+    Certificate {
+        /// The certificate.
+        cert_pem: &'a str,
+        /// The key.
+        key_pem: &'a str,
+    },
+    /// A bearer token (a ServiceAccount token from TokenRequest).
+    Token(&'a str),
+}
+
+/// Writes `text` to `path` readable by its owner only.
+pub fn write_private(path: &Path, text: &str) -> Result<(), Error> {
+    write_file(path, text, 0o600)
+}
+
+fn loopback(port: u16) -> String {
+    SocketAddr::from(([127, 0, 0, 1], port)).to_string()
+}
+
+/// etcd's command line: one member on loopback, data in `files`. fsync is off: this is a test
+/// fleet, and the apiserver's own behaviour is what is under test, not the disk.
+pub fn etcd_args(name: &str, files: &ClusterFiles, ports: Ports) -> Vec<String> {
+    let client = format!("http://{}", loopback(ports.etcd_client));
+    let peer = format!("http://{}", loopback(ports.etcd_peer));
+    vec![
+        format!("--name={name}"),
+        format!("--data-dir={}", files.etcd_data().display()),
+        format!("--listen-client-urls={client}"),
+        format!("--advertise-client-urls={client}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={peer}"),
+        format!("--initial-cluster={name}={peer}"),
+        "--auto-compaction-retention=1".into(),
+        "--quota-backend-bytes=4294967296".into(),
+        "--unsafe-no-fsync=true".into(),
+        "--log-level=warn".into(),
+    ]
+}
+
+/// kube-apiserver's command line: TLS with the cluster CA, client certificates and
+/// ServiceAccount tokens, `Node,RBAC` authorization and the default admission plugins.
+pub fn apiserver_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
+    let (cert, key) = files.serving();
+    let (sa_private, sa_public) = files.service_account();
+    vec![
+        format!("--etcd-servers=http://{}", loopback(ports.etcd_client)),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={}", ports.apiserver),
+        format!("--cert-dir={}", files.apiserver_dir().display()),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-private-key-file={}", key.display()),
+        format!("--client-ca-file={}", files.ca_cert().display()),
+        format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),
+        format!("--service-account-key-file={}", sa_public.display()),
+        format!(
+            "--service-account-signing-key-file={}",
+            sa_private.display()
+        ),
+        "--authorization-mode=Node,RBAC".into(),
+        "--service-cluster-ip-range=10.96.0.0/16".into(),
+        "--allow-privileged=true".into(),
+        // No kubelets or Services carry traffic here, and the endpoint reconciler would publish
+        // the loopback address, which Endpoints validation refuses.
+        "--endpoint-reconciler-type=none".into(),
+        "--v=1".into(),
+    ]
+}
+
+/// kube-controller-manager's command line: every default controller, ServiceAccount
+/// credentials per controller (as in a kubeadm cluster), no leader election.
+pub fn controller_manager_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
+    let kubeconfig = files.kubeconfig.display().to_string();
+    let (sa_private, _) = files.service_account();
+    vec![
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", ports.controller_manager),
+        format!("--root-ca-file={}", files.ca_cert().display()),
+        format!(
+            "--service-account-private-key-file={}",
+            sa_private.display()
+        ),
+        "--use-service-account-credentials=true".into(),
+        "--leader-elect=false".into(),
+        "--v=1".into(),
+    ]
+}
+
+/// kube-scheduler's command line.
+pub fn scheduler_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
+    let kubeconfig = files.kubeconfig.display().to_string();
+    vec![
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", ports.scheduler),
+        "--leader-elect=false".into(),
+        "--v=1".into(),
+    ]
+}
+
+/// kwok's command line: it plays the Nodes annotated `kwok.x-k8s.io/node=fake` and their Pods,
+/// with the Stages in `stages`.
+pub fn kwok_args(files: &ClusterFiles, ports: Ports, stages: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", files.kubeconfig.display()),
+        format!("--config={}", stages.display()),
+        "--manage-all-nodes=false".into(),
+        format!("--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake"),
+        format!("--server-address={}", loopback(ports.kwok)),
+        "--node-ip=127.0.0.1".into(),
+    ]
+}
+
+/// The fake Node `name` that kwok plays: 32 CPUs, 256 GiB, 110 pods, no taints.
+pub fn fake_node(name: &str) -> serde_json::Value {
+    let resources = serde_json::json!({"cpu": "32", "memory": "256Gi", "pods": "110"});
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/role": "agent",
+            },
+        },
+        "status": {"allocatable": resources.clone(), "capacity": resources},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_the_pinned_file_and_comments_are_skipped() {
+        let text = "# K8S_VERSION=v0.0.0\nK8S_VERSION=v1.33.13\nETCD_VERSION=v3.6.16\n";
+        assert_eq!(env_value(text, "K8S_VERSION").as_deref(), Some("v1.33.13"));
+        assert_eq!(env_value(text, "ETCD_VERSION").as_deref(), Some("v3.6.16"));
+        assert_eq!(env_value(text, "KWOK"), None);
+        assert!(env_value(VERSIONS_ENV, "K8S_VERSION").is_some_and(|v| v.starts_with("v1.")));
+    }
+
+    #[test]
+    fn the_bin_dir_follows_the_same_rule_as_the_build_script() {
+        let cases = [
+            (Some("/c"), Some("/x"), Some("/h"), "/c/v1.33.13/bin"),
+            (None, Some("/x"), Some("/h"), "/x/atoll/k8s/v1.33.13/bin"),
+            (
+                Some(""),
+                None,
+                Some("/h"),
+                "/h/.cache/atoll/k8s/v1.33.13/bin",
+            ),
+        ];
+        for (cache, xdg, home, want) in cases {
+            assert_eq!(
+                default_bin_dir(cache, xdg, home, "v1.33.13"),
+                Some(PathBuf::from(want))
+            );
+        }
+        assert_eq!(default_bin_dir(None, None, None, "v1"), None);
+    }
+
+    #[test]
+    fn the_apiserver_authorizes_with_rbac_and_signs_service_account_tokens() {
+        let files = ClusterFiles::new(Path::new("/f"), "parent", "/f/parent.kubeconfig".into());
+        let ports = Ports {
+            etcd_client: 1,
+            etcd_peer: 2,
+            apiserver: 3,
+            controller_manager: 4,
+            scheduler: 5,
+            kwok: 6,
+        };
+        let args = apiserver_args(&files, ports).join(" ");
+        for want in [
+            "--etcd-servers=http://127.0.0.1:1",
+            "--secure-port=3",
+            "--authorization-mode=Node,RBAC",
+            "--client-ca-file=/f/parent/pki/ca.crt",
+            "--service-account-signing-key-file=/f/parent/pki/sa.key",
+            "--service-account-key-file=/f/parent/pki/sa.pub",
+        ] {
+            assert!(args.contains(want), "{want} missing from {args}");
+        }
+        let etcd = etcd_args("parent", &files, ports).join(" ");
+        assert!(etcd.contains("--initial-cluster=parent=http://127.0.0.1:2"));
+        assert!(etcd.contains("--data-dir=/f/parent/etcd"));
+        let kcm = controller_manager_args(&files, ports).join(" ");
+        assert!(kcm.contains("--kubeconfig=/f/parent.kubeconfig"));
+        assert!(kcm.contains("--use-service-account-credentials=true"));
+    }
+
+    #[test]
+    fn kubeconfigs_carry_the_ca_and_exactly_one_credential() {
+        let token = kubeconfig("hub", 6443, "CA", &Credential::Token("abc"));
+        let parsed: serde_yaml::Value = serde_yaml::from_str(&token).unwrap();
+        assert_eq!(
+            parsed["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:6443"
+        );
+        assert_eq!(
+            parsed["clusters"][0]["cluster"]["certificate-authority-data"],
+            b64("CA").as_str()
+        );
+        assert_eq!(parsed["users"][0]["user"]["token"], "abc");
+        assert!(parsed["users"][0]["user"]["client-key-data"].is_null());
+        let cert = kubeconfig(
+            "admin",
+            1,
+            "CA",
+            &Credential::Certificate {
+                cert_pem: "C",
+                key_pem: "K",
+            },
+        );
+        let parsed: serde_yaml::Value = serde_yaml::from_str(&cert).unwrap();
+        assert_eq!(
+            parsed["users"][0]["user"]["client-certificate-data"],
+            b64("C").as_str()
+        );
+        assert!(parsed["users"][0]["user"]["token"].is_null());
+    }
+
+    #[test]
+    fn fake_nodes_are_selected_by_kwok_and_have_capacity() {
+        let node = fake_node("kwok-node-1");
+        assert_eq!(
+            node["metadata"]["annotations"][KWOK_NODE_ANNOTATION],
+            "fake"
+        );
+        assert_eq!(node["status"]["allocatable"]["cpu"], "32");
+        assert!(node["spec"]["taints"].is_null());
+    }
+}

@@ -1,0 +1,184 @@
+//! atoll installed on the real tier as a user installs it: `kubectl apply -k` of a kustomize
+//! overlay of `manifests/parent` in the parent and of `manifests/agent` in each child. The
+//! overlays only scale the Deployments to zero (the fleet runs the same components as local
+//! processes in their place) and, for the agent, replace the generated connection Secret, as
+//! `manifests/agent/README.md` tells users to.
+//!
+//! Each local process then authenticates as its ServiceAccount with a token from TokenRequest
+//! (`kubectl create token`), so the RBAC in `manifests/` is what it is allowed to do.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::Error;
+use crate::control_plane::{self, Credential};
+use crate::kubectl::Kubectl;
+
+/// The namespace the parent's and the agents' ServiceAccounts live in.
+pub const SYSTEM_NAMESPACE: &str = "clusternet-system";
+
+/// How long the components' tokens are valid: longer than any test or demo fleet lives.
+pub const TOKEN_DURATION: &str = "720h";
+
+/// The ServiceAccounts of the parent's components.
+pub const SCHEDULER_ACCOUNT: &str = "atoll-scheduler";
+/// The hub's ServiceAccount.
+pub const HUB_ACCOUNT: &str = "atoll-hub";
+/// The agent's ServiceAccount (in each child).
+pub const AGENT_ACCOUNT: &str = "atoll-agent";
+
+/// `target` relative to directory `base` (both absolute), as kustomize wants its resources.
+pub fn relative_path(base: &Path, target: &Path) -> PathBuf {
+    let base: Vec<Component<'_>> = base.components().collect();
+    let target: Vec<Component<'_>> = target.components().collect();
+    let common = base.iter().zip(&target).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..base.len() {
+        out.push("..");
+    }
+    for c in target.iter().skip(common) {
+        out.push(c.as_os_str());
+    }
+    out
+}
+
+const SCALE_TO_ZERO: &str = "patches:
+  # The fleet runs this component as a local process with the same ServiceAccount.
+  - target:
+      kind: Deployment
+    patch: |-
+      - op: replace
+        path: /spec/replicas
+        value: 0
+";
+
+/// The overlay of `manifests/parent` (at `base`, relative to the overlay's directory).
+pub fn parent_overlay(base: &Path) -> String {
+    format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\n{SCALE_TO_ZERO}",
+        base.display()
+    )
+}
+
+/// What an agent's overlay puts in its connection Secret.
+#[derive(Clone, Debug)]
+pub struct AgentSettings<'a> {
+    /// The hub's URL.
+    pub hub_url: &'a str,
+    /// `<id>.<secret>`.
+    pub bootstrap_token: &'a str,
+    /// The ManagedCluster name.
+    pub cluster_name: &'a str,
+    /// The labels it registers with.
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+/// The overlay of `manifests/agent` (at `base`, relative to the overlay's directory) for one
+/// child, with its connection Secret replaced as `manifests/agent/README.md` shows. The hub of
+/// a local fleet speaks plain gRPC, so `ca.crt` holds a note instead of a certificate.
+pub fn agent_overlay(base: &Path, settings: &AgentSettings<'_>) -> String {
+    format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n{SCALE_TO_ZERO}secretGenerator:\n  - name: atoll-agent-hub\n    namespace: {SYSTEM_NAMESPACE}\n    behavior: replace\n    literals:\n      - hub-url={hub}\n      - bootstrap-token={token}\n      - cluster-name={name}\n      - cluster-labels={labels}\n      - ca.crt=none (the local fleet's hub runs with --insecure)\n",
+        base = base.display(),
+        hub = settings.hub_url,
+        token = settings.bootstrap_token,
+        name = settings.cluster_name,
+        labels = crate::plan::labels_arg(settings.labels),
+    )
+}
+
+/// Writes `overlay` as `dir/kustomization.yaml` and applies it with `kubectl`.
+pub async fn apply_overlay(kubectl: &Kubectl, dir: &Path, overlay: &str) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::CreateFile {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let file = dir.join("kustomization.yaml");
+    std::fs::write(&file, overlay).map_err(|source| Error::CreateFile { path: file, source })?;
+    kubectl.apply_kustomization(dir, &[]).await?;
+    Ok(())
+}
+
+/// Asks the cluster for a token of ServiceAccount `account` (TokenRequest, through
+/// `kubectl create token`) and writes a kubeconfig with it to `out`.
+pub async fn service_account_kubeconfig(
+    admin: &Kubectl,
+    account: &str,
+    port: u16,
+    ca_pem: &str,
+    out: &Path,
+) -> Result<(), Error> {
+    let token = admin
+        .run(&[
+            "create",
+            "token",
+            account,
+            "-n",
+            SYSTEM_NAMESPACE,
+            "--duration",
+            TOKEN_DURATION,
+        ])
+        .await?;
+    let text = control_plane::kubeconfig(account, port, ca_pem, &Credential::Token(token.trim()));
+    control_plane::write_private(out, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kustomize_resources_are_relative_to_the_overlay() {
+        let cases = [
+            (
+                "/r/target/fleet/install/parent",
+                "/r/manifests/parent",
+                "../../../../manifests/parent",
+            ),
+            ("/a/b", "/a/b/c", "c"),
+            ("/a", "/b", "../b"),
+        ];
+        for (base, target, want) in cases {
+            assert_eq!(
+                relative_path(Path::new(base), Path::new(target)),
+                PathBuf::from(want)
+            );
+        }
+    }
+
+    #[test]
+    fn the_agent_overlay_replaces_the_connection_secret_and_scales_to_zero() {
+        let labels = BTreeMap::from([("env".to_string(), "prod".to_string())]);
+        let text = agent_overlay(
+            Path::new("../m/agent"),
+            &AgentSettings {
+                hub_url: "http://127.0.0.1:9",
+                bootstrap_token: "abcdef.0123456789abcdef",
+                cluster_name: "child-1",
+                labels: &labels,
+            },
+        );
+        let parsed: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(parsed["resources"][0], "../m/agent");
+        assert_eq!(parsed["secretGenerator"][0]["behavior"], "replace");
+        let literals = parsed["secretGenerator"][0]["literals"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for want in [
+            "hub-url=http://127.0.0.1:9",
+            "cluster-name=child-1",
+            "cluster-labels=env=prod",
+            "bootstrap-token=abcdef.0123456789abcdef",
+        ] {
+            assert!(literals.contains(want), "{want} in {literals}");
+        }
+        assert!(text.contains("value: 0"));
+        let parent: serde_yaml::Value =
+            serde_yaml::from_str(&parent_overlay(Path::new("../m/parent"))).unwrap();
+        assert_eq!(parent["patches"][0]["target"]["kind"], "Deployment");
+    }
+}

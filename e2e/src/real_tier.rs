@@ -1,0 +1,288 @@
+//! `fleet up --backend kube`: starts a real control plane per cluster (see [`control_plane`])
+//! and installs atoll in it as a user would (see [`install`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use crate::Error;
+use crate::control_plane::{self, ClusterFiles, Credential, K8sBinaries, Ports};
+use crate::fleet::{client_for, free_port, launch, wait_for_process};
+use crate::install::{self, AgentSettings};
+use crate::kubectl::Kubectl;
+use crate::plan::Layout;
+use crate::process::Launch;
+use crate::state::{FleetState, Role};
+
+/// One running real cluster.
+#[derive(Clone, Debug)]
+pub struct RealCluster {
+    /// `parent` or `child-<i>`.
+    pub name: String,
+    /// Its files.
+    pub files: ClusterFiles,
+    /// Its ports.
+    pub ports: Ports,
+    /// Its CA certificate (PEM), for the kubeconfigs of atoll's components.
+    pub ca_pem: String,
+}
+
+impl RealCluster {
+    /// `kubectl` as the cluster's admin.
+    pub fn admin_kubectl(&self, layout: &Layout) -> Kubectl {
+        Kubectl::new(self.files.kubeconfig.clone(), layout.kube_cache())
+    }
+}
+
+fn ports() -> Result<Ports, Error> {
+    Ok(Ports {
+        etcd_client: free_port()?,
+        etcd_peer: free_port()?,
+        apiserver: free_port()?,
+        controller_manager: free_port()?,
+        scheduler: free_port()?,
+        kwok: free_port()?,
+    })
+}
+
+/// Starts etcd and kube-apiserver of every cluster (`(name, admin kubeconfig, role)`) at once,
+/// waits until each API server is ready, then starts kube-controller-manager, kube-scheduler
+/// and kwok with `nodes` fake Nodes. Every process is recorded in `state` as it starts.
+pub async fn start_clusters(
+    clusters: &[(String, PathBuf, Role)],
+    binaries: &K8sBinaries,
+    layout: &Layout,
+    state: &mut FleetState,
+    nodes: u32,
+    timeout: Duration,
+) -> Result<Vec<RealCluster>, Error> {
+    let mut started = Vec::new();
+    for (name, kubeconfig, role) in clusters {
+        let files = ClusterFiles::new(&layout.dir, name, kubeconfig.clone());
+        // A fresh cluster every time: `fleet up` starts from nothing, as with devcluster.
+        let _ = std::fs::remove_dir_all(&files.root);
+        let ports = ports()?;
+        let pki = control_plane::write_pki(&files)?;
+        let admin = control_plane::kubeconfig(
+            name,
+            ports.apiserver,
+            &pki.ca_pem,
+            &Credential::Certificate {
+                cert_pem: &pki.admin_cert_pem,
+                key_pem: &pki.admin_key_pem,
+            },
+        );
+        control_plane::write_private(kubeconfig, &admin)?;
+        let etcd_name = format!("{name}-etcd");
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &etcd_name,
+                role: Role::Etcd,
+                binary: &binaries.etcd,
+                args: control_plane::etcd_args(name, &files, ports),
+                log: layout.log(&etcd_name),
+                admin: None,
+            },
+        )?;
+        launch(
+            state,
+            layout,
+            Launch {
+                name,
+                role: *role,
+                binary: &binaries.apiserver,
+                args: control_plane::apiserver_args(&files, ports),
+                log: layout.log(name),
+                admin: None,
+            },
+        )?;
+        started.push(RealCluster {
+            name: name.clone(),
+            files,
+            ports,
+            ca_pem: pki.ca_pem,
+        });
+    }
+    for cluster in &started {
+        wait_ready(state, cluster, timeout).await?;
+        start_controllers(state, layout, binaries, cluster)?;
+        let client = client_for(&cluster.files.kubeconfig).await?;
+        create_fake_nodes(&client, nodes).await?;
+    }
+    Ok(started)
+}
+
+/// Waits until `GET /readyz` of the cluster's kube-apiserver answers 200 (post-start hooks such
+/// as the RBAC bootstrap policy done).
+pub async fn wait_ready(
+    state: &FleetState,
+    cluster: &RealCluster,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let client = client_for(&cluster.files.kubeconfig).await?;
+    let what = format!(
+        "kube-apiserver of {} to be ready (GET /readyz on 127.0.0.1:{})",
+        cluster.name, cluster.ports.apiserver
+    );
+    wait_for_process(state, &cluster.name, &what, timeout, || {
+        let client = client.clone();
+        async move {
+            let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
+                return false;
+            };
+            client.request_text(request).await.is_ok()
+        }
+    })
+    .await
+}
+
+fn start_controllers(
+    state: &mut FleetState,
+    layout: &Layout,
+    binaries: &K8sBinaries,
+    cluster: &RealCluster,
+) -> Result<(), Error> {
+    let processes = [
+        (
+            "kube-controller-manager",
+            &binaries.controller_manager,
+            control_plane::controller_manager_args(&cluster.files, cluster.ports),
+        ),
+        (
+            "kube-scheduler",
+            &binaries.scheduler,
+            control_plane::scheduler_args(&cluster.files, cluster.ports),
+        ),
+        (
+            "kwok",
+            &binaries.kwok,
+            control_plane::kwok_args(&cluster.files, cluster.ports, &binaries.kwok_stages),
+        ),
+    ];
+    for (component, binary, args) in processes {
+        let name = format!("{}-{component}", cluster.name);
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &name,
+                role: Role::ControlPlane,
+                binary,
+                args,
+                log: layout.log(&name),
+                admin: None,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Creates `count` fake Nodes `kwok-node-<i>` (an existing one is kept).
+pub async fn create_fake_nodes(client: &Client, count: u32) -> Result<(), Error> {
+    let api = Api::<Node>::all(client.clone());
+    for i in 1..=count {
+        let name = format!("kwok-node-{i}");
+        let node: Node = serde_json::from_value(control_plane::fake_node(&name)).map_err(|e| {
+            Error::InvalidArgument {
+                what: "fake node".into(),
+                message: e.to_string(),
+            }
+        })?;
+        match api.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(source) => {
+                return Err(Error::Api {
+                    action: format!("creating fake Node {name}"),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The install directory of the overlays: `D/install/<what>`.
+fn install_dir(layout: &Layout, what: &str) -> PathBuf {
+    layout.dir.join("install").join(what)
+}
+
+/// `kubectl apply -k` of the parent overlay (CRDs, namespaces, RBAC, the scheduler and hub
+/// Deployments scaled to zero), then a kubeconfig with a ServiceAccount token for the scheduler
+/// and one for the hub: `(scheduler, hub)`.
+pub async fn install_parent(
+    parent: &RealCluster,
+    layout: &Layout,
+    manifests: &Path,
+) -> Result<(PathBuf, PathBuf), Error> {
+    let dir = install_dir(layout, "parent");
+    let base = install::relative_path(&dir, &manifests.join("parent"));
+    let kubectl = parent.admin_kubectl(layout);
+    install::apply_overlay(&kubectl, &dir, &install::parent_overlay(&base)).await?;
+    let scheduler = layout.dir.join("scheduler.kubeconfig");
+    let hub = layout.dir.join("hub.kubeconfig");
+    for (account, out) in [
+        (install::SCHEDULER_ACCOUNT, &scheduler),
+        (install::HUB_ACCOUNT, &hub),
+    ] {
+        install::service_account_kubeconfig(
+            &kubectl,
+            account,
+            parent.ports.apiserver,
+            &parent.ca_pem,
+            out,
+        )
+        .await?;
+    }
+    Ok((scheduler, hub))
+}
+
+/// `kubectl apply -k` of the agent overlay in `child`, then a kubeconfig with the agent's
+/// ServiceAccount token: `D/agent-<child>.kubeconfig`.
+pub async fn install_agent(
+    child: &RealCluster,
+    layout: &Layout,
+    manifests: &Path,
+    hub_url: &str,
+    bootstrap_token: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<PathBuf, Error> {
+    let dir = install_dir(layout, &child.name);
+    let base = install::relative_path(&dir, &manifests.join("agent"));
+    let overlay = install::agent_overlay(
+        &base,
+        &AgentSettings {
+            hub_url,
+            bootstrap_token,
+            cluster_name: &child.name,
+            labels,
+        },
+    );
+    let kubectl = child.admin_kubectl(layout);
+    install::apply_overlay(&kubectl, &dir, &overlay).await?;
+    let out = layout.dir.join(format!("agent-{}.kubeconfig", child.name));
+    install::service_account_kubeconfig(
+        &kubectl,
+        install::AGENT_ACCOUNT,
+        child.ports.apiserver,
+        &child.ca_pem,
+        &out,
+    )
+    .await?;
+    Ok(out)
+}
+
+/// The real tier's binaries, from `ATOLL_K8S_BIN_DIR` or the `make k8s` cache.
+pub fn locate_binaries() -> Result<K8sBinaries, Error> {
+    let dir = control_plane::bin_dir_from_env().ok_or_else(|| Error::LocateK8sBinaries {
+        missing: "the cache directory (neither ATOLL_K8S_BIN_DIR nor HOME is set)".into(),
+        dir: PathBuf::new(),
+    })?;
+    K8sBinaries::locate(&dir)
+}
