@@ -8,9 +8,17 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## test: formatting, lints (warnings denied), CRD drift, and every test tier.
-test: fmt-check clippy crds-check
+## test: formatting, lints (warnings denied), CRD drift, and every test tier on both backends:
+## the whole workspace on devcluster, then the end-to-end suites again on real control planes.
+KUBE_TESTS ?= --test fleet --test scenarios --test disruption --test permissions
+test: fmt-check clippy crds-check k8s
 	$(CARGO) test --workspace --all-targets
+	FLEET_BACKEND=kube $(CARGO) test -p atoll-e2e $(KUBE_TESTS)
+
+## test-kube: only the end-to-end suites on real control planes (FLEET_BACKEND=kube).
+.PHONY: test-kube
+test-kube: k8s
+	FLEET_BACKEND=kube $(CARGO) test -p atoll-e2e $(KUBE_TESTS)
 
 fmt:
 	$(CARGO) fmt --all
