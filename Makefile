@@ -60,9 +60,11 @@ k8s:
 ## Debug binaries: the shared target/ already holds most debug artifacts, and the dev profile
 ## builds dependencies at opt-level 1, so a debug build finishes in a fraction of a release build
 ## on 2 cores and runs a 3-child fleet comfortably.
-.PHONY: fleet-build fleet-up fleet-down demo
+.PHONY: fleet-build fleet-up fleet-down demo demo-kube
 FLEET_DIR ?= $(CURDIR)/target/fleet
 FLEET_CHILDREN ?= 3
+## devcluster (default) or kube: real control planes built by `make k8s`.
+FLEET_BACKEND ?= devcluster
 FLEET_PROFILE_DIR ?= $(CURDIR)/target/debug
 FLEET = $(FLEET_PROFILE_DIR)/fleet
 KUBECTL ?= kubectl
@@ -73,11 +75,15 @@ fleet-build:
 
 ## fleet-up: a parent and $(FLEET_CHILDREN) child devclusters, scheduler, hub and agents, as local processes.
 fleet-up: fleet-build
-	$(FLEET) up --children $(FLEET_CHILDREN) --dir $(FLEET_DIR) --manifests $(CURDIR)/manifests
+	$(FLEET) up --backend $(FLEET_BACKEND) --children $(FLEET_CHILDREN) --dir $(FLEET_DIR) --manifests $(CURDIR)/manifests
 
 ## fleet-down: stop everything fleet-up started.
 fleet-down:
 	$(FLEET) down --dir $(FLEET_DIR)
+
+## demo-kube: the same demo on real control planes (builds them the first time).
+demo-kube: k8s
+	$(MAKE) demo FLEET_BACKEND=kube
 
 ## demo: fleet-up, apply manifests/examples, show what every child received. Leaves the fleet up.
 demo: fleet-up

@@ -186,8 +186,6 @@ pub struct Ports {
     pub controller_manager: u16,
     /// kube-scheduler's health/metrics server.
     pub scheduler: u16,
-    /// kwok's health/metrics server.
-    pub kwok: u16,
 }
 
 /// The cluster's PEM material, written by [`write_pki`].
@@ -426,14 +424,16 @@ pub fn scheduler_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
 }
 
 /// kwok's command line: it plays the Nodes annotated `kwok.x-k8s.io/node=fake` and their Pods,
-/// with the Stages in `stages`.
-pub fn kwok_args(files: &ClusterFiles, ports: Ports, stages: &Path) -> Vec<String> {
+/// with the Stages in `stages`. No server of its own (no `--server-address`, node port 0):
+/// kwok v0.8.0 sometimes dies at start-up with "concurrent map writes" while it installs that
+/// server's metrics, and nothing here uses its kubelet API.
+pub fn kwok_args(files: &ClusterFiles, stages: &Path) -> Vec<String> {
     vec![
         format!("--kubeconfig={}", files.kubeconfig.display()),
         format!("--config={}", stages.display()),
         "--manage-all-nodes=false".into(),
         format!("--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake"),
-        format!("--server-address={}", loopback(ports.kwok)),
+        "--node-port=0".into(),
         "--node-ip=127.0.0.1".into(),
     ]
 }
@@ -502,7 +502,6 @@ mod tests {
             apiserver: 3,
             controller_manager: 4,
             scheduler: 5,
-            kwok: 6,
         };
         let args = apiserver_args(&files, ports).join(" ");
         for want in [

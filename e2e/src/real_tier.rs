@@ -45,7 +45,6 @@ fn ports() -> Result<Ports, Error> {
         apiserver: free_port()?,
         controller_manager: free_port()?,
         scheduler: free_port()?,
-        kwok: free_port()?,
     })
 }
 
@@ -162,7 +161,7 @@ fn start_controllers(
         (
             "kwok",
             &binaries.kwok,
-            control_plane::kwok_args(&cluster.files, cluster.ports, &binaries.kwok_stages),
+            control_plane::kwok_args(&cluster.files, &binaries.kwok_stages),
         ),
     ];
     for (component, binary, args) in processes {
