@@ -205,3 +205,74 @@ mod tests {
         assert_eq!(loadavg().split(' ').count(), 3);
     }
 }
+
+/// A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+/// without nodes) started from the `make k8s` binaries, for benchmarks whose parent must be a
+/// real API server. Dropping it kills its processes.
+pub struct RealParent {
+    /// Its admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// Every process it started (kube-apiserver's pid among them).
+    pub state: atoll_e2e::state::FleetState,
+    _dir: tempfile::TempDir,
+}
+
+impl RealParent {
+    /// Starts one real cluster named `parent` in a temporary directory.
+    pub async fn start() -> RealParent {
+        let binaries = atoll_e2e::real_tier::locate_binaries().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let layout = atoll_e2e::plan::Layout::new(dir.path());
+        std::fs::create_dir_all(layout.logs()).unwrap();
+        let kubeconfig = layout.parent_kubeconfig();
+        let mut state = atoll_e2e::state::FleetState::default();
+        let started = atoll_e2e::real_tier::start_clusters(
+            &[(
+                "parent".to_string(),
+                kubeconfig.clone(),
+                atoll_e2e::state::Role::Parent,
+            )],
+            &binaries,
+            &layout,
+            &mut state,
+            0,
+            Duration::from_secs(120),
+        )
+        .await;
+        if let Err(e) = started {
+            kill_all(&state);
+            panic!("starting a real parent: {e}");
+        }
+        RealParent {
+            kubeconfig,
+            state,
+            _dir: dir,
+        }
+    }
+
+    /// kube-apiserver's pid.
+    pub fn apiserver_pid(&self) -> u32 {
+        self.state.process("parent").map_or(0, |p| p.pid)
+    }
+
+    /// A client for it.
+    pub async fn client(&self) -> kube::Client {
+        atoll_e2e::fleet::client_for(&self.kubeconfig)
+            .await
+            .unwrap()
+    }
+}
+
+fn kill_all(state: &atoll_e2e::state::FleetState) {
+    for p in state.processes.iter().rev() {
+        let _ = std::process::Command::new("kill")
+            .args(["-s", "KILL", "--", &format!("-{}", p.pid)])
+            .output();
+    }
+}
+
+impl Drop for RealParent {
+    fn drop(&mut self) {
+        kill_all(&self.state);
+    }
+}

@@ -1,4 +1,5 @@
-//! Scheduler at scale against an in-process devcluster, printed as a table:
+//! Scheduler at scale against an in-process devcluster (or, with `BENCH_PARENT=kube`, a real
+//! kube-apiserver built by `make k8s`), printed as a table:
 //! - 1,000 Subscriptions x 100 clusters (100,000 Descriptions) from a cold start: time to
 //!   converge, and Descriptions written per second against raw devcluster creates per second
 //!   measured in the same run;
@@ -82,17 +83,39 @@ async fn main() {
         scheduler_bin.display()
     );
 
-    let dev = devcluster::DevCluster::start_default().await.unwrap();
-    let client = dev.client().await.unwrap();
+    // The parent: devcluster in this process, or with BENCH_PARENT=kube a real control plane
+    // (etcd + kube-apiserver, from `make k8s`) in processes of its own.
+    let real_parent = std::env::var("BENCH_PARENT").as_deref() == Ok("kube");
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("parent.kubeconfig");
-    dev.write_kubeconfig(&kubeconfig).unwrap();
+    let (_dev, _real, client, kubeconfig, parent_name) = if real_parent {
+        let real = atoll_bench::RealParent::start().await;
+        let client = real.client().await;
+        let kubeconfig = real.kubeconfig.clone();
+        (None, Some(real), client, kubeconfig, "kube-apiserver")
+    } else {
+        let dev = devcluster::DevCluster::start_default().await.unwrap();
+        let client = dev.client().await.unwrap();
+        let kubeconfig = dir.path().join("parent.kubeconfig");
+        dev.write_kubeconfig(&kubeconfig).unwrap();
+        (Some(dev), None, client, kubeconfig, "devcluster")
+    };
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in atoll_crds::crdgen::crds() {
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Until every CRD is served (devcluster at once, a real server after it is Established).
+    for _ in 0..100 {
+        if Api::<Description>::all(client.clone())
+            .list(&kube::api::ListParams::default().limit(1))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let namespaces: Vec<(Option<String>, Value)> = ["clusternet-system", "clusternet-reserved", "apps", "raw"]
         .iter()
         .map(|n| (None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})))
@@ -264,6 +287,8 @@ async fn main() {
 
     let started = Instant::now();
     let own_cpu_before = cpu_seconds(std::process::id());
+    let apiserver_pid = _real.as_ref().map(|r| r.apiserver_pid());
+    let apiserver_cpu_before = apiserver_pid.map(cpu_seconds);
     let mut scheduler = tokio::process::Command::new(&scheduler_bin)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
@@ -286,6 +311,7 @@ async fn main() {
     }
     let converge = started.elapsed();
     let own_cpu = cpu_seconds(std::process::id()) - own_cpu_before;
+    let apiserver_cpu_after = apiserver_pid.map(cpu_seconds);
     let rate = expected as f64 / converge.as_secs_f64();
     // Let the status writes settle before reading memory.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -344,12 +370,14 @@ async fn main() {
             "1,000 x 100",
         ),
         (
-            format!("raw devcluster creates ({raw_count} Descriptions, {CONCURRENCY} in flight)"),
+            format!(
+                "raw {parent_name} creates ({raw_count} Descriptions, {CONCURRENCY} in flight)"
+            ),
             format!("{raw_rate:.0}/s"),
             "",
         ),
         (
-            "raw devcluster server-side applies (same objects)".to_owned(),
+            format!("raw {parent_name} server-side applies (same objects)"),
             format!("{apply_rate:.0}/s"),
             "",
         ),
@@ -373,8 +401,24 @@ async fn main() {
             "",
         ),
         (
-            "devcluster + watcher (bench process) CPU time for the cold start".to_owned(),
+            if real_parent {
+                "watcher (bench process) CPU time for the cold start".to_owned()
+            } else {
+                "devcluster + watcher (bench process) CPU time for the cold start".to_owned()
+            },
             format!("{own_cpu:.1} s"),
+            "",
+        ),
+        (
+            "kube-apiserver CPU time for the cold start / RSS at the end".to_owned(),
+            match (apiserver_pid, apiserver_cpu_before, apiserver_cpu_after) {
+                (Some(pid), Some(before), Some(after)) => format!(
+                    "{:.1} s / {:.0} MiB",
+                    after - before,
+                    rss_kib(pid) as f64 / 1024.0
+                ),
+                _ => "- (devcluster parent)".to_owned(),
+            },
             "",
         ),
         (
