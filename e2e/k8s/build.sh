@@ -75,27 +75,21 @@ resolve_kubernetes_module() {
   )
 }
 
-resolve_etcd_module() {
-  local dir="$1" version="$2"
+# Writes a Go module named after $1 in $2 that requires module $3 at $4, with optional tools $5...
+resolve_simple_module() {
+  local name="$1" dir="$2" module="$3" version="$4" tool
+  shift 4
   rm -f "$dir/go.mod" "$dir/go.sum"
   (
     cd "$dir"
-    go mod init atoll.invalid/e2e/k8s/etcd >/dev/null 2>&1
-    go mod edit -require="go.etcd.io/etcd/server/v3@$version"
+    go mod init "atoll.invalid/e2e/k8s/$name" >/dev/null 2>&1
+    go mod edit -require="$module@$version"
+    for tool in "$@"; do go mod edit -tool="$tool"; done
     go mod tidy
   )
 }
-
-resolve_kwok_module() {
-  local dir="$1" version="$2"
-  rm -f "$dir/go.mod" "$dir/go.sum"
-  (
-    cd "$dir"
-    go mod init atoll.invalid/e2e/k8s/kwok >/dev/null 2>&1
-    go mod edit -require="sigs.k8s.io/kwok@$version" -tool=sigs.k8s.io/kwok/cmd/kwok
-    go mod tidy
-  )
-}
+resolve_etcd_module() { resolve_simple_module etcd "$1" go.etcd.io/etcd/server/v3 "$2"; }
+resolve_kwok_module() { resolve_simple_module kwok "$1" sigs.k8s.io/kwok "$2" sigs.k8s.io/kwok/cmd/kwok; }
 
 if [ "${1:-}" = "--pin" ]; then
   resolve_kubernetes_module "$here/kubernetes" "$pinned_k8s"
