@@ -64,8 +64,8 @@ resolve_kubernetes_module() {
   (
     cd "$dir"
     go mod init atoll.invalid/e2e/k8s/kubernetes >/dev/null 2>&1
-    modfile="$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    [ -n "$modfile" ] || fail "k8s.io/kubernetes@$version: not found on the module proxy"
+    modfile="$(go mod download -json "k8s.io/kubernetes@$version" 2>/dev/null | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')" || true
+    [ -n "$modfile" ] || fail "k8s.io/kubernetes@$version: cannot be downloaded from the Go module proxy ($(go env GOPROXY))"
     go mod edit -require="k8s.io/kubernetes@$version"
     for m in $(grep -E '=> \./staging/' "$modfile" | awk '{print $1}'); do
       go mod edit -replace="$m=$m@$staging"
@@ -119,6 +119,8 @@ prepare() { # tool pinned wanted
     echo "make k8s: resolving $tool $wanted (pinned: $pinned)"
     "resolve_${tool}_module" "$work/$tool" "$wanted"
   fi
+  (cd "$work/$tool" && go mod download >/dev/null 2>&1) \
+    || fail "downloading the modules $tool $wanted needs from the Go module proxy ($(go env GOPROXY)) failed"
 }
 
 version_ldflags() { # version -> the -X flags that make /version and --version report it
