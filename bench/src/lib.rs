@@ -181,31 +181,6 @@ impl OwnRuntimeCluster {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentile_is_nearest_rank() {
-        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(percentile(&v, 0.5), Duration::from_millis(50));
-        assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
-        assert_eq!(percentile(&v, 1.0), Duration::from_millis(100));
-        assert_eq!(percentile(&[], 0.99), Duration::ZERO);
-    }
-
-    #[test]
-    fn own_process_figures_are_readable() {
-        let pid = std::process::id();
-        let rss = rss_kib(pid);
-        assert!(rss > 0);
-        // The high-water mark read later is at least any earlier RSS.
-        assert!(status_kib(pid, "VmHWM") >= rss);
-        assert!(cpu_seconds(pid) >= 0.0);
-        assert_eq!(loadavg().split(' ').count(), 3);
-    }
-}
-
 /// A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
 /// without nodes) started from the `make k8s` binaries, for benchmarks whose parent must be a
 /// real API server. Dropping it kills its processes.
@@ -274,5 +249,30 @@ fn kill_all(state: &atoll_e2e::state::FleetState) {
 impl Drop for RealParent {
     fn drop(&mut self) {
         kill_all(&self.state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&v, 0.5), Duration::from_millis(50));
+        assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
+        assert_eq!(percentile(&v, 1.0), Duration::from_millis(100));
+        assert_eq!(percentile(&[], 0.99), Duration::ZERO);
+    }
+
+    #[test]
+    fn own_process_figures_are_readable() {
+        let pid = std::process::id();
+        let rss = rss_kib(pid);
+        assert!(rss > 0);
+        // The high-water mark read later is at least any earlier RSS.
+        assert!(status_kib(pid, "VmHWM") >= rss);
+        assert!(cpu_seconds(pid) >= 0.0);
+        assert_eq!(loadavg().split(' ').count(), 3);
     }
 }
