@@ -396,32 +396,47 @@ fn parse_segments(p: &str) -> Option<Vec<Segment>> {
                     i += 1;
                     continue;
                 }
-                let start = i;
-                while i < chars.len() && chars[i] != '.' && chars[i] != '[' {
-                    i += 1;
-                }
-                if i > start {
-                    out.push(Segment::Field(chars[start..i].iter().collect()));
+                let name = scan_field(&chars, &mut i);
+                if !name.is_empty() {
+                    out.push(Segment::Field(name));
                 }
             }
             '[' => {
                 let end = matching_bracket(&chars, i)?;
                 let inner: String = chars[i + 1..end].iter().collect();
-                out.push(parse_bracket(inner.trim())?);
+                out.extend(parse_bracket(inner.trim())?);
                 i = end + 1;
             }
             c if c.is_whitespace() => i += 1,
             _ => {
                 // A leading bare field name (`spec.replicas`).
-                let start = i;
-                while i < chars.len() && chars[i] != '.' && chars[i] != '[' {
-                    i += 1;
-                }
-                out.push(Segment::Field(chars[start..i].iter().collect()));
+                out.push(Segment::Field(scan_field(&chars, &mut i)));
             }
         }
     }
     Some(out)
+}
+
+/// The field name starting at `*i`, up to the next unescaped `.` or `[`; a backslash takes the
+/// next character literally (`labels.app\.kubernetes\.io/name`), as client-go's parser does.
+fn scan_field(chars: &[char], i: &mut usize) -> String {
+    let mut name = String::new();
+    while let Some(&c) = chars.get(*i) {
+        match c {
+            '\\' => {
+                if let Some(&next) = chars.get(*i + 1) {
+                    name.push(next);
+                }
+                *i += 2;
+            }
+            '.' | '[' => break,
+            c => {
+                name.push(c);
+                *i += 1;
+            }
+        }
+    }
+    name
 }
 
 /// Index of the `]` closing the `[` at `open`, skipping quoted strings and nested brackets.
@@ -446,15 +461,18 @@ fn matching_bracket(chars: &[char], open: usize) -> Option<usize> {
     None
 }
 
-fn parse_bracket(inner: &str) -> Option<Segment> {
+fn parse_bracket(inner: &str) -> Option<Vec<Segment>> {
     if inner == "*" {
-        return Some(Segment::Wildcard);
+        return Some(vec![Segment::Wildcard]);
     }
-    if let Some(lit) = unquote(inner) {
-        return Some(Segment::Field(lit));
+    if let Some(key) = unquote(inner) {
+        // client-go reads `['key']` as the path `.key`: an unescaped `.` in the key separates
+        // fields, so a label key with dots needs them escaped (`['app\.kubernetes\.io/name']`),
+        // exactly as kube-apiserver evaluates a CRD's printer column.
+        return parse_segments(&format!(".{key}"));
     }
     if let Ok(i) = inner.parse::<i64>() {
-        return Some(Segment::Index(i));
+        return Some(vec![Segment::Index(i)]);
     }
     let expr = inner.strip_prefix('?')?.trim();
     let expr = expr.strip_prefix('(')?.strip_suffix(')')?.trim();
@@ -471,10 +489,10 @@ fn parse_bracket(inner: &str) -> Option<Segment> {
         None => (expr, None),
     };
     let rel = left.strip_prefix('@')?;
-    Some(Segment::Filter {
+    Some(vec![Segment::Filter {
         path: parse_segments(rel)?,
         op,
-    })
+    }])
 }
 
 fn find_outside_quotes(s: &str, needle: &str) -> Option<usize> {
@@ -771,7 +789,9 @@ fn event_first_seen(obj: &Value, now: DateTime<Utc>) -> String {
 }
 
 /// `metav1.FormatLabelSelector` for a LabelSelector, `labels.FormatLabels` for a plain map.
-fn format_selector(v: Option<&Value>) -> String {
+/// A LabelSelector (or a plain string map) as kube-apiserver prints it (`a=b,k in (x,y)`,
+/// requirements sorted by key); `""` when empty.
+pub fn format_selector(v: Option<&Value>) -> String {
     let Some(Value::Object(m)) = v else {
         return String::new();
     };
@@ -1087,10 +1107,19 @@ mod tests {
             (".spec.containers[0].name", vec![json!("c1")]),
             (".spec.containers[-1].name", vec![json!("c2")]),
             (".spec.containers[*].image", vec![json!("i1"), json!("i2")]),
+            // As client-go (and so kube-apiserver's CRD printer columns): the dots of a key
+            // in brackets must be escaped, or they separate fields.
+            (".metadata.labels['app.kubernetes.io/name']", vec![]),
             (
-                ".metadata.labels['app.kubernetes.io/name']",
+                ".metadata.labels['app\\.kubernetes\\.io/name']",
                 vec![json!("x")],
             ),
+            (
+                ".metadata.labels.app\\.kubernetes\\.io/name",
+                vec![json!("x")],
+            ),
+            (".metadata['labels']['name']", vec![]),
+            (".metadata['name']", vec![json!("a")]),
             (
                 ".status.conditions[?(@.type==\"Ready\")].status",
                 vec![json!("True")],

@@ -105,8 +105,35 @@ pub(crate) fn route(
         ),
         ["openapi", "v3"] => Some(Ok(openapi_index(state, headers))),
         ["openapi", "v3", rest @ ..] => Some(openapi_doc(state, &rest.join("/"), query, headers)),
+        ["openapi", "v2"] => Some(Ok(openapi_v2(accept, headers))),
         ["openapi", ..] => Some(Err(ApiError::unknown_path())),
         _ => None,
+    }
+}
+
+/// `Document.swagger` (field 1) = "2.0" and `Document.info` (field 2) = {title (1):
+/// "Kubernetes", version (2): "v1.32.0"} of gnostic's `openapi_v2.Document`, protobuf-encoded.
+const OPENAPI_V2_PROTO: &[u8] = b"\x0a\x032.0\x12\x15\x0a\x0aKubernetes\x12\x07v1.32.0";
+
+/// `GET /openapi/v2`: a document without definitions. kubectl falls back to it to validate a
+/// kind whose group-version is not in the OpenAPI v3 index (a CRD not installed yet); finding
+/// no schema there, it skips validation and reports the missing kind as with kube-apiserver
+/// ("no matches for kind ... ensure CRDs are installed first") instead of failing on a 404.
+fn openapi_v2(accept: &str, headers: &HeaderMap) -> Response<Body> {
+    if accept.contains("protobuf") {
+        with_type(
+            OPENAPI_V2_PROTO.to_vec(),
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            headers,
+        )
+    } else {
+        json_doc(
+            &serde_json::json!({"swagger": "2.0",
+                "info": {"title": "Kubernetes", "version": "v1.32.0"},
+                "paths": {}, "definitions": {}}),
+            "application/json",
+            headers,
+        )
     }
 }
 

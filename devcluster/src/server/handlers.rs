@@ -587,7 +587,38 @@ fn validate_metadata(info: &ResourceInfo, obj: &Value) -> Vec<FieldError> {
             });
         }
     }
+    if info.builtin && info.kind == "Event" {
+        errs.extend(event_namespace_error(obj));
+    }
     errs
+}
+
+/// kube-apiserver's check that an Event lives where the object it is about does (either API;
+/// the message always says `involvedObject`): an Event about a cluster-scoped object belongs in
+/// `default` (also `kube-system` for an Event with `eventTime`, the events.k8s.io form); one
+/// without `eventTime` about a namespaced object belongs in that object's namespace.
+fn event_namespace_error(obj: &Value) -> Option<FieldError> {
+    let event_ns = mstr(obj, "namespace");
+    let target = obj
+        .get("involvedObject")
+        .or_else(|| obj.get("regarding"))
+        .unwrap_or(&Value::Null);
+    let target_ns = target
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let new_style = obj.get("eventTime").is_some_and(|t| !t.is_null());
+    let ok = match (new_style, target_ns.is_empty()) {
+        (false, true) => event_ns.is_empty() || event_ns == "default",
+        (false, false) => event_ns == target_ns,
+        (true, true) => event_ns == "default" || event_ns == "kube-system",
+        (true, false) => true,
+    };
+    (!ok).then(|| FieldError {
+        reason: "FieldValueInvalid".into(),
+        field: "involvedObject.namespace".into(),
+        message: format!("Invalid value: \"{target_ns}\": does not match event.namespace"),
+    })
 }
 
 /// Where a write comes from, for CR field validation wording.
@@ -1640,12 +1671,16 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
     let status = get_path(obj, &sc.status_replicas_path)
         .and_then(Value::as_i64)
         .unwrap_or(0);
-    let selector = sc
-        .label_selector_path
-        .as_deref()
-        .and_then(|p| get_path(obj, p))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    // Built-in workloads: kube-apiserver prints `spec.selector`; custom resources: the string
+    // at the CRD's labelSelectorPath.
+    let selector = match sc.label_selector_path.as_deref() {
+        Some(p) => get_path(obj, p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        None if info.builtin => crate::api::table::format_selector(obj["spec"].get("selector")),
+        None => String::new(),
+    };
     let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
     let mut m = json!({});
     for f in [
@@ -1659,8 +1694,16 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
             m[f] = v.clone();
         }
     }
-    json!({"kind":"Scale","apiVersion":"autoscaling/v1","metadata": m,
-        "spec":{"replicas": spec},"status":{"replicas": status, "selector": selector}})
+    // autoscaling/v1 omits a zero `spec.replicas` and an empty `status.selector`.
+    let mut scale = json!({"kind":"Scale","apiVersion":"autoscaling/v1","metadata": m,
+        "spec":{},"status":{"replicas": status}});
+    if spec != 0 {
+        scale["spec"]["replicas"] = json!(spec);
+    }
+    if !selector.is_empty() {
+        scale["status"]["selector"] = json!(selector);
+    }
+    scale
 }
 
 fn get_scale(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
@@ -1979,26 +2022,38 @@ fn token_request(state: &State, ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     };
     let secs = req["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
     if secs < 600 {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            format!(
-                "TokenRequest.authentication.k8s.io \"{name}\" is invalid: spec.expirationSeconds: Invalid value: {secs}: may not specify a duration less than 10 minutes"
-            ),
+        // kube-apiserver validates the TokenRequest as sent (no name): kubectl prints
+        // `The TokenRequest "" is invalid: spec.expirationSeconds: ...`.
+        let mut request_info = (*ctx.info).clone();
+        request_info.group = "authentication.k8s.io".into();
+        request_info.kind = "TokenRequest".into();
+        return Err(ApiError::invalid_field(
+            &request_info,
+            "",
+            "FieldValueInvalid",
+            "spec.expirationSeconds",
+            &format!("Invalid value: {secs}: may not specify a duration less than 10 minutes"),
         ));
     }
     let audiences = match req["spec"]["audiences"].as_array() {
         Some(a) if !a.is_empty() => Value::Array(a.clone()),
         _ => json!(["https://kubernetes.default.svc.cluster.local"]),
     };
-    let exp = chrono::Utc::now() + chrono::Duration::seconds(secs);
+    let issued = chrono::Utc::now();
+    let exp = issued + chrono::Duration::seconds(secs);
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    // The claims kube-apiserver puts in a token without a bound object; the token is not
+    // signed (devcluster authenticates only its one `--token`), see README "Known differences".
     let token = format!(
         "{}.{}.{}",
         b64(&json!({"alg":"none","typ":"JWT"})),
-        b64(&json!({"aud": audiences, "exp": exp.timestamp(),
+        b64(
+            &json!({"aud": audiences, "exp": exp.timestamp(), "iat": issued.timestamp(),
+            "iss": "https://kubernetes.default.svc.cluster.local",
+            "jti": uuid::Uuid::new_v4().to_string(), "nbf": issued.timestamp(),
             "sub": format!("system:serviceaccount:{ns}:{name}"),
-            "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": mstr(&sa, "uid")}}})),
+            "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": mstr(&sa, "uid")}}})
+        ),
         "devcluster"
     );
     req["kind"] = json!("TokenRequest");

@@ -148,11 +148,16 @@ pub struct FieldSelector {
     reqs: Vec<(String, bool, String)>,
 }
 
+/// Field selector paths whose value kube-apiserver prints from a Go `bool`, so an absent field
+/// reads `false` (`spec.unschedulable` of a Node, what `kubectl drain` and the scheduler use).
+const BOOL_FIELDS: &[&str] = &["spec.unschedulable"];
+
 fn field_value(obj: &Value, path: &str) -> String {
     let mut cur = obj;
     for seg in path.split('.') {
         match cur.get(seg) {
             Some(v) => cur = v,
+            None if BOOL_FIELDS.contains(&path) => return "false".to_string(),
             None => return String::new(),
         }
     }
@@ -252,5 +257,14 @@ mod tests {
                 .matches(&o)
         );
         assert!(FieldSelector::parse("spec.foo=x", false).is_err());
+        // A Node without spec.unschedulable is schedulable, as kube-apiserver prints it.
+        let node = json!({"metadata":{"name":"n"},"spec":{}});
+        let cordoned = json!({"metadata":{"name":"c"},"spec":{"unschedulable":true}});
+        let sel = FieldSelector::parse("spec.unschedulable=false", true).unwrap();
+        assert!(sel.matches(&node));
+        assert!(!sel.matches(&cordoned));
+        let sel = FieldSelector::parse("spec.unschedulable!=true", true).unwrap();
+        assert!(sel.matches(&node));
+        assert!(!sel.matches(&cordoned));
     }
 }
