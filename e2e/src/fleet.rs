@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, ResourceExt};
+use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
@@ -499,15 +500,34 @@ pub(crate) fn free_port() -> Result<u16, Error> {
     free_addr().map(|a| a.port())
 }
 
-/// A free loopback address (bound, then released for the process to take).
+/// A free loopback address for a process to listen on (bound, then released for it to take).
+///
+/// Taken below the kernel's ephemeral range: a port from that range, once released, can be taken
+/// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens
+/// many) before the process binds it. Falls back to a kernel-chosen port.
 fn free_addr() -> Result<SocketAddr, Error> {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let mut rng = rand::rng();
+    for _ in 0..200 {
+        let port = rng.random_range(10_000..ephemeral_start.max(10_001));
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            return l.local_addr().map_err(port_err);
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .map_err(|e| Error::Spawn {
-            name: "port allocation".into(),
-            binary: PathBuf::from("127.0.0.1:0"),
-            source: e,
-        })
+        .map_err(port_err)
+}
+
+fn port_err(e: std::io::Error) -> Error {
+    Error::Spawn {
+        name: "port allocation".into(),
+        binary: PathBuf::from("127.0.0.1:0"),
+        source: e,
+    }
 }
 
 /// `GET <path>` over plain HTTP/1.1; the status code.

@@ -94,17 +94,23 @@ pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     parse_proc_stat(&text)
 }
 
-/// Whether the process of `record` still runs: it exists, is not a zombie, and (when known) has
-/// the same start time, so a reused pid does not count.
+/// Whether the process of `record` still runs: it exists, has (when known) the same start time,
+/// so a reused pid does not count, and is not dead. A killed multithreaded process (kube-apiserver,
+/// etcd, any tokio program) shows its leader as a zombie while its other threads still exit and
+/// hold its file descriptors, listening sockets included; it counts as running until they are
+/// gone, so that a restart can bind the same port.
 pub fn is_running(record: &ProcessRecord) -> bool {
     match proc_stat(record.pid) {
         None => false,
-        Some(stat) => {
-            stat.state != 'Z'
-                && stat.state != 'X'
-                && record.start_time.is_none_or(|t| t == stat.start_time)
-        }
+        Some(stat) if record.start_time.is_some_and(|t| t != stat.start_time) => false,
+        Some(stat) if stat.state == 'Z' || stat.state == 'X' => threads(record.pid) > 1,
+        Some(_) => true,
     }
+}
+
+/// The number of threads `/proc/<pid>/task` lists (0 when it cannot be read).
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
 /// How a process ended.

@@ -129,16 +129,16 @@ pub async fn wait_ready(
         "kube-apiserver of {} to be ready (GET /readyz on 127.0.0.1:{})",
         cluster.name, cluster.ports.apiserver
     );
-    wait_for_process(state, &cluster.name, &what, timeout, || {
-        let client = client.clone();
-        async move {
-            let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
-                return false;
-            };
-            client.request_text(request).await.is_ok()
-        }
-    })
-    .await
+    wait_for_process(state, &cluster.name, &what, timeout, || readyz(&client)).await
+}
+
+/// Whether `GET /readyz` answers 200. kube-apiserver listens on its port well before it serves,
+/// so a TCP connection says nothing.
+pub async fn readyz(client: &Client) -> bool {
+    let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    client.request_text(request).await.is_ok()
 }
 
 fn start_controllers(

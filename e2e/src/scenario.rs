@@ -305,11 +305,28 @@ pub async fn start_again(
 
     let deadline = Instant::now() + timeout;
     let probe = readiness_probe(snap);
+    // A real kube-apiserver is ready when its /readyz says so, through the cluster's kubeconfig.
+    let apiserver = match (snap.role, flag_value(&snap.args, "--etcd-servers")) {
+        (Role::Parent, Some(_)) => Some(state.parent_kubeconfig.clone()),
+        (Role::Child, Some(_)) => state
+            .children
+            .iter()
+            .find(|c| c.name == snap.name)
+            .map(|c| c.kubeconfig.clone()),
+        _ => None,
+    };
+    let apiserver = match apiserver {
+        Some(kubeconfig) => Some(crate::fleet::client_for(&kubeconfig).await?),
+        None => None,
+    };
     loop {
-        let up = match probe {
-            Some((addr, true)) => crate::fleet::http_status(addr, "/healthz").await == Some(200),
-            Some((addr, false)) => tokio::net::TcpStream::connect(addr).await.is_ok(),
-            None => true,
+        let up = match (&apiserver, probe) {
+            (Some(client), _) => crate::real_tier::readyz(client).await,
+            (None, Some((addr, true))) => {
+                crate::fleet::http_status(addr, "/healthz").await == Some(200)
+            }
+            (None, Some((addr, false))) => tokio::net::TcpStream::connect(addr).await.is_ok(),
+            (None, None) => true,
         };
         if up {
             return Ok(record);
