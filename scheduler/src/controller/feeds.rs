@@ -143,10 +143,23 @@ impl FeedWatches {
         let epoch = self.epoch.clone();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
+            let mut listed = false;
             while let Some(event) = stream.next().await {
                 match event {
-                    // A (re-)list may hide changes made while the watch was down.
-                    Ok(watcher::Event::InitDone) => epoch.bump(),
+                    // A (re-)list may hide changes made while the watch was down (the watch
+                    // expired, or the API server restarted): every Subscription with a feed of
+                    // this kind needs a pass.
+                    Ok(event @ watcher::Event::InitDone) => {
+                        epoch.bump();
+                        if !super::is_relist(&event, &mut listed) {
+                            continue;
+                        }
+                        for sub in subscriptions_with_kind(&subscriptions, &api_version, &kind) {
+                            if triggers.send(sub).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                     Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
                         epoch.bump();
                         let namespace = object.namespace().unwrap_or_default();
@@ -245,17 +258,33 @@ pub fn subscriptions_naming(
     namespace: &str,
     name: &str,
 ) -> Vec<ObjectRef<Subscription>> {
+    subscriptions_with_feed(subscriptions, |feed| {
+        feed.api_version == api_version
+            && feed.kind == kind
+            && feed.name == name
+            && feed.namespace.as_deref().unwrap_or("") == namespace
+    })
+}
+
+/// The Subscriptions with a feed of `api_version`/`kind`.
+pub fn subscriptions_with_kind(
+    subscriptions: &Store<Subscription>,
+    api_version: &str,
+    kind: &str,
+) -> Vec<ObjectRef<Subscription>> {
+    subscriptions_with_feed(subscriptions, |feed| {
+        feed.api_version == api_version && feed.kind == kind
+    })
+}
+
+fn subscriptions_with_feed(
+    subscriptions: &Store<Subscription>,
+    matches: impl Fn(&Feed) -> bool,
+) -> Vec<ObjectRef<Subscription>> {
     subscriptions
         .state()
         .iter()
-        .filter(|sub| {
-            sub.spec.feeds.iter().any(|feed| {
-                feed.api_version == api_version
-                    && feed.kind == kind
-                    && feed.name == name
-                    && feed.namespace.as_deref().unwrap_or("") == namespace
-            })
-        })
+        .filter(|sub| sub.spec.feeds.iter().any(&matches))
         .map(|sub| ObjectRef::from_obj(sub.as_ref()))
         .collect()
 }
@@ -275,4 +304,64 @@ fn gvk_of(feed: &Feed) -> GroupVersionKind {
 
 fn kind_text(feed: &Feed) -> String {
     format!("{} {}", feed.api_version, feed.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atoll_crds::apps::SubscriptionSpec;
+    use kube::runtime::watcher::Event;
+
+    fn sub(name: &str, feeds: &[(&str, &str, &str)]) -> Subscription {
+        let mut s = Subscription::new(
+            name,
+            SubscriptionSpec {
+                feeds: feeds
+                    .iter()
+                    .map(|(api_version, kind, name)| Feed {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        namespace: Some("apps".into()),
+                        name: name.to_string(),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        );
+        s.metadata.namespace = Some("apps".into());
+        s
+    }
+
+    #[test]
+    fn a_relist_of_a_kind_reaches_every_subscription_with_a_feed_of_that_kind() {
+        let (store, mut writer) = reflector::store::<Subscription>();
+        for s in [
+            sub("a", &[("v1", "ConfigMap", "x")]),
+            sub(
+                "b",
+                &[("apps/v1", "Deployment", "y"), ("v1", "ConfigMap", "z")],
+            ),
+            sub("c", &[("apps/v1", "Deployment", "y")]),
+        ] {
+            writer.apply_watcher_event(&Event::Apply(s));
+        }
+        let names = |refs: Vec<ObjectRef<Subscription>>| {
+            let mut n: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(
+            names(subscriptions_with_kind(&store, "v1", "ConfigMap")),
+            ["a", "b"]
+        );
+        assert_eq!(
+            names(subscriptions_with_kind(&store, "apps/v1", "Deployment")),
+            ["b", "c"]
+        );
+        assert!(subscriptions_with_kind(&store, "v1", "Secret").is_empty());
+        assert_eq!(
+            names(subscriptions_naming(&store, "v1", "ConfigMap", "apps", "z")),
+            ["b"]
+        );
+    }
 }

@@ -50,21 +50,43 @@ use tokio_stream::wrappers::ReceiverStream;
 const TRIGGER_QUEUE: usize = 4096;
 
 /// Starts a reflector for `api`, calling `on_event` for every change after the initial list.
+/// A later list (the watch expired, or the API server restarted) asks for a pass of every
+/// Subscription on `relisted`: what changed while the watch was down comes only in that list.
 fn spawn_reflector<K, F>(
     api: Api<K>,
     config: watcher::Config,
     epoch: &epoch::InputEpoch,
+    relisted: &mpsc::Sender<()>,
     on_event: F,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     F: FnMut(&Event<K>) -> Vec<Trigger> + Send + 'static,
 {
-    reflect_stream(watcher::watcher(api, config), epoch.clone(), on_event)
+    reflect_stream(
+        watcher::watcher(api, config),
+        epoch.clone(),
+        relisted.clone(),
+        on_event,
+    )
+}
+
+/// Whether a watch's `InitDone` is that of a re-list (not the first list): then changes may
+/// have been missed, and every Subscription needs a pass. `listed` remembers the first one.
+pub fn is_relist<K>(event: &Event<K>, listed: &mut bool) -> bool {
+    if !matches!(event, Event::InitDone) {
+        return false;
+    }
+    std::mem::replace(listed, true)
 }
 
 /// Reflects a watch stream into a store, calling `on_event` for every event.
-fn reflect_stream<K, S, F>(stream: S, epoch: epoch::InputEpoch, mut on_event: F) -> Store<K>
+fn reflect_stream<K, S, F>(
+    stream: S,
+    epoch: epoch::InputEpoch,
+    relisted: mpsc::Sender<()>,
+    mut on_event: F,
+) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
     S: futures::Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
@@ -77,12 +99,18 @@ where
         .reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut listed = false;
         while let Some(event) = stream.next().await {
             match event {
                 Ok(event) => {
                     // A (re-)list may hide changes made while the watch was down.
                     if matches!(event, Event::InitDone) {
                         epoch.bump();
+                    }
+                    if is_relist(&event, &mut listed)
+                        && Trigger::All(relisted.clone()).send().await.is_err()
+                    {
+                        return;
                     }
                     for trigger in on_event(&event) {
                         if trigger.send().await.is_err() {
@@ -187,6 +215,7 @@ pub async fn run(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
         &inputs,
+        &all_tx,
         move |event| {
             let (cluster, initial) = match event {
                 Event::Apply(c) | Event::Delete(c) => (c, false),
@@ -218,6 +247,7 @@ pub async fn run(
         Api::<Globalization>::all(client.clone()),
         watcher::Config::default(),
         &inputs,
+        &all_tx,
         move |event| {
             changed(event)
                 .inspect(|_| bump.bump())
@@ -233,6 +263,7 @@ pub async fn run(
         Api::<Localization>::all(client.clone()),
         watcher::Config::default(),
         &inputs,
+        &all_tx,
         move |event| {
             changed(event)
                 .inspect(|_| bump.bump())
@@ -248,6 +279,7 @@ pub async fn run(
         Api::<Manifest>::namespaced(client.clone(), known::NAMESPACE_RESERVED),
         watcher::Config::default(),
         &inputs,
+        &all_tx,
         move |event| {
             let Some(manifest) = changed(event) else {
                 return Vec::new();
@@ -287,8 +319,10 @@ pub async fn run(
     .default_backoff();
     let descriptions_synced = Ready::new();
     let synced = descriptions_synced.clone();
+    let relisted = all_tx.clone();
     tokio::spawn(async move {
         let mut events = std::pin::pin!(description_events);
+        let mut listed = false;
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
@@ -297,6 +331,13 @@ pub async fn run(
                     continue;
                 }
             };
+            // Descriptions deleted or edited while the watch was down: every Subscription's
+            // next pass writes them again.
+            if is_relist(&event, &mut listed)
+                && Trigger::All(relisted.clone()).send().await.is_err()
+            {
+                return;
+            }
             // A deleted Description, or one whose spec someone else edited, is written again
             // by its Subscription's next pass.
             let rewrite = observed.observe(&event);
@@ -397,4 +438,28 @@ fn feed_triggers(
     .into_iter()
     .map(|r| Trigger::One(tx.clone(), r))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_later_list_counts_as_a_relist() {
+        let mut listed = false;
+        let events: [(Event<Subscription>, bool); 6] = [
+            (Event::Init, false),
+            (Event::InitDone, false),
+            (
+                Event::Apply(Subscription::new("a", Default::default())),
+                false,
+            ),
+            (Event::Init, false),
+            (Event::InitDone, true),
+            (Event::InitDone, true),
+        ];
+        for (i, (event, want)) in events.iter().enumerate() {
+            assert_eq!(is_relist(event, &mut listed), *want, "event {i}");
+        }
+    }
 }
