@@ -303,6 +303,38 @@ impl KubeBackend {
             }
         };
         let mut crr = crr;
+        // A bootstrap token must not take over a cluster that is registered already: whoever
+        // holds one could otherwise get that cluster's Descriptions (Secrets included) and lock
+        // its agent out. Such a request goes back to pending and waits for an administrator,
+        // also with automatic approval; the cluster's current token keeps working meanwhile.
+        let re_registration = self.is_registered(&crr).await?;
+        if re_registration {
+            let message = format!(
+                "cluster {} is registered already and asked to register again with a bootstrap \
+                 token; its current cluster token keeps working. If this is the cluster's own \
+                 agent (it lost its token), approve: kubectl patch clsrr {name} \
+                 --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'; \
+                 otherwise deny it and revoke the bootstrap token",
+                hello.cluster_id
+            );
+            let status = json!({"status": {"result": null, "errorMessage": message}});
+            crr = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .map_err(api_err(
+                    "reset ClusterRegistrationRequest to pending",
+                    &name,
+                ))?;
+            tracing::warn!(cluster_id = %hello.cluster_id, "a bootstrap token asked to re-register a registered cluster; waiting for an administrator");
+            self.event(
+                crr.object_ref(&()),
+                EventType::Warning,
+                "ReRegistrationPending",
+                message,
+                "Register",
+            )
+            .await;
+        }
         loop {
             match crr.status.as_ref().and_then(|s| s.result) {
                 Some(ApprovedResult::Approved) => break,
@@ -328,7 +360,7 @@ impl KubeBackend {
                         reason,
                     });
                 }
-                None if !self.inner.config.manual_approval => break,
+                None if !self.inner.config.manual_approval && !re_registration => break,
                 None => {
                     tracing::info!(
                         cluster_id = %hello.cluster_id,
@@ -364,6 +396,7 @@ impl KubeBackend {
             "result": "Approved",
             "dedicatedNamespace": ns,
             "managedClusterName": mc_name,
+            "errorMessage": null,
         }});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await
@@ -484,6 +517,30 @@ impl KubeBackend {
                 }
             }
         }
+    }
+
+    /// Whether `crr` describes a registered cluster: approved, with a dedicated namespace whose
+    /// cluster-token Secret holds a token hash.
+    async fn is_registered(&self, crr: &ClusterRegistrationRequest) -> Result<bool, Error> {
+        let Some(st) = crr.status.as_ref() else {
+            return Ok(false);
+        };
+        let (Some(ApprovedResult::Approved), Some(ns)) =
+            (st.result, st.dedicated_namespace.as_ref())
+        else {
+            return Ok(false);
+        };
+        let stored = Api::<Secret>::namespaced(self.client(), ns)
+            .get_opt(CLUSTER_TOKEN_SECRET)
+            .await
+            .map_err(api_err(
+                "get Secret",
+                &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
+            ))?;
+        Ok(stored.and_then(|s| s.data).is_some_and(|d| {
+            d.get(CLUSTER_TOKEN_SHA256_KEY)
+                .is_some_and(|h| !h.0.is_empty())
+        }))
     }
 
     async fn store_token_hash(&self, ns: &str, hash: &str) -> Result<(), Error> {

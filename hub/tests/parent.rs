@@ -340,9 +340,45 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     assert!(again.welcome.epoch > w.epoch);
     drop(again);
 
-    // Re-register with the bootstrap token: same namespace and cluster, a new token; the old
-    // one is revoked.
-    let re = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    // Re-registering with the bootstrap token does not take the cluster over, also with
+    // automatic approval: the request goes back to pending and names the command that
+    // approves it, and the current cluster token keeps working meanwhile.
+    let crrs = Api::<ClusterRegistrationRequest>::all(p.client.clone());
+    let re = {
+        let pending = connect(&h, ID_A, "edge-a", BOOTSTRAP);
+        tokio::pin!(pending);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(2), &mut pending)
+                .await
+                .is_err(),
+            "a bootstrap token re-registered an approved cluster without a new approval"
+        );
+        let st = crrs
+            .get(&format!("clusternet-{ID_A}"))
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        assert_eq!(st.result, None);
+        let message = st.error_message.unwrap_or_default();
+        assert!(
+            message.contains("registered already") && message.contains("kubectl patch clsrr"),
+            "{message}"
+        );
+        let still = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
+        assert!(still.welcome.cluster_token.is_empty());
+        drop(still);
+        // An administrator approves: same namespace and cluster, a new token; the old one is
+        // revoked.
+        crrs.patch_status(
+            &format!("clusternet-{ID_A}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"result": "Approved"}})),
+        )
+        .await
+        .unwrap();
+        pending.await.unwrap()
+    };
     assert_eq!(re.welcome.namespace, w.namespace);
     assert_ne!(re.welcome.cluster_token, w.cluster_token);
     let revoked = connect(&h, ID_A, "edge-a", &w.cluster_token)
