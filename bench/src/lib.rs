@@ -154,7 +154,7 @@ impl OwnRuntimeCluster {
         let secret: Secret = serde_json::from_value(serde_json::json!({
             "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "clusternet-system"},
             "type": "bootstrap.kubernetes.io/token",
-            "stringData": {"token-id": id, "token-secret": secret}
+            "stringData": {"token-id": id, "token-secret": secret, "usage-bootstrap-authentication": "true"}
         }))
         .unwrap();
         Api::<Secret>::namespaced(client.clone(), "clusternet-system")

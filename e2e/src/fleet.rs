@@ -662,6 +662,7 @@ pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
             "description": b64("Bootstrap token of the local atoll fleet"),
             "token-id": b64(id),
             "token-secret": b64(secret),
+            "usage-bootstrap-authentication": b64("true"),
         },
     })
 }

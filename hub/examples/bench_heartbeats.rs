@@ -50,7 +50,7 @@ async fn main() {
     let secret: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "bootstrap-token-07401b", "namespace": "clusternet-system"},
         "type": "bootstrap.kubernetes.io/token",
-        "data": {"token-id": "MDc0MDFi", "token-secret": "ZjM5NWFjY2QyNDZhZTUyZA=="}
+        "data": {"token-id": "MDc0MDFi", "token-secret": "ZjM5NWFjY2QyNDZhZTUyZA==", "usage-bootstrap-authentication": "dHJ1ZQ=="}
     }))
     .unwrap();
     let _ = Api::<Secret>::namespaced(client.clone(), "clusternet-system")

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "clusternet-system";
 /// Type of a bootstrap-token Secret.
 pub const BOOTSTRAP_TOKEN_SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";
+/// The key of a bootstrap-token Secret that must be `"true"` for the token to authenticate.
+pub const USAGE_AUTHENTICATION: &str = "usage-bootstrap-authentication";
 /// Prefix of a bootstrap-token Secret's name; the token id follows.
 pub const BOOTSTRAP_TOKEN_SECRET_PREFIX: &str = "bootstrap-token-";
 /// Name of the Secret in a cluster's dedicated namespace holding the cluster token's hash.
@@ -76,6 +78,8 @@ pub enum TokenRejection {
     IdMismatch,
     /// `token-secret` does not match.
     SecretMismatch,
+    /// The Secret does not say `usage-bootstrap-authentication: "true"`.
+    NotForAuthentication,
     /// `expiration` is in the past.
     Expired,
     /// `expiration` is not RFC 3339.
@@ -93,6 +97,10 @@ impl std::fmt::Display for TokenRejection {
             }
             TokenRejection::IdMismatch => "the Secret's token-id does not match",
             TokenRejection::SecretMismatch => "the token secret does not match",
+            TokenRejection::NotForAuthentication => {
+                "the bootstrap-token Secret does not allow authentication (set \
+                 usage-bootstrap-authentication: \"true\")"
+            }
             TokenRejection::Expired => "the bootstrap token has expired",
             TokenRejection::BadExpiration => {
                 "the bootstrap-token Secret's expiration is not an RFC 3339 time"
@@ -107,7 +115,7 @@ impl std::fmt::Display for TokenRejection {
 
 /// Checks `token` against the data of its bootstrap-token Secret (`secret_type` is the
 /// Secret's `type`). Valid when type, `token-id` and `token-secret` match and `expiration`, if
-/// present, is after `now`.
+/// present, is after `now`, and `usage-bootstrap-authentication` is `"true"`.
 pub fn check_bootstrap_secret(
     token: &BootstrapToken,
     secret_type: Option<&str>,
@@ -127,6 +135,11 @@ pub fn check_bootstrap_secret(
         .unwrap_or_default();
     if !constant_time_eq(secret, token.secret.as_bytes()) {
         return Err(TokenRejection::SecretMismatch);
+    }
+    // As kube-apiserver's bootstrap-token authenticator: a token is for authentication only when
+    // its Secret says so.
+    if data.get(USAGE_AUTHENTICATION).map(Vec::as_slice) != Some(b"true".as_slice()) {
+        return Err(TokenRejection::NotForAuthentication);
     }
     if let Some(expiration) = data.get("expiration") {
         let text = std::str::from_utf8(expiration).map_err(|_| TokenRejection::BadExpiration)?;
@@ -237,8 +250,26 @@ mod tests {
         )> = vec![
             (
                 ty,
-                data(&[("token-id", "07401b"), ("token-secret", "f395accd246ae52d")]),
+                data(&[
+                    ("token-id", "07401b"),
+                    ("token-secret", "f395accd246ae52d"),
+                    ("usage-bootstrap-authentication", "true"),
+                ]),
                 Ok(()),
+            ),
+            (
+                ty,
+                data(&[("token-id", "07401b"), ("token-secret", "f395accd246ae52d")]),
+                Err(TokenRejection::NotForAuthentication),
+            ),
+            (
+                ty,
+                data(&[
+                    ("token-id", "07401b"),
+                    ("token-secret", "f395accd246ae52d"),
+                    ("usage-bootstrap-authentication", "false"),
+                ]),
+                Err(TokenRejection::NotForAuthentication),
             ),
             (
                 Some("Opaque"),
@@ -265,6 +296,7 @@ mod tests {
                 data(&[
                     ("token-id", "07401b"),
                     ("token-secret", "f395accd246ae52d"),
+                    ("usage-bootstrap-authentication", "true"),
                     ("expiration", "2025-12-31T23:59:59Z"),
                 ]),
                 Err(TokenRejection::Expired),
@@ -274,6 +306,7 @@ mod tests {
                 data(&[
                     ("token-id", "07401b"),
                     ("token-secret", "f395accd246ae52d"),
+                    ("usage-bootstrap-authentication", "true"),
                     ("expiration", "2026-01-02T00:00:00Z"),
                 ]),
                 Ok(()),
@@ -283,6 +316,7 @@ mod tests {
                 data(&[
                     ("token-id", "07401b"),
                     ("token-secret", "f395accd246ae52d"),
+                    ("usage-bootstrap-authentication", "true"),
                     ("expiration", "tomorrow"),
                 ]),
                 Err(TokenRejection::BadExpiration),

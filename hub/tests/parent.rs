@@ -68,6 +68,10 @@ async fn bootstrap_secret(client: &Client, id: &str, secret: &str, expiration: O
         "token-secret".to_string(),
         k8s_openapi::ByteString(secret.as_bytes().to_vec()),
     );
+    data.insert(
+        "usage-bootstrap-authentication".to_string(),
+        k8s_openapi::ByteString(b"true".to_vec()),
+    );
     if let Some(e) = expiration {
         data.insert(
             "expiration".to_string(),
