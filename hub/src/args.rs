@@ -53,14 +53,14 @@ pub struct HubArgs {
     /// Heartbeat period asked of agents, seconds.
     #[arg(long, env = "ATOLL_HUB_HEARTBEAT_SECONDS", default_value_t = 10)]
     pub heartbeat_seconds: u32,
-    /// After a stream ends, wait this many heartbeat periods before marking the cluster
-    /// `Ready=Unknown` and tainting it.
-    #[arg(
-        long,
-        env = "ATOLL_HUB_DISCONNECT_GRACE_HEARTBEATS",
-        default_value_t = 2
-    )]
-    pub disconnect_grace_heartbeats: u32,
+    /// After a stream ends, wait this long for the agent to reconnect before marking the
+    /// cluster `Ready=Unknown` and tainting it (e.g. `3s`).
+    #[arg(long, env = "ATOLL_HUB_DISCONNECT_GRACE", default_value = "3s", value_parser = parse_duration)]
+    pub disconnect_grace: Duration,
+    /// A cluster whose stream stays open but whose heartbeats stop is marked `Ready=Unknown`
+    /// within this many heartbeat periods of its last heartbeat.
+    #[arg(long, env = "ATOLL_HUB_SILENT_HEARTBEATS", default_value_t = 3)]
+    pub silent_heartbeats: u32,
     /// Unacknowledged Description messages per agent stream.
     #[arg(long, env = "ATOLL_HUB_WINDOW", default_value_t = 16)]
     pub window: u32,
@@ -137,7 +137,8 @@ mod tests {
         let a = HubArgs::try_parse_from(["atoll-hub", "--insecure"]).unwrap();
         assert_eq!(a.lost_cluster_timeout, Duration::from_secs(300));
         assert_eq!(a.heartbeat_seconds, 10);
-        assert_eq!(a.disconnect_grace_heartbeats, 2);
+        assert_eq!(a.disconnect_grace, Duration::from_secs(3));
+        assert_eq!(a.silent_heartbeats, 3);
         assert_eq!(a.max_message_bytes, 4 * 1024 * 1024);
         assert!(!a.manual_approval);
     }

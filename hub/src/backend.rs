@@ -636,18 +636,15 @@ impl KubeBackend {
         let Some(mc) = self.fresh_cluster(session).await? else {
             return Ok(());
         };
-        // Another hub replica may be serving a newer stream of this cluster: its heartbeats
-        // keep lastObservedTime fresh, and then this replica leaves the cluster alone.
-        let grace = self.inner.config.disconnect_grace;
-        let fresh = mc
-            .status
-            .as_ref()
-            .and_then(|s| s.last_observed_time.as_ref())
-            .is_some_and(|t| {
-                Timestamp::now().duration_since(t.0)
-                    < k8s_openapi::jiff::SignedDuration::try_from(grace).unwrap_or_default()
-            });
-        if fresh {
+        // Another hub replica may be serving a newer stream of this cluster: it recorded that
+        // stream's epoch on the ManagedCluster when it started, and then this replica leaves
+        // the cluster alone.
+        let newer = mc
+            .annotations()
+            .get(ANNOTATION_STREAM_EPOCH)
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|newest| newest > session.epoch);
+        if newer {
             return Ok(());
         }
         write_unknown(&self.client(), &self.inner.metrics, &mc).await?;

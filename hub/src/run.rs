@@ -38,6 +38,10 @@ impl HubConfig {
             (Some(c), Some(k)) if !a.insecure => Some((c.clone(), k.clone())),
             _ => None,
         };
+        let silent = SilentDetection::new(
+            Duration::from_secs(u64::from(a.heartbeat_seconds.max(1))),
+            a.silent_heartbeats,
+        );
         HubConfig {
             server: ServerConfig {
                 listen: a.listen,
@@ -51,21 +55,17 @@ impl HubConfig {
             },
             backend: BackendConfig {
                 manual_approval: a.manual_approval,
-                disconnect_grace: Duration::from_secs(u64::from(
-                    a.heartbeat_seconds.max(1) * a.disconnect_grace_heartbeats.max(1),
-                )),
+                disconnect_grace: a.disconnect_grace,
                 approval_poll: Duration::from_secs(1),
             },
             controllers: ControllerConfig {
                 lost_cluster_timeout: a.lost_cluster_timeout,
-                sweep_every: Duration::from_secs(15),
+                sweep_every: silent.sweep_every,
                 limits: Limits {
                     max_objects_per_description: a.max_objects_per_description,
                     max_description_bytes: a.max_message_bytes.saturating_sub(64 * 1024),
                 },
-                heartbeat_grace: Duration::from_secs(u64::from(
-                    a.heartbeat_seconds.max(1) * a.disconnect_grace_heartbeats.max(1),
-                )),
+                heartbeat_grace: silent.overdue_after,
             },
         }
     }
@@ -200,4 +200,51 @@ pub async fn start(
         server,
         background,
     })
+}
+
+/// When the sweep looks for clusters whose heartbeats stopped, and how old a heartbeat makes
+/// one overdue, so that a silent cluster is marked within `heartbeats` periods of its last
+/// heartbeat: the sweep runs every half period and the threshold is half a period earlier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SilentDetection {
+    /// How often the sweep runs.
+    pub sweep_every: Duration,
+    /// A last heartbeat older than this is overdue.
+    pub overdue_after: Duration,
+}
+
+impl SilentDetection {
+    /// For a heartbeat `period` and `heartbeats` periods (at least 2: one late heartbeat is
+    /// not silence).
+    pub fn new(period: Duration, heartbeats: u32) -> SilentDetection {
+        let sweep_every = (period / 2).max(Duration::from_millis(500));
+        SilentDetection {
+            sweep_every,
+            overdue_after: (period * heartbeats.max(2)).saturating_sub(sweep_every),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silent_cluster_is_marked_within_the_given_periods_of_its_last_heartbeat() {
+        let ms = Duration::from_millis;
+        // (period, heartbeats) -> (sweep every, overdue after)
+        let cases = [
+            ((10_000, 3), (5_000, 25_000)),
+            ((10_000, 1), (5_000, 15_000)),
+            ((1_000, 3), (500, 2_500)),
+            ((2_000, 3), (1_000, 5_000)),
+        ];
+        for ((period, heartbeats), (sweep, overdue)) in cases {
+            let d = SilentDetection::new(ms(period), heartbeats);
+            assert_eq!((d.sweep_every, d.overdue_after), (ms(sweep), ms(overdue)));
+            // The last sweep that can see it overdue runs at most `heartbeats` periods after
+            // the last heartbeat.
+            assert!(d.overdue_after + d.sweep_every <= ms(period) * heartbeats.max(2));
+        }
+    }
 }

@@ -110,8 +110,9 @@ pub fn status_disconnected(
     s
 }
 
-/// Whether a Ready cluster's heartbeats are overdue at `now`: its last one is older than three
-/// of its periods (and than `min`). This catches agents that hang with their stream open, and
+/// Whether a Ready cluster's heartbeats are overdue at `now`: its last one is older than `min`
+/// (the hub's `--silent-heartbeats`, see `run::SilentDetection`) and than two of the cluster's
+/// own periods (one late heartbeat is not silence). This catches agents that hang with their stream open, and
 /// clusters whose agent never came back after a hub restart (no stream end to notice).
 pub fn heartbeat_overdue(
     status: Option<&ManagedClusterStatus>,
@@ -123,7 +124,7 @@ pub fn heartbeat_overdue(
         return false;
     }
     let period = u64::try_from(s.heartbeat_frequency_seconds.unwrap_or(10).max(1)).unwrap_or(10);
-    let allowed = Duration::from_secs(period.saturating_mul(3)).max(min);
+    let allowed = Duration::from_secs(period.saturating_mul(2)).max(min);
     let allowed = SignedDuration::try_from(allowed).unwrap_or(SignedDuration::MAX);
     s.last_observed_time
         .as_ref()
@@ -580,6 +581,8 @@ mod tests {
         let cases = [
             (Some(st("True", "2026-01-01T00:00:55Z", 10)), false),
             (Some(st("True", "2026-01-01T00:00:25Z", 10)), true),
+            (Some(st("True", "2026-01-01T00:00:35Z", 10)), true),
+            (Some(st("True", "2026-01-01T00:00:41Z", 10)), false),
             (Some(st("True", "2026-01-01T00:00:45Z", 1)), false),
             (Some(st("True", "2026-01-01T00:00:35Z", 1)), true),
             (Some(st("Unknown", "2026-01-01T00:00:00Z", 10)), false),
