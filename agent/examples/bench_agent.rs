@@ -292,6 +292,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
             "--admin-listen".into(),
             format!("127.0.0.1:{}", free_port()),
             "--insecure".into(),
+            "--auto-approve".into(),
             "--heartbeat-seconds".into(),
             HEARTBEAT_SECONDS.to_string(),
         ],

@@ -225,6 +225,8 @@ async fn start(
                 "--admin-listen".into(),
                 hub_admin.to_string(),
                 "--insecure".into(),
+                // A local fleet of the user's own clusters: its agents register unattended.
+                "--auto-approve".into(),
             ],
             log: layout.log("hub"),
             admin: Some(hub_admin.to_string()),

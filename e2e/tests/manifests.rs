@@ -97,7 +97,6 @@ async fn every_kustomization_renders_the_objects_it_promises() {
                 ("Deployment", "atoll-scheduler"),
                 ("Deployment", "atoll-hub"),
                 ("Service", "atoll-hub"),
-                ("Secret", "bootstrap-token-07401b"),
             ],
         ),
         (
@@ -451,4 +450,32 @@ async fn the_examples_apply_and_server_dry_run_once_the_crds_are_installed() {
             "{kind} {name} {path}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_parent_install_ships_no_bootstrap_token() {
+    if !kubectl_or_skip("parent install secrets").await {
+        return;
+    }
+    // A token in the install would be known to everyone who can read the repository.
+    let secrets: Vec<String> = render("parent")
+        .await
+        .iter()
+        .filter(|o| o["kind"] == "Secret")
+        .map(|o| kind_name(o).1)
+        .collect();
+    assert!(
+        secrets.is_empty(),
+        "the parent install ships Secrets: {secrets:?}"
+    );
+    let hub = render("parent")
+        .await
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "atoll-hub")
+        .unwrap();
+    let text = serde_yaml::to_string(&hub).unwrap();
+    assert!(
+        !text.contains("--auto-approve") && !text.contains("ATOLL_HUB_AUTO_APPROVE"),
+        "the installed hub must wait for an administrator's approval:\n{text}"
+    );
 }

@@ -202,6 +202,7 @@ async fn main() {
             "--admin-listen",
             &format!("127.0.0.1:{admin_port}"),
             "--insecure",
+            "--auto-approve",
             "--heartbeat-seconds",
             &HEARTBEAT_SECONDS.to_string(),
         ])

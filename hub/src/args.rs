@@ -41,11 +41,12 @@ pub struct HubArgs {
     /// required.
     #[arg(long, env = "ATOLL_HUB_INSECURE", required_unless_present = "tls_cert")]
     pub insecure: bool,
-    /// Wait for an administrator to approve each ClusterRegistrationRequest:
+    /// Approve every registration with a valid bootstrap token at once. Without it (the
+    /// default) each ClusterRegistrationRequest waits for an administrator:
     /// `kubectl patch clsrr clusternet-<id> --subresource=status --type=merge -p
     /// '{"status":{"result":"Approved"}}'`.
-    #[arg(long, env = "ATOLL_HUB_MANUAL_APPROVAL")]
-    pub manual_approval: bool,
+    #[arg(long, env = "ATOLL_HUB_AUTO_APPROVE")]
+    pub auto_approve: bool,
     /// A cluster not Ready for this long is lost: its Descriptions' finalizers are released
     /// (e.g. `5m`, `90s`, `1h`).
     #[arg(long, env = "ATOLL_HUB_LOST_CLUSTER_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
@@ -140,7 +141,7 @@ mod tests {
         assert_eq!(a.disconnect_grace, Duration::from_secs(3));
         assert_eq!(a.silent_heartbeats, 3);
         assert_eq!(a.max_message_bytes, 4 * 1024 * 1024);
-        assert!(!a.manual_approval);
+        assert!(!a.auto_approve, "approval is manual unless asked for");
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl HubConfig {
                 window: a.window.max(1),
             },
             backend: BackendConfig {
-                manual_approval: a.manual_approval,
+                manual_approval: !a.auto_approve,
                 disconnect_grace: a.disconnect_grace,
                 approval_poll: Duration::from_secs(1),
             },
