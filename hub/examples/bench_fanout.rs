@@ -182,6 +182,9 @@ async fn hub_rss(n: usize) {
         StreamConfig {
             heartbeat_seconds: 10,
             window: 16,
+            // Every raw client connects at once and none retries.
+            max_handshakes: 100_000,
+            ..StreamConfig::default()
         },
         Arc::new(Metrics::default()),
     );
@@ -246,6 +249,9 @@ async fn main() {
         StreamConfig {
             heartbeat_seconds: 10,
             window: 16,
+            // Every raw client connects at once and none retries.
+            max_handshakes: 100_000,
+            ..StreamConfig::default()
         },
         Arc::new(Metrics::default()),
     );

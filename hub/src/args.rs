@@ -62,6 +62,13 @@ pub struct HubArgs {
     /// within this many heartbeat periods of its last heartbeat.
     #[arg(long, env = "ATOLL_HUB_SILENT_HEARTBEATS", default_value_t = 3)]
     pub silent_heartbeats: u32,
+    /// A stream that sends no Hello within this long is closed (e.g. `10s`).
+    #[arg(long, env = "ATOLL_HUB_HELLO_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub hello_timeout: Duration,
+    /// Agent streams in their handshake (before Hello, token check and registration are done)
+    /// at once; more are refused with RESOURCE_EXHAUSTED and the agent retries with backoff.
+    #[arg(long, env = "ATOLL_HUB_MAX_HANDSHAKES", default_value_t = 256)]
+    pub max_handshakes: usize,
     /// Unacknowledged Description messages per agent stream.
     #[arg(long, env = "ATOLL_HUB_WINDOW", default_value_t = 16)]
     pub window: u32,

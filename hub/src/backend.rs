@@ -87,7 +87,14 @@ struct Inner {
     /// would otherwise open as many connections to the API server, and the client's pool keeps
     /// them, each with its buffers, long after the burst.
     calls: tokio::sync::Semaphore,
+    /// The same bound for handshakes (bootstrap-token checks, registrations, cluster-token
+    /// checks), a pool of its own: a flood of bad Hellos waits here and never delays the
+    /// heartbeats of clusters that are connected.
+    handshake_calls: tokio::sync::Semaphore,
 }
+
+/// API calls on behalf of handshakes in flight at once.
+const HANDSHAKE_CALLS_IN_FLIGHT: usize = 8;
 
 /// API calls on behalf of agent streams in flight at once.
 const CALLS_IN_FLIGHT: usize = 32;
@@ -146,6 +153,7 @@ impl KubeBackend {
                 metrics,
                 connections: Mutex::new(HashMap::new()),
                 calls: tokio::sync::Semaphore::new(CALLS_IN_FLIGHT),
+                handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
             }),
         }
     }
@@ -154,6 +162,11 @@ impl KubeBackend {
     /// never closed; without a permit the call just goes unbounded.
     async fn permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.inner.calls.acquire().await.ok()
+    }
+
+    /// A permit for API calls of a handshake (see `Inner::handshake_calls`).
+    async fn handshake_permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.inner.handshake_calls.acquire().await.ok()
     }
 
     fn client(&self) -> Client {
@@ -282,7 +295,7 @@ impl KubeBackend {
             sync_mode: SyncMode::Pull,
         };
         // Held for the API calls, released while waiting for a manual approval.
-        let mut permit = self.permit().await;
+        let mut permit = self.handshake_permit().await;
         let crr = match self.crr(&hello.cluster_id).await? {
             Some(c) => c,
             None => {
@@ -368,7 +381,7 @@ impl KubeBackend {
                     );
                     drop(permit);
                     tokio::time::sleep(self.inner.config.approval_poll).await;
-                    permit = self.permit().await;
+                    permit = self.handshake_permit().await;
                     crr = self.crr(&hello.cluster_id).await?.ok_or_else(|| {
                         Error::RegistrationDenied {
                             cluster_id: hello.cluster_id.clone(),
@@ -782,13 +795,13 @@ impl Backend for KubeBackend {
         async move {
             match BootstrapToken::parse(&hello.token.0) {
                 Some(t) => {
-                    let permit = this.permit().await;
+                    let permit = this.handshake_permit().await;
                     this.check_bootstrap(&hello, &t).await?;
                     drop(permit);
                     this.register(&hello).await
                 }
                 None => {
-                    let _permit = this.permit().await;
+                    let _permit = this.handshake_permit().await;
                     this.admit_cluster_token(&hello).await
                 }
             }

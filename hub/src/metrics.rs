@@ -73,9 +73,15 @@ impl Metrics {
 
     /// Counts a refused handshake.
     pub fn handshake_failed(&self, e: &Error) {
+        self.handshake_refused(e.label());
+    }
+
+    /// Counts a handshake refused before any error of the crate's (`handshakes_full`,
+    /// `hello_timeout`).
+    pub fn handshake_refused(&self, label: &str) {
         self.handshakes_failed
             .get_or_create(&ResultLabel {
-                result: e.label().into(),
+                result: label.into(),
             })
             .inc();
     }

@@ -52,6 +52,8 @@ impl HubConfig {
             stream: StreamConfig {
                 heartbeat_seconds: a.heartbeat_seconds.max(1),
                 window: a.window.max(1),
+                hello_timeout: a.hello_timeout,
+                max_handshakes: a.max_handshakes.max(1),
             },
             backend: BackendConfig {
                 manual_approval: !a.auto_approve,
@@ -82,6 +84,7 @@ impl HubConfig {
             stream: StreamConfig {
                 heartbeat_seconds: 1,
                 window: 16,
+                ..StreamConfig::default()
             },
             backend: BackendConfig {
                 manual_approval: false,

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
@@ -50,6 +51,12 @@ pub struct StreamConfig {
     pub heartbeat_seconds: u32,
     /// Unacknowledged Description messages per stream.
     pub window: u32,
+    /// A stream that sends no Hello within this long is closed (`DEADLINE_EXCEEDED`).
+    pub hello_timeout: Duration,
+    /// Streams between their start and the end of their handshake (Hello, token check,
+    /// registration) at once; more are refused at once with `RESOURCE_EXHAUSTED`, so that a
+    /// flood of unauthenticated streams cannot queue up work or memory.
+    pub max_handshakes: usize,
 }
 
 impl Default for StreamConfig {
@@ -57,6 +64,8 @@ impl Default for StreamConfig {
         StreamConfig {
             heartbeat_seconds: 10,
             window: 16,
+            hello_timeout: Duration::from_secs(10),
+            max_handshakes: 256,
         }
     }
 }
@@ -69,6 +78,7 @@ pub struct HubService<B> {
     clock: Arc<EpochClock>,
     config: StreamConfig,
     metrics: Arc<Metrics>,
+    handshakes: Arc<tokio::sync::Semaphore>,
 }
 
 impl<B> Clone for HubService<B> {
@@ -80,6 +90,7 @@ impl<B> Clone for HubService<B> {
             clock: self.clock.clone(),
             config: self.config,
             metrics: self.metrics.clone(),
+            handshakes: self.handshakes.clone(),
         }
     }
 }
@@ -97,6 +108,7 @@ impl<B: Backend> HubService<B> {
             index,
             epochs: Arc::new(EpochTable::default()),
             clock: Arc::new(EpochClock::default()),
+            handshakes: Arc::new(tokio::sync::Semaphore::new(config.max_handshakes.max(1))),
             config,
             metrics,
         }
@@ -161,11 +173,26 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
         &self,
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::SyncStream>, Status> {
+        // Held until the handshake is over: its own pool, so that streams that never
+        // authenticate cannot starve those that do, nor grow without bound.
+        let handshake = self.handshakes.clone().try_acquire_owned().map_err(|_| {
+            self.metrics.handshake_refused("handshakes_full");
+            Status::resource_exhausted(
+                "too many agent handshakes in progress on this hub; retry with backoff",
+            )
+        })?;
         let mut inbound = request.into_inner();
-        let first = match inbound.message().await {
-            Ok(Some(m)) => m,
-            Ok(None) => return Err(Status::invalid_argument("the stream ended before Hello")),
-            Err(e) => return Err(inbound_error(&e)),
+        let first = match tokio::time::timeout(self.config.hello_timeout, inbound.message()).await {
+            Ok(Ok(Some(m))) => m,
+            Ok(Ok(None)) => return Err(Status::invalid_argument("the stream ended before Hello")),
+            Ok(Err(e)) => return Err(inbound_error(&e)),
+            Err(_) => {
+                self.metrics.handshake_refused("hello_timeout");
+                return Err(Status::deadline_exceeded(format!(
+                    "no Hello within {:?} of the stream's start",
+                    self.config.hello_timeout
+                )));
+            }
         };
         let hello = match first.message {
             Some(In::Hello(h)) => h,
@@ -185,6 +212,7 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
             tracing::warn!(cluster_id = %hello.cluster_id, error = %e, "refused an agent");
             status_of(&e)
         })?;
+        drop(handshake);
         let epoch = self.clock.next();
         let session = Session {
             cluster_id: hello.cluster_id.clone(),

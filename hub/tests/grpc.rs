@@ -152,6 +152,17 @@ fn entry(ns: &str, name: &str, generation: i64) -> DescEntry {
 }
 
 fn start(window: u32, max_decode: usize) -> Harness {
+    start_with(
+        StreamConfig {
+            heartbeat_seconds: 7,
+            window,
+            ..StreamConfig::default()
+        },
+        max_decode,
+    )
+}
+
+fn start_with(config: StreamConfig, max_decode: usize) -> Harness {
     let index = Arc::new(Index::new());
     index.begin_relist();
     index.finish_relist();
@@ -159,10 +170,7 @@ fn start(window: u32, max_decode: usize) -> Harness {
     let svc = HubService::new(
         fake.clone(),
         index.clone(),
-        StreamConfig {
-            heartbeat_seconds: 7,
-            window,
-        },
+        config,
         Arc::new(Metrics::default()),
     );
     let (tx, rx) = mpsc::unbounded_channel();
@@ -710,4 +718,64 @@ fn errors_map_to_the_documented_grpc_codes() {
         inbound_error(&tonic::Status::cancelled("gone")).code(),
         Code::Cancelled
     );
+}
+
+#[tokio::test]
+async fn a_stream_that_sends_no_hello_is_closed_after_the_deadline() {
+    let h = start_with(
+        StreamConfig {
+            hello_timeout: Duration::from_millis(300),
+            ..StreamConfig::default()
+        },
+        4 << 20,
+    );
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(5), raw_stream(&h, vec![]))
+        .await
+        .expect("a stream without Hello was kept open")
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("no Hello"), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn handshakes_beyond_the_cap_are_refused_at_once_and_healthy_agents_get_in_after() {
+    let h = start_with(
+        StreamConfig {
+            hello_timeout: Duration::from_millis(800),
+            max_handshakes: 2,
+            ..StreamConfig::default()
+        },
+        4 << 20,
+    );
+    // Two streams that never say Hello hold both handshake places...
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        let channel = h.channel().await;
+        silent.push(tokio::spawn(async move {
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.unwrap();
+            let (tx, rx) = mpsc::channel::<Mixed>(1);
+            let path =
+                tonic::codegen::http::uri::PathAndQuery::from_static("/atoll.hub.v1.Hub/Sync");
+            let codec = tonic_prost::ProstCodec::<Mixed, v1::HubMessage>::default();
+            let r = grpc
+                .streaming(tonic::Request::new(ReceiverStream::new(rx)), path, codec)
+                .await;
+            drop(tx);
+            r.err().map(|s| s.code())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ...so a third is refused at once, without waiting,
+    let refused = h.open(hello(ID_A, GOOD)).await.err().unwrap();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    // and once the silent ones are closed by the deadline, a healthy agent gets in.
+    for s in silent {
+        assert_eq!(s.await.unwrap(), Some(Code::DeadlineExceeded));
+    }
+    let mut ok = h.open(hello(ID_A, GOOD)).await.unwrap();
+    assert_eq!(upsert_name(&ok.recv().await), "welcome");
 }
