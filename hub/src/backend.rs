@@ -275,7 +275,8 @@ impl KubeBackend {
         let name = st
             .managed_cluster_name
             .unwrap_or_else(|| hello.cluster_name.clone());
-        self.ensure_managed_cluster(hello, &ns, &name).await?;
+        self.ensure_managed_cluster(hello, &ns, &name, false)
+            .await?;
         Ok(Admission {
             namespace: ns,
             managed_cluster_name: name,
@@ -401,7 +402,8 @@ impl KubeBackend {
             .as_ref()
             .and_then(|s| s.managed_cluster_name.clone())
             .unwrap_or_else(|| hello.cluster_name.clone());
-        self.ensure_managed_cluster(hello, &ns, &mc_name).await?;
+        self.ensure_managed_cluster(hello, &ns, &mc_name, true)
+            .await?;
         let cluster_token = token::mint_cluster_token();
         self.store_token_hash(&ns, &token::sha256_hex(&cluster_token))
             .await?;
@@ -485,11 +487,15 @@ impl KubeBackend {
         })
     }
 
+    /// Creates the ManagedCluster, or restores the labels the hub owns on it. The agent's own
+    /// labels are taken at registration only (`registering`): afterwards they are the
+    /// administrator's, and a reconnecting agent does not put back a label someone removed.
     async fn ensure_managed_cluster(
         &self,
         hello: &AgentHello,
         ns: &str,
         name: &str,
+        registering: bool,
     ) -> Result<(), Error> {
         let api: Api<ManagedCluster> = Api::namespaced(self.client(), ns);
         let mut labels = hello.cluster_labels.clone();
@@ -501,6 +507,11 @@ impl KubeBackend {
             .map_err(api_err("get ManagedCluster", &obj))?
         {
             Some(mc) => {
+                let labels = if registering {
+                    labels
+                } else {
+                    cluster_labels(hello, false)
+                };
                 let missing = labels.iter().any(|(k, v)| mc.labels().get(k) != Some(v));
                 if missing {
                     let patch = json!({"metadata": {"labels": labels}});

@@ -1212,3 +1212,36 @@ async fn two_hub_replicas_ignore_the_older_stream_of_a_cluster() {
         Some("v1.33.2-new")
     );
 }
+
+#[tokio::test]
+async fn an_administrators_relabel_sticks_when_the_agent_reconnects() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let w = a.welcome.clone();
+    drop(a);
+    let clusters = Api::<ManagedCluster>::namespaced(p.client.clone(), &w.namespace);
+    let mc = clusters.get("edge-a").await.unwrap();
+    assert_eq!(mc.labels().get("env").map(String::as_str), Some("test"));
+    // The administrator takes the agent's label away and sets one of their own.
+    clusters
+        .patch(
+            "edge-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"env": null, "tier": "gold"}}})),
+        )
+        .await
+        .unwrap();
+    // The agent reconnects with its cluster token, still asking for env=test.
+    let again = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
+    drop(again);
+    let mc = clusters.get("edge-a").await.unwrap();
+    assert_eq!(mc.labels().get("env"), None, "{:?}", mc.labels());
+    assert_eq!(mc.labels().get("tier").map(String::as_str), Some("gold"));
+    assert_eq!(
+        mc.labels().get(known::LABEL_CLUSTER_ID).map(String::as_str),
+        Some(ID_A),
+        "the hub's own labels stay"
+    );
+    h.stop().await.unwrap();
+}
