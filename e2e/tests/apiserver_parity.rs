@@ -4,6 +4,8 @@
 //! differ, each tier's behaviour is asserted explicitly, pointing at the entry of
 //! "Known differences from kube-apiserver" in devcluster/README.md.
 
+mod support;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -266,7 +268,7 @@ async fn parity_on_devcluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parity_on_kube_apiserver() {
-    if std::env::var("FLEET_BACKEND").as_deref() != Ok("kube") {
+    if support::backend() != atoll_e2e::plan::Backend::Kube {
         eprintln!(
             "NOTICE: parity_on_kube_apiserver (the same cases against a real kube-apiserver) skipped (FLEET_BACKEND=kube runs it)"
         );
@@ -294,25 +296,6 @@ where
     S: WatchStreamExt + Unpin,
 {
     std::future::poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
-}
-
-/// Polls `check` every 200 ms until it returns `Ok`; panics after `timeout` with the last
-/// observation.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = Instant::now();
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(last) if started.elapsed() >= timeout => {
-                panic!("{what}: not reached after {timeout:?}; last seen: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
 }
 
 /// The whitespace-separated cells of the table row whose `column`-th cell is `key`.
@@ -747,7 +730,7 @@ spec:
         None,
     )
     .await;
-    let out = eventually("2/2 ready", Duration::from_secs(60), || {
+    let (out, _) = support::eventually("2/2 ready", Duration::from_secs(60), || {
         let t = t.clone();
         let ns = ns.clone();
         async move {
@@ -1123,7 +1106,7 @@ async fn kube_watcher_and_reflector(t: Arc<Target>, ns: String) {
     api.delete("before", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the store loses `before`", Duration::from_secs(10), || {
+    support::eventually("the store loses `before`", Duration::from_secs(10), || {
         let names: Vec<String> = reader.state().iter().map(|c| c.name_any()).collect();
         async move {
             if names.contains(&"before".to_string()) {
