@@ -1047,9 +1047,17 @@ async fn kube_watcher_and_reflector(t: Arc<Target>, ns: String) {
         .unwrap();
     // devcluster/README.md "Known differences": devcluster serves streaming lists
     // (`sendInitialEvents`); kube-apiserver 1.33 with its default feature gates (WatchList
-    // off) refuses them with 422.
+    // off) refuses them with 422. Newer servers serve them (seen on v1.37.2).
     let streaming = watcher::Config::default().streaming_lists();
-    if t.tier == Tier::Real {
+    let real_minor: u32 = match t.tier {
+        Tier::Dev => 0,
+        Tier::Real => {
+            let v = t.client.apiserver_version().await.unwrap();
+            v.minor.trim_end_matches('+').parse().unwrap()
+        }
+    };
+    let serves_streaming = t.tier == Tier::Dev || real_minor >= 34;
+    if !serves_streaming {
         let mut stream = Box::pin(watcher(api.clone(), streaming.clone()));
         let err = tokio::time::timeout(Duration::from_secs(10), next_item(&mut stream))
             .await
@@ -1061,9 +1069,10 @@ async fn kube_watcher_and_reflector(t: Arc<Target>, ns: String) {
             "{err}"
         );
     }
-    let configs = match t.tier {
-        Tier::Dev => vec![watcher::Config::default(), streaming],
-        Tier::Real => vec![watcher::Config::default(), watcher::Config::default()],
+    let configs = if serves_streaming {
+        vec![watcher::Config::default(), streaming]
+    } else {
+        vec![watcher::Config::default(), watcher::Config::default()]
     };
     for (i, cfg) in configs.into_iter().enumerate() {
         let mut stream = Box::pin(watcher(api.clone(), cfg).applied_objects());

@@ -20,10 +20,12 @@ use support::Fleet;
 /// (resource, scope) -> verbs, as compared.
 type Rights = BTreeMap<(String, String), String>;
 
-const EVERYONE: [&str; 3] = [
+const EVERYONE: [&str; 4] = [
     "selfsubjectreviews.authentication.k8s.io",
     "selfsubjectaccessreviews.authorization.k8s.io",
     "selfsubjectrulesreviews.authorization.k8s.io",
+    // Readable by every authenticated user in newer Kubernetes (seen on v1.37.2, not v1.33).
+    "clustertrustbundles.certificates.k8s.io",
 ];
 
 /// `resource -> sorted verbs` from `kubectl auth can-i --list` (resource rows only).
