@@ -240,9 +240,9 @@ impl RealParent {
 
 fn kill_all(state: &atoll_e2e::state::FleetState) {
     for p in state.processes.iter().rev() {
-        let _ = std::process::Command::new("kill")
-            .args(["-s", "KILL", "--", &format!("-{}", p.pid)])
-            .output();
+        if atoll_e2e::process::is_running(p) {
+            let _ = atoll_e2e::process::signal_group(p.pid, "KILL");
+        }
     }
 }
 

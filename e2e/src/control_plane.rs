@@ -293,7 +293,8 @@ fn name(parts: &[(DnType, &str)]) -> DistinguishedName {
     dn
 }
 
-fn b64(text: &str) -> String {
+/// `text` in standard base64, as Secret `data` and kubeconfig `*-data` fields hold it.
+pub fn b64(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(text)
 }

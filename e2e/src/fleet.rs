@@ -17,6 +17,7 @@ use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
+use crate::control_plane::{b64, write_private};
 use crate::kubectl::Kubectl;
 use crate::plan::{self, Backend, Binaries, ChildSpec, Layout};
 use crate::process::{self, Launch, Stopped};
@@ -508,10 +509,13 @@ pub(crate) fn free_port() -> Result<u16, Error> {
 /// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens
 /// many) before the process binds it. Falls back to a kernel-chosen port.
 fn free_addr() -> Result<SocketAddr, Error> {
-    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
+    static EPHEMERAL_START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let ephemeral_start = *EPHEMERAL_START.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768)
+    });
     let mut rng = rand::rng();
     for _ in 0..200 {
         let port = rng.random_range(10_000..ephemeral_start.max(10_001));
@@ -669,11 +673,6 @@ pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
     })
 }
 
-fn b64(text: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(text)
-}
-
 async fn apply_bootstrap_token(client: &Client, id: &str, secret: &str) -> Result<(), Error> {
     let value = bootstrap_token_secret(id, secret);
     let obj: Secret = serde_json::from_value(value).map_err(|e| Error::InvalidArgument {
@@ -692,23 +691,6 @@ async fn apply_bootstrap_token(client: &Client, id: &str, secret: &str) -> Resul
             source,
         })?;
     Ok(())
-}
-
-fn write_private(path: &Path, text: &str) -> Result<(), Error> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| Error::CreateFile {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(err)?;
-    file.write_all(text.as_bytes()).map_err(err)
 }
 
 /// Whether a ManagedCluster's Ready condition is True.

@@ -10,12 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
+use atoll_crds::known;
+
 use crate::Error;
 use crate::control_plane::{self, Credential};
 use crate::kubectl::Kubectl;
-
-/// The namespace the parent's and the agents' ServiceAccounts live in.
-pub const SYSTEM_NAMESPACE: &str = "clusternet-system";
 
 /// How long the components' tokens are valid: longer than any test or demo fleet lives.
 pub const TOKEN_DURATION: &str = "720h";
@@ -78,8 +77,9 @@ pub struct AgentSettings<'a> {
 /// a local fleet speaks plain gRPC, so `ca.crt` holds a note instead of a certificate.
 pub fn agent_overlay(base: &Path, settings: &AgentSettings<'_>) -> String {
     format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n{SCALE_TO_ZERO}secretGenerator:\n  - name: atoll-agent-hub\n    namespace: {SYSTEM_NAMESPACE}\n    behavior: replace\n    literals:\n      - hub-url={hub}\n      - bootstrap-token={token}\n      - cluster-name={name}\n      - cluster-labels={labels}\n      - ca.crt=none (the local fleet's hub runs with --insecure)\n",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n{SCALE_TO_ZERO}secretGenerator:\n  - name: atoll-agent-hub\n    namespace: {namespace}\n    behavior: replace\n    literals:\n      - hub-url={hub}\n      - bootstrap-token={token}\n      - cluster-name={name}\n      - cluster-labels={labels}\n      - ca.crt=none (the local fleet's hub runs with --insecure)\n",
         base = base.display(),
+        namespace = known::NAMESPACE_SYSTEM,
         hub = settings.hub_url,
         token = settings.bootstrap_token,
         name = settings.cluster_name,
@@ -114,7 +114,7 @@ pub async fn service_account_kubeconfig(
             "token",
             account,
             "-n",
-            SYSTEM_NAMESPACE,
+            known::NAMESPACE_SYSTEM,
             "--duration",
             TOKEN_DURATION,
         ])

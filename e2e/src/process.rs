@@ -161,7 +161,8 @@ pub async fn stop(record: &ProcessRecord, grace: Duration) -> Result<Stopped, Er
 
 /// Sends `signal` (`TERM`, `KILL`) to the process group `pgid` with the system `kill` (the
 /// workspace forbids `unsafe`, so no direct libc call).
-fn signal_group(pgid: u32, signal: &str) -> Result<(), Error> {
+/// Sends `signal` (`TERM`, `KILL`) to process group `pgid`; a group already gone is no error.
+pub fn signal_group(pgid: u32, signal: &str) -> Result<(), Error> {
     let out = Command::new("kill")
         .arg("-s")
         .arg(signal)

@@ -109,27 +109,27 @@ pub async fn start_clusters(
         });
     }
     for cluster in &started {
-        wait_ready(state, cluster, timeout).await?;
+        let client = wait_ready(state, cluster, timeout).await?;
         start_controllers(state, layout, binaries, cluster)?;
-        let client = client_for(&cluster.files.kubeconfig).await?;
         create_fake_nodes(&client, nodes).await?;
     }
     Ok(started)
 }
 
 /// Waits until `GET /readyz` of the cluster's kube-apiserver answers 200 (post-start hooks such
-/// as the RBAC bootstrap policy done).
+/// as the RBAC bootstrap policy done); returns the admin client it polled with.
 pub async fn wait_ready(
     state: &FleetState,
     cluster: &RealCluster,
     timeout: Duration,
-) -> Result<(), Error> {
+) -> Result<Client, Error> {
     let client = client_for(&cluster.files.kubeconfig).await?;
     let what = format!(
         "kube-apiserver of {} to be ready (GET /readyz on 127.0.0.1:{})",
         cluster.name, cluster.ports.apiserver
     );
-    wait_for_process(state, &cluster.name, &what, timeout, || readyz(&client)).await
+    wait_for_process(state, &cluster.name, &what, timeout, || readyz(&client)).await?;
+    Ok(client)
 }
 
 /// Whether `GET /readyz` answers 200. kube-apiserver listens on its port well before it serves,

@@ -203,21 +203,7 @@ pub async fn kill(dir: &Path, name: &str) -> Result<Snapshot, Error> {
     let state = load(dir)?;
     let record = running_record(&state, name)?;
     let snap = snapshot(&record)?;
-    let out = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{}", record.pid)])
-        .output()
-        .map_err(|e| Error::Signal {
-            pid: record.pid,
-            signal: "KILL".into(),
-            message: format!("running `kill`: {e}"),
-        })?;
-    if !out.status.success() {
-        return Err(Error::Signal {
-            pid: record.pid,
-            signal: "KILL".into(),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
+    process::signal_group(record.pid, "KILL")?;
     let deadline = Instant::now() + Duration::from_secs(5);
     while process::is_running(&record) {
         if Instant::now() >= deadline {

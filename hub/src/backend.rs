@@ -258,17 +258,7 @@ impl KubeBackend {
         let ns = st
             .dedicated_namespace
             .ok_or_else(|| refuse(TokenRejection::ClusterTokenMismatch.to_string()))?;
-        let secrets: Api<Secret> = Api::namespaced(self.client(), &ns);
-        let stored = secrets
-            .get_opt(CLUSTER_TOKEN_SECRET)
-            .await
-            .map_err(api_err(
-                "get Secret",
-                &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
-            ))?
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(CLUSTER_TOKEN_SHA256_KEY).map(|b| b.0.clone()))
-            .unwrap_or_default();
+        let stored = self.stored_token_hash(&ns).await?;
         if !token::verify_cluster_token(&hello.token.0, &stored) {
             return Err(refuse(TokenRejection::ClusterTokenMismatch.to_string()));
         }
@@ -554,17 +544,21 @@ impl KubeBackend {
         else {
             return Ok(false);
         };
-        let stored = Api::<Secret>::namespaced(self.client(), ns)
+        Ok(!self.stored_token_hash(ns).await?.is_empty())
+    }
+
+    /// The cluster-token hash kept in dedicated namespace `ns` (empty when there is none).
+    async fn stored_token_hash(&self, ns: &str) -> Result<Vec<u8>, Error> {
+        Ok(Api::<Secret>::namespaced(self.client(), ns)
             .get_opt(CLUSTER_TOKEN_SECRET)
             .await
             .map_err(api_err(
                 "get Secret",
                 &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
-            ))?;
-        Ok(stored.and_then(|s| s.data).is_some_and(|d| {
-            d.get(CLUSTER_TOKEN_SHA256_KEY)
-                .is_some_and(|h| !h.0.is_empty())
-        }))
+            ))?
+            .and_then(|s| s.data)
+            .and_then(|d| d.get(CLUSTER_TOKEN_SHA256_KEY).map(|b| b.0.clone()))
+            .unwrap_or_default())
     }
 
     async fn store_token_hash(&self, ns: &str, hash: &str) -> Result<(), Error> {
