@@ -374,3 +374,109 @@ async fn a_replicated_workload_keeps_running_in_a_child_whose_agent_was_down() {
     )
     .await;
 }
+
+/// `data.<key>` of the cluster-token Secret of `cluster`'s dedicated namespace (base64), `None`
+/// while the Secret does not exist.
+async fn cluster_token_data(f: &Fleet, ns: &str, key: &str) -> Result<Option<String>, String> {
+    support::jsonpath(
+        &f.parent,
+        "secret",
+        Some(ns),
+        "cluster-token",
+        &format!("{{.data.{key}}}"),
+    )
+    .await
+}
+
+/// The cluster token the agent of `child` keeps in its cluster (base64).
+async fn agents_token(f: &Fleet, child: &str) -> String {
+    support::jsonpath(
+        f.child(child),
+        "secret",
+        Some("clusternet-system"),
+        "parent-cluster",
+        "{.data.token}",
+    )
+    .await
+    .unwrap()
+    .unwrap_or_default()
+}
+
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+#[tokio::test]
+async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
+    let Some(f) = fleet("token revocation and rotation", &[]).await else {
+        return;
+    };
+    wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready").await;
+
+    // Rotation on request: the hub closes child-1's stream, the agent reconnects with its token
+    // and stores the new one; the cluster stays Ready.
+    let ns1 = f.dedicated_namespace("child-1");
+    let hash_before = cluster_token_data(&f, &ns1, "sha256").await.unwrap();
+    let token_before = agents_token(&f, "child-1").await;
+    assert!(hash_before.is_some() && !token_before.is_empty());
+    f.parent
+        .run(&[
+            "annotate",
+            "managedcluster",
+            "child-1",
+            "-n",
+            &ns1,
+            "hub.atoll.io/rotate-token=e2e-1",
+            "--overwrite",
+        ])
+        .await
+        .unwrap();
+    let (_, took) = eventually("child-1's token rotated", CONVERGE, || async {
+        let rotation = cluster_token_data(&f, &ns1, "rotation").await?;
+        let token = agents_token(&f, "child-1").await;
+        if rotation.as_deref() == Some(b64("e2e-1").as_str()) && token != token_before {
+            Ok(())
+        } else {
+            Err(format!(
+                "rotation={rotation:?}, agent's token changed={}",
+                token != token_before
+            ))
+        }
+    })
+    .await;
+    eprintln!(
+        "FIGURE rotate-token annotation -> the agent holds a new token: {}",
+        secs(took)
+    );
+    assert_ne!(
+        cluster_token_data(&f, &ns1, "sha256").await.unwrap(),
+        hash_before
+    );
+
+    // Revocation: deleting child-2's token Secret closes its open stream. The agent registers
+    // again with its bootstrap token (this fleet's hub approves automatically), which issues a
+    // new token; had the stream stayed open, the Secret would stay gone.
+    let ns2 = f.dedicated_namespace("child-2");
+    let hash2 = cluster_token_data(&f, &ns2, "sha256").await.unwrap();
+    let token2 = agents_token(&f, "child-2").await;
+    f.parent
+        .run(&["delete", "secret", "cluster-token", "-n", &ns2])
+        .await
+        .unwrap();
+    let (_, took) = eventually("child-2 registered again", CONVERGE, || async {
+        let hash = cluster_token_data(&f, &ns2, "sha256").await?;
+        let token = agents_token(&f, "child-2").await;
+        if hash.is_some() && hash != hash2 && token != token2 {
+            Ok(())
+        } else {
+            Err(format!("hash={hash:?}"))
+        }
+    })
+    .await;
+    eprintln!(
+        "FIGURE cluster-token deleted -> the agent registered again: {}",
+        secs(took)
+    );
+    wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready after").await;
+}

@@ -39,11 +39,23 @@ fn parse_can_i(text: &str) -> BTreeMap<String, Vec<String>> {
         if EVERYONE.contains(&resource) || resource.starts_with('[') {
             continue;
         }
-        let verbs = line
-            .rsplit_once('[')
-            .map(|(_, v)| v.trim_end_matches(']').trim())
-            .unwrap_or_default();
-        let entry = out.entry(resource.to_string()).or_default();
+        // `[non-resource URLs] [resource names] [verbs]`
+        let groups: Vec<&str> = line
+            .split('[')
+            .skip(1)
+            .map(|g| g.split(']').next().unwrap_or_default().trim())
+            .collect();
+        let verbs = groups.last().copied().unwrap_or_default();
+        let names = groups.len().checked_sub(2).map_or("", |i| groups[i]);
+        let key = if names.is_empty() {
+            resource.to_string()
+        } else {
+            format!(
+                "{resource} named {}",
+                names.split_whitespace().collect::<Vec<_>>().join(", ")
+            )
+        };
+        let entry = out.entry(key).or_default();
         entry.extend(verbs.split_whitespace().map(str::to_string));
         entry.sort();
         entry.dedup();
@@ -100,7 +112,7 @@ fn documented(readme: &str, account: &str) -> Rights {
             let cells: Vec<String> = row
                 .trim_matches('|')
                 .split('|')
-                .map(|c| c.trim().trim_matches('`').to_string())
+                .map(|c| c.trim().replace('`', ""))
                 .collect();
             let mut verbs: Vec<&str> = cells[1].split(", ").collect();
             verbs.sort();
@@ -116,6 +128,7 @@ fn can_i_lists_are_parsed_into_resources_and_sorted_verbs() {
         "events      []                  []               [create patch update]\n",
         "selfsubjectreviews.authentication.k8s.io   []   []   [create]\n",
         "*.*         []                  []               [get list watch]\n",
+        "secrets     []                  [cluster-token]  [list watch]\n",
         "            [/healthz]          []               [get]\n",
     );
     let got = parse_can_i(text);
@@ -124,7 +137,11 @@ fn can_i_lists_are_parsed_into_resources_and_sorted_verbs() {
         &vec!["create", "patch", "update"]
     );
     assert_eq!(got.get("*.*").unwrap(), &vec!["get", "list", "watch"]);
-    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        got.get("secrets named cluster-token").unwrap(),
+        &vec!["list", "watch"]
+    );
+    assert_eq!(got.len(), 3, "{got:?}");
     let readme = "<!-- permissions: x -->\n\n| resource | verbs | scope |\n|---|---|---|\n| `events` | update, create | all namespaces |\n\nafter";
     assert_eq!(
         documented(readme, "x"),
@@ -161,7 +178,13 @@ async fn every_component_has_exactly_the_permissions_the_readme_documents() {
         if got != want {
             let rows = |r: &Rights| {
                 r.iter()
-                    .map(|((res, scope), verbs)| format!("| `{res}` | {verbs} | {scope} |"))
+                    .map(|((res, scope), verbs)| {
+                        let res = match res.split_once(" named ") {
+                            Some((r, names)) => format!("`{r}` named `{names}`"),
+                            None => format!("`{res}`"),
+                        };
+                        format!("| {res} | {verbs} | {scope} |")
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             };

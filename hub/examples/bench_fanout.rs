@@ -54,6 +54,7 @@ impl Backend for Null {
                 namespace: ns,
                 managed_cluster_name: "c".into(),
                 cluster_token: None,
+                credentials: Default::default(),
             })
         }
     }

@@ -69,6 +69,11 @@ pub struct HubArgs {
     /// at once; more are refused with RESOURCE_EXHAUSTED and the agent retries with backoff.
     #[arg(long, env = "ATOLL_HUB_MAX_HANDSHAKES", default_value_t = 256)]
     pub max_handshakes: usize,
+    /// How long a cluster token is accepted after it is issued (e.g. `720h`); agents get a new
+    /// one half-way through, when they reconnect (the hub closes their stream then). Unset or
+    /// `0`: tokens live until revoked or rotated.
+    #[arg(long, env = "ATOLL_HUB_CLUSTER_TOKEN_LIFETIME", value_parser = parse_duration)]
+    pub cluster_token_lifetime: Option<Duration>,
     /// Unacknowledged Description messages per agent stream.
     #[arg(long, env = "ATOLL_HUB_WINDOW", default_value_t = 16)]
     pub window: u32,
@@ -149,6 +154,7 @@ mod tests {
         assert_eq!(a.silent_heartbeats, 3);
         assert_eq!(a.max_message_bytes, 4 * 1024 * 1024);
         assert!(!a.auto_approve, "approval is manual unless asked for");
+        assert_eq!(a.cluster_token_lifetime, None, "tokens live until revoked");
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! cluster token), and the status writes of connected streams.
 
 use crate::Error;
-use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, SecretString, Session};
+use crate::domain::{
+    Admission, AgentHello, ClusterHeartbeat, Credentials, Report, SecretString, Session,
+};
 use crate::index::DescEntry;
 use crate::metrics::Metrics;
 use crate::service::Backend;
 use crate::status;
 use crate::token::{
-    self, BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, CLUSTER_TOKEN_SECRET,
-    CLUSTER_TOKEN_SHA256_KEY, TokenRejection,
+    self, ANNOTATION_ROTATE_TOKEN, BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, CLUSTER_TOKEN_SECRET,
+    TokenMatch, TokenRecord, TokenRejection,
 };
 use atoll_crds::clusters::{
     ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
@@ -52,6 +54,9 @@ pub struct BackendConfig {
     pub disconnect_grace: Duration,
     /// How often a pending registration is re-read while waiting for approval.
     pub approval_poll: Duration,
+    /// How long a cluster token is accepted after it is issued (`None`: until revoked). Agents
+    /// get a new one half-way through.
+    pub cluster_token_lifetime: Option<Duration>,
 }
 
 impl Default for BackendConfig {
@@ -60,9 +65,15 @@ impl Default for BackendConfig {
             manual_approval: false,
             disconnect_grace: Duration::from_secs(20),
             approval_poll: Duration::from_secs(1),
+            cluster_token_lifetime: None,
         }
     }
 }
+
+/// How long the token a rotation replaced is still accepted: an agent that could not store its
+/// new token reconnects with the old one within its backoff, and then gets another new one.
+const PREVIOUS_TOKEN_GRACE: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_secs(600);
 
 /// The parent-cluster backend.
 #[derive(Clone)]
@@ -258,19 +269,78 @@ impl KubeBackend {
         let ns = st
             .dedicated_namespace
             .ok_or_else(|| refuse(TokenRejection::ClusterTokenMismatch.to_string()))?;
-        let stored = self.stored_token_hash(&ns).await?;
-        if !token::verify_cluster_token(&hello.token.0, &stored) {
-            return Err(refuse(TokenRejection::ClusterTokenMismatch.to_string()));
-        }
+        let (record, version) = self.token_record(&ns).await?;
+        let now = Timestamp::now();
+        let presented = token::sha256_hex(&hello.token.0);
+        let matched = record
+            .check(&presented, now)
+            .map_err(|r| refuse(r.to_string()))?;
         let name = st
             .managed_cluster_name
             .unwrap_or_else(|| hello.cluster_name.clone());
-        self.ensure_managed_cluster(hello, &ns, &name, false)
+        let mc = self
+            .ensure_managed_cluster(hello, &ns, &name, false)
             .await?;
+        let requested = mc
+            .as_ref()
+            .and_then(|mc| mc.annotations().get(ANNOTATION_ROTATE_TOKEN).cloned());
+        if !record.needs_rotation(matched, requested.as_deref(), now) {
+            if matched == TokenMatch::Current && record.previous.is_some() {
+                // The agent has the new token: the replaced one stops working now.
+                let mut settled = record.clone();
+                settled.previous = None;
+                settled.previous_until = None;
+                if let Err(e) = self.replace_token_record(&ns, &settled, version).await {
+                    tracing::info!(namespace = %ns, error = %e, "could not drop the replaced cluster token's hash; it expires on its own");
+                }
+            }
+            return Ok(Admission {
+                namespace: ns,
+                managed_cluster_name: name,
+                cluster_token: None,
+                credentials: credentials_of(&record, presented),
+            });
+        }
+        // A new token, answered in the Welcome. The presented one stays valid for a while, in
+        // case the agent cannot store the new one; a concurrent rotation of the same cluster on
+        // another replica fails this write (the Secret's resourceVersion), and the agent retries.
+        let fresh = token::mint_cluster_token();
+        let mut rotated = TokenRecord::issue(
+            &fresh,
+            now,
+            self.inner.config.cluster_token_lifetime,
+            requested.or(record.rotation.clone()),
+        );
+        rotated.previous = Some(presented);
+        // Never beyond the replaced token's own expiry.
+        rotated.previous_until = now
+            .checked_add(PREVIOUS_TOKEN_GRACE)
+            .ok()
+            .map(|grace| record.expires_at.map_or(grace, |e| e.min(grace)));
+        self.replace_token_record(&ns, &rotated, version).await?;
+        self.inner.metrics.write("token_rotation");
+        tracing::info!(cluster_id = %hello.cluster_id, namespace = %ns, "issued a new cluster token");
+        if let Some(mc) = &mc {
+            self.event(
+                mc.object_ref(&()),
+                EventType::Normal,
+                "ClusterTokenRotated",
+                format!(
+                    "the agent got a new cluster token; the one it replaces is accepted until {}",
+                    rotated
+                        .previous_until
+                        .map(|t| t.to_string())
+                        .unwrap_or_default()
+                ),
+                "RotateToken",
+            )
+            .await;
+        }
         Ok(Admission {
             namespace: ns,
             managed_cluster_name: name,
-            cluster_token: None,
+            credentials: credentials_of(&rotated, rotated.current.clone()),
+            cluster_token: Some(SecretString(fresh)),
         })
     }
 
@@ -392,11 +462,20 @@ impl KubeBackend {
             .as_ref()
             .and_then(|s| s.managed_cluster_name.clone())
             .unwrap_or_else(|| hello.cluster_name.clone());
-        self.ensure_managed_cluster(hello, &ns, &mc_name, true)
+        let existing = self
+            .ensure_managed_cluster(hello, &ns, &mc_name, true)
             .await?;
         let cluster_token = token::mint_cluster_token();
-        self.store_token_hash(&ns, &token::sha256_hex(&cluster_token))
-            .await?;
+        // A rotation asked for before this registration is answered by its token.
+        let requested =
+            existing.and_then(|mc| mc.annotations().get(ANNOTATION_ROTATE_TOKEN).cloned());
+        let record = TokenRecord::issue(
+            &cluster_token,
+            Timestamp::now(),
+            self.inner.config.cluster_token_lifetime,
+            requested,
+        );
+        self.store_token_record(&ns, &record).await?;
         let status = json!({"status": {
             "result": "Approved",
             "dedicatedNamespace": ns,
@@ -423,6 +502,7 @@ impl KubeBackend {
         Ok(Admission {
             namespace: ns,
             managed_cluster_name: mc_name,
+            credentials: credentials_of(&record, record.current.clone()),
             cluster_token: Some(SecretString(cluster_token)),
         })
     }
@@ -486,7 +566,7 @@ impl KubeBackend {
         ns: &str,
         name: &str,
         registering: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<ManagedCluster>, Error> {
         let api: Api<ManagedCluster> = Api::namespaced(self.client(), ns);
         let mut labels = hello.cluster_labels.clone();
         labels.extend(cluster_labels(hello, false));
@@ -509,8 +589,17 @@ impl KubeBackend {
                         .await
                         .map_err(api_err("label ManagedCluster", &obj))?;
                 }
-                Ok(())
+                Ok(Some(mc))
             }
+            // A cluster token with no ManagedCluster: an administrator deleted it, which ends
+            // the cluster's membership until it registers (and is approved) again.
+            None if !registering => Err(Error::Authenticate {
+                cluster_id: hello.cluster_id.clone(),
+                reason: format!(
+                    "the cluster's ManagedCluster {obj} was deleted; register again with a \
+                     bootstrap token"
+                ),
+            }),
             None => {
                 let mut mc = ManagedCluster::new(
                     name,
@@ -525,8 +614,8 @@ impl KubeBackend {
                 mc.metadata.namespace = Some(ns.to_string());
                 mc.metadata.labels = Some(labels);
                 match api.create(&PostParams::default(), &mc).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Ok(_) => Ok(None),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
                     Err(e) => Err(api_err("create ManagedCluster", &obj)(e)),
                 }
             }
@@ -544,24 +633,27 @@ impl KubeBackend {
         else {
             return Ok(false);
         };
-        Ok(!self.stored_token_hash(ns).await?.is_empty())
+        Ok(!self.token_record(ns).await?.0.current.is_empty())
     }
 
-    /// The cluster-token hash kept in dedicated namespace `ns` (empty when there is none).
-    async fn stored_token_hash(&self, ns: &str) -> Result<Vec<u8>, Error> {
-        Ok(Api::<Secret>::namespaced(self.client(), ns)
+    /// The cluster-token record kept in dedicated namespace `ns` (an empty record when there
+    /// is none) and the Secret's resourceVersion.
+    async fn token_record(&self, ns: &str) -> Result<(TokenRecord, Option<String>), Error> {
+        let secret = Api::<Secret>::namespaced(self.client(), ns)
             .get_opt(CLUSTER_TOKEN_SECRET)
             .await
             .map_err(api_err(
                 "get Secret",
                 &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
-            ))?
-            .and_then(|s| s.data)
-            .and_then(|d| d.get(CLUSTER_TOKEN_SHA256_KEY).map(|b| b.0.clone()))
-            .unwrap_or_default())
+            ))?;
+        Ok(match secret {
+            Some(s) => (record_of_secret(&s), s.metadata.resource_version),
+            None => (TokenRecord::default(), None),
+        })
     }
 
-    async fn store_token_hash(&self, ns: &str, hash: &str) -> Result<(), Error> {
+    /// Writes a record at registration (server-side apply: creates or replaces it).
+    async fn store_token_record(&self, ns: &str, record: &TokenRecord) -> Result<(), Error> {
         let api: Api<Secret> = Api::namespaced(self.client(), ns);
         let secret = json!({
             "apiVersion": "v1",
@@ -571,12 +663,45 @@ impl KubeBackend {
                 "labels": { known::LABEL_CREATED_BY: known::CREATED_BY_HUB },
             },
             "type": "Opaque",
-            "data": { CLUSTER_TOKEN_SHA256_KEY: ByteString(hash.as_bytes().to_vec()) },
+            "data": secret_data(record),
         });
         api.patch(CLUSTER_TOKEN_SECRET, &mgr(), &Patch::Apply(&secret))
             .await
             .map_err(api_err(
                 "apply Secret",
+                &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
+            ))?;
+        Ok(())
+    }
+
+    /// Replaces the record read at `version` (optimistic concurrency: a concurrent rotation
+    /// makes this fail instead of losing one of the two tokens).
+    async fn replace_token_record(
+        &self,
+        ns: &str,
+        record: &TokenRecord,
+        version: Option<String>,
+    ) -> Result<(), Error> {
+        let api: Api<Secret> = Api::namespaced(self.client(), ns);
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(CLUSTER_TOKEN_SECRET.into()),
+                namespace: Some(ns.into()),
+                resource_version: version,
+                labels: Some(BTreeMap::from([(
+                    known::LABEL_CREATED_BY.to_string(),
+                    known::CREATED_BY_HUB.to_string(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            type_: Some("Opaque".into()),
+            data: Some(secret_data(record)),
+            ..Secret::default()
+        };
+        api.replace(CLUSTER_TOKEN_SECRET, &PostParams::default(), &secret)
+            .await
+            .map_err(api_err(
+                "replace Secret",
                 &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
             ))?;
         Ok(())
@@ -708,6 +833,33 @@ pub(crate) async fn write_unknown(
         metrics.write("taint");
     }
     Ok(())
+}
+
+fn secret_data(record: &TokenRecord) -> BTreeMap<String, ByteString> {
+    record
+        .to_data()
+        .into_iter()
+        .map(|(k, v)| (k, ByteString(v.into_bytes())))
+        .collect()
+}
+
+/// The token record a cluster-token Secret holds.
+pub fn record_of_secret(secret: &Secret) -> TokenRecord {
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .as_ref()
+        .map(|d| d.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+        .unwrap_or_default();
+    TokenRecord::from_data(&data)
+}
+
+/// What a stream authenticated with the token hashing to `token_sha256` holds, under `record`.
+fn credentials_of(record: &TokenRecord, token_sha256: String) -> Credentials {
+    Credentials {
+        token_sha256,
+        rotation: record.rotation.clone(),
+        renew_at: record.renew_at(),
+    }
 }
 
 fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {

@@ -7,11 +7,14 @@ use crate::backend::{add_finalizer, api_err, remove_finalizer};
 use crate::index::{DescEntry, Index, Limits, Update};
 use crate::metrics::Metrics;
 use crate::status::{self, ClusterState, FinalizerAction};
+use crate::streams::OpenStreams;
+use crate::token::CLUSTER_TOKEN_SECRET;
 use atoll_crds::apps::{Description, DescriptionPhase, DescriptionStatus, Subscription};
-use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
 use atoll_crds::known;
 use atoll_runtime::ready::Ready;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -62,6 +65,7 @@ pub struct Controllers {
     writes: Arc<Semaphore>,
     clusters_ready: Ready,
     subs_ready: Ready,
+    streams: Arc<OpenStreams>,
 }
 
 impl Controllers {
@@ -71,6 +75,7 @@ impl Controllers {
         index: Arc<Index>,
         metrics: Arc<Metrics>,
         config: ControllerConfig,
+        streams: Arc<OpenStreams>,
     ) -> Arc<Controllers> {
         let (clusters, cw) = reflector::store();
         let (subs, sw) = reflector::store();
@@ -88,6 +93,7 @@ impl Controllers {
             writes: Arc::new(Semaphore::new(8)),
             clusters_ready: Ready::new(),
             subs_ready: Ready::new(),
+            streams,
         })
     }
 
@@ -109,6 +115,8 @@ impl Controllers {
             self.clone().watch_clusters(),
             self.clone().watch_subscriptions(),
             self.clone().watch_descriptions(),
+            self.clone().watch_cluster_tokens(),
+            self.clone().watch_registrations(),
             self.clone().aggregate_loop(),
             self.clone().sweep_loop(),
         );
@@ -133,10 +141,15 @@ impl Controllers {
                     self.clusters_ready.set();
                 }
                 Ok(watcher::Event::Delete(mc)) => {
+                    self.streams.cluster_changed(&mc, true);
                     let ns = mc.namespace().unwrap_or_default();
                     for e in self.index.namespace_entries(&ns) {
                         self.reconcile_finalizer(&e);
                     }
+                }
+                Ok(watcher::Event::Apply(mc) | watcher::Event::InitApply(mc)) => {
+                    // A newer stream on another replica, or a rotation asked for.
+                    self.streams.cluster_changed(&mc, false);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -201,6 +214,55 @@ impl Controllers {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "watching Descriptions failed (retrying); if the resource is not found, install the CRDs: kubectl apply -k manifests/crds")
+                }
+            }
+        }
+    }
+
+    /// Closes open streams whose cluster token was revoked, replaced or let expire. Only
+    /// Secrets named `cluster-token` are watched (the hub's RBAC allows no other list).
+    async fn watch_cluster_tokens(self: Arc<Self>) {
+        let api: Api<Secret> = Api::all(self.client.clone());
+        let config =
+            watcher::Config::default().fields(&format!("metadata.name={CLUSTER_TOKEN_SECRET}"));
+        let stream = watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            let now = Timestamp::now();
+            match ev {
+                Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
+                    let record = crate::backend::record_of_secret(&s);
+                    self.streams.token_changed(
+                        &s.namespace().unwrap_or_default(),
+                        Some(&record),
+                        now,
+                    );
+                }
+                Ok(watcher::Event::Delete(s)) => {
+                    self.streams
+                        .token_changed(&s.namespace().unwrap_or_default(), None, now);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching cluster-token Secrets failed (retrying); revoked tokens close open streams only once it works")
+                }
+            }
+        }
+    }
+
+    /// Closes the streams of clusters whose registration an administrator denied.
+    async fn watch_registrations(self: Arc<Self>) {
+        let api: Api<ClusterRegistrationRequest> = Api::all(self.client.clone());
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(crr) | watcher::Event::InitApply(crr)) => {
+                    self.streams.registration_changed(&crr);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching ClusterRegistrationRequests failed (retrying)")
                 }
             }
         }

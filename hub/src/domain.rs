@@ -161,8 +161,23 @@ pub struct Admission {
     pub namespace: String,
     /// The ManagedCluster name.
     pub managed_cluster_name: String,
-    /// A newly minted cluster token (registration only).
+    /// A newly minted cluster token (registration or rotation), sent in the Welcome.
     pub cluster_token: Option<SecretString>,
+    /// What the stream is authenticated with, to close it when that is revoked.
+    pub credentials: Credentials,
+}
+
+/// What a stream is authenticated with: the hash of its cluster token (never the token) and
+/// the rotation request that token answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// SHA-256 (hex) of the cluster token the stream holds.
+    pub token_sha256: String,
+    /// The rotation request (`hub.atoll.io/rotate-token`) the token answers.
+    pub rotation: Option<String>,
+    /// When the token is due for renewal (it has a lifetime): the stream is closed then, and the
+    /// agent's reconnection gets a new token.
+    pub renew_at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// One connected stream's cluster.

@@ -10,6 +10,7 @@
 //! - [`backend`]: registration and status writes against the parent API server.
 //! - [`push`]: Push mode, the agent's applier run by the hub for `syncMode: Push` clusters.
 //! - [`controllers`]: the shared watches, finalizers, lost clusters, Subscription aggregation.
+//! - [`streams`]: the open streams of this replica, closed when their credentials are revoked.
 //! - [`args`], [`run`]: the binary's flags and its wiring.
 
 pub mod aggregation;
@@ -26,6 +27,7 @@ pub mod run;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod streams;
 pub mod token;
 
 pub use error::Error;

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::push::PushManager;
 use crate::server::{self, ServerConfig};
 use crate::service::{HubService, StreamConfig};
+use crate::streams::OpenStreams;
 use atoll_runtime::admin::Readiness;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
@@ -59,6 +60,7 @@ impl HubConfig {
                 manual_approval: !a.auto_approve,
                 disconnect_grace: a.disconnect_grace,
                 approval_poll: Duration::from_secs(1),
+                cluster_token_lifetime: a.cluster_token_lifetime.filter(|d| !d.is_zero()),
             },
             controllers: ControllerConfig {
                 lost_cluster_timeout: a.lost_cluster_timeout,
@@ -90,6 +92,7 @@ impl HubConfig {
                 manual_approval: false,
                 disconnect_grace: Duration::from_millis(500),
                 approval_poll: Duration::from_millis(100),
+                cluster_token_lifetime: None,
             },
             controllers: ControllerConfig {
                 lost_cluster_timeout: Duration::from_secs(300),
@@ -151,11 +154,13 @@ pub async fn start(
 ) -> Result<RunningHub, Error> {
     let metrics = Arc::new(Metrics::register(registry));
     let index = Arc::new(Index::new());
+    let streams = Arc::new(OpenStreams::default());
     let controllers = Controllers::new(
         client.clone(),
         index.clone(),
         metrics.clone(),
         config.controllers,
+        streams.clone(),
     );
     let backend = Arc::new(KubeBackend::new(
         client.clone(),
@@ -170,7 +175,8 @@ pub async fn start(
         backend.clone(),
         Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
     );
-    let service = HubService::new(backend, index.clone(), config.stream, metrics);
+    let service =
+        HubService::new(backend, index.clone(), config.stream, metrics).with_open_streams(streams);
     let incoming = server::bind(config.server.listen)?;
     let addr = incoming.local_addr().map_err(|e| Error::ServeGrpc {
         addr: config.server.listen.to_string(),

@@ -8,6 +8,7 @@ use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, Session};
 use crate::flow::{EpochClock, EpochTable, ReportDecision, Window, authorise_report};
 use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
 use crate::metrics::Metrics;
+use crate::streams::{CloseSignal, OpenStreams};
 use atoll_proto::v1;
 use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_message::Message as Out;
@@ -79,6 +80,7 @@ pub struct HubService<B> {
     config: StreamConfig,
     metrics: Arc<Metrics>,
     handshakes: Arc<tokio::sync::Semaphore>,
+    streams: Arc<OpenStreams>,
 }
 
 impl<B> Clone for HubService<B> {
@@ -91,6 +93,7 @@ impl<B> Clone for HubService<B> {
             config: self.config,
             metrics: self.metrics.clone(),
             handshakes: self.handshakes.clone(),
+            streams: self.streams.clone(),
         }
     }
 }
@@ -111,7 +114,20 @@ impl<B: Backend> HubService<B> {
             handshakes: Arc::new(tokio::sync::Semaphore::new(config.max_handshakes.max(1))),
             config,
             metrics,
+            streams: Arc::new(OpenStreams::default()),
         }
+    }
+
+    /// The same service, registering its streams in `streams` (shared with the watches that
+    /// close them when their credentials are revoked).
+    pub fn with_open_streams(mut self, streams: Arc<OpenStreams>) -> Self {
+        self.streams = streams;
+        self
+    }
+
+    /// The streams open on this service.
+    pub fn open_streams(&self) -> Arc<OpenStreams> {
+        self.streams.clone()
     }
 
     /// The epoch table (newest stream per cluster).
@@ -221,6 +237,9 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
             epoch,
         };
         self.epochs.begin(&session.cluster_id, epoch);
+        // Only the newest stream of a cluster stays open; older ones on this replica end here.
+        let close = self.streams.open(&session, admission.credentials.clone());
+        let renew_at = admission.credentials.renew_at;
         let capacity = usize::try_from(self.config.window)
             .unwrap_or(16)
             .saturating_add(4);
@@ -241,14 +260,21 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
         tracing::info!(cluster_id = %session.cluster_id, namespace = %session.namespace, epoch, "agent connected");
         self.backend.connected(&session).await;
         let this = self.clone();
-        tokio::spawn(async move { this.run(session, inbound, tx).await });
+        tokio::spawn(async move { this.run(session, inbound, tx, close, renew_at).await });
         let unbox: fn(Outgoing) -> Result<v1::HubMessage, Status> = unbox;
         Ok(Response::new(ReceiverStream::new(rx).map(unbox)))
     }
 }
 
 impl<B: Backend> HubService<B> {
-    async fn run(self, session: Session, mut inbound: Streaming<v1::AgentMessage>, tx: Tx) {
+    async fn run(
+        self,
+        session: Session,
+        mut inbound: Streaming<v1::AgentMessage>,
+        tx: Tx,
+        close: CloseSignal,
+        renew_at: Option<k8s_openapi::jiff::Timestamp>,
+    ) {
         self.metrics.streams.inc();
         self.index.wait_synced().await;
         let queue = self.index.subscribe(&session.namespace);
@@ -257,12 +283,17 @@ impl<B: Backend> HubService<B> {
             seq: 0,
             sent: HashSet::new(),
         };
+        let ends = StreamEnds {
+            close,
+            renewal: Box::pin(renewal(renew_at)),
+        };
         let end = self
-            .pump(&session, &mut inbound, &tx, &queue, &mut state)
+            .pump(&session, &mut inbound, &tx, &queue, &mut state, ends)
             .await;
         if let Err(status) = end {
             let _ = tx.send(Err(status)).await;
         }
+        self.streams.end(&session);
         self.index.unsubscribe(&session.namespace, &queue);
         self.metrics.streams.dec();
         tracing::info!(cluster_id = %session.cluster_id, epoch = session.epoch, "agent stream ended");
@@ -278,6 +309,7 @@ impl<B: Backend> HubService<B> {
         tx: &Tx,
         queue: &Arc<StreamQueue>,
         st: &mut StreamState,
+        mut ends: StreamEnds,
     ) -> Result<(), Status> {
         loop {
             while st.window.can_send() {
@@ -317,6 +349,14 @@ impl<B: Backend> HubService<B> {
                 },
                 () = queue.notified() => {}
                 () = tx.closed() => return Ok(()),
+                status = &mut ends.close => {
+                    return Err(status.unwrap_or_else(|_| Status::unavailable("the hub closed the stream")));
+                }
+                () = &mut ends.renewal => {
+                    return Err(Status::unavailable(
+                        "the cluster token is due for renewal; reconnect to get a new one",
+                    ));
+                }
             }
         }
     }
@@ -386,6 +426,24 @@ impl<B: Backend> HubService<B> {
         }
         Ok(())
     }
+}
+
+/// What ends a stream besides the agent: a revocation, or the renewal time of its token.
+struct StreamEnds {
+    close: CloseSignal,
+    renewal: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// Resolves at `at` (never when `None`).
+async fn renewal(at: Option<k8s_openapi::jiff::Timestamp>) {
+    let Some(at) = at else {
+        return std::future::pending().await;
+    };
+    let wait = at
+        .duration_since(k8s_openapi::jiff::Timestamp::now())
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    tokio::time::sleep(wait).await;
 }
 
 struct StreamState {

@@ -23,6 +23,23 @@ pub const BOOTSTRAP_TOKEN_SECRET_PREFIX: &str = "bootstrap-token-";
 pub const CLUSTER_TOKEN_SECRET: &str = "cluster-token";
 /// Data key of [`CLUSTER_TOKEN_SECRET`] holding the SHA-256 (hex) of the cluster token.
 pub const CLUSTER_TOKEN_SHA256_KEY: &str = "sha256";
+/// Data key of [`CLUSTER_TOKEN_SECRET`]: the hash of the token a rotation replaced, accepted
+/// until the agent shows it has the new one (so that a rotation never locks an agent out).
+pub const CLUSTER_TOKEN_PREVIOUS_KEY: &str = "sha256-previous";
+/// Data key of [`CLUSTER_TOKEN_SECRET`]: until when the replaced token is accepted (RFC 3339).
+pub const CLUSTER_TOKEN_PREVIOUS_UNTIL_KEY: &str = "previous-valid-until";
+/// Data key of [`CLUSTER_TOKEN_SECRET`]: when the current token was issued (RFC 3339).
+pub const CLUSTER_TOKEN_ISSUED_KEY: &str = "issued-at";
+/// Data key of [`CLUSTER_TOKEN_SECRET`]: when the current token stops being accepted (RFC 3339;
+/// absent when the hub runs without `--cluster-token-lifetime`).
+pub const CLUSTER_TOKEN_EXPIRES_KEY: &str = "expires-at";
+/// Data key of [`CLUSTER_TOKEN_SECRET`]: the value of the ManagedCluster's
+/// [`ANNOTATION_ROTATE_TOKEN`] the current token was issued for.
+pub const CLUSTER_TOKEN_ROTATION_KEY: &str = "rotation";
+/// Annotation on a ManagedCluster by which an administrator asks for a new cluster token: when
+/// its value differs from the one the current token was issued for, the hub closes the
+/// cluster's stream, and the agent's reconnection gets a new token in its Welcome.
+pub const ANNOTATION_ROTATE_TOKEN: &str = "hub.atoll.io/rotate-token";
 
 /// A parsed bootstrap token `<token-id>.<token-secret>` (6 and 16 characters of `[a-z0-9]`).
 #[derive(Clone, PartialEq, Eq)]
@@ -86,6 +103,8 @@ pub enum TokenRejection {
     BadExpiration,
     /// The cluster has no stored cluster-token hash, or the hash does not match.
     ClusterTokenMismatch,
+    /// The cluster token's lifetime is over.
+    ClusterTokenExpired,
 }
 
 impl std::fmt::Display for TokenRejection {
@@ -107,6 +126,9 @@ impl std::fmt::Display for TokenRejection {
             }
             TokenRejection::ClusterTokenMismatch => {
                 "the cluster token is unknown or revoked (register again with a bootstrap token)"
+            }
+            TokenRejection::ClusterTokenExpired => {
+                "the cluster token has expired (register again with a bootstrap token)"
             }
         };
         f.write_str(s)
@@ -152,6 +174,147 @@ pub fn check_bootstrap_secret(
         }
     }
     Ok(())
+}
+
+/// What the hub keeps of a cluster's token in [`CLUSTER_TOKEN_SECRET`]: hashes and times, never
+/// the token.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// SHA-256 (hex) of the current token; empty when the cluster's token is revoked.
+    pub current: String,
+    /// SHA-256 (hex) of the token the last rotation replaced, until the agent uses the new one.
+    pub previous: Option<String>,
+    /// Until when `previous` is accepted.
+    pub previous_until: Option<Timestamp>,
+    /// When the current token was issued.
+    pub issued_at: Option<Timestamp>,
+    /// When the current token stops being accepted.
+    pub expires_at: Option<Timestamp>,
+    /// The rotation request ([`ANNOTATION_ROTATE_TOKEN`]) the current token answers.
+    pub rotation: Option<String>,
+}
+
+/// Which of a record's hashes a token matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenMatch {
+    /// The current token.
+    Current,
+    /// The token a rotation replaced: the agent has not stored the new one yet.
+    Previous,
+}
+
+impl TokenRecord {
+    /// A record for a token issued `now`, valid for `lifetime` when one is set.
+    pub fn issue(
+        token: &str,
+        now: Timestamp,
+        lifetime: Option<std::time::Duration>,
+        rotation: Option<String>,
+    ) -> TokenRecord {
+        TokenRecord {
+            current: sha256_hex(token),
+            previous: None,
+            previous_until: None,
+            issued_at: Some(now),
+            expires_at: lifetime
+                .and_then(jiff_span)
+                .and_then(|span| now.checked_add(span).ok()),
+            rotation,
+        }
+    }
+
+    /// Reads a record from the data of [`CLUSTER_TOKEN_SECRET`]. A time that does not parse
+    /// reads as the earliest time: an unreadable expiry must not make a token valid forever.
+    pub fn from_data(data: &BTreeMap<String, Vec<u8>>) -> TokenRecord {
+        let text = |k: &str| {
+            data.get(k)
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let time = |k: &str| text(k).map(|t| t.parse::<Timestamp>().unwrap_or(Timestamp::MIN));
+        TokenRecord {
+            current: text(CLUSTER_TOKEN_SHA256_KEY).unwrap_or_default(),
+            previous: text(CLUSTER_TOKEN_PREVIOUS_KEY),
+            previous_until: time(CLUSTER_TOKEN_PREVIOUS_UNTIL_KEY),
+            issued_at: time(CLUSTER_TOKEN_ISSUED_KEY),
+            expires_at: time(CLUSTER_TOKEN_EXPIRES_KEY),
+            rotation: text(CLUSTER_TOKEN_ROTATION_KEY),
+        }
+    }
+
+    /// The Secret data of this record.
+    pub fn to_data(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        out.insert(CLUSTER_TOKEN_SHA256_KEY.to_string(), self.current.clone());
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                out.insert(k.to_string(), v);
+            }
+        };
+        put(CLUSTER_TOKEN_PREVIOUS_KEY, self.previous.clone());
+        put(
+            CLUSTER_TOKEN_PREVIOUS_UNTIL_KEY,
+            self.previous_until.map(|t| t.to_string()),
+        );
+        put(
+            CLUSTER_TOKEN_ISSUED_KEY,
+            self.issued_at.map(|t| t.to_string()),
+        );
+        put(
+            CLUSTER_TOKEN_EXPIRES_KEY,
+            self.expires_at.map(|t| t.to_string()),
+        );
+        put(CLUSTER_TOKEN_ROTATION_KEY, self.rotation.clone());
+        out
+    }
+
+    /// Whether a token hashing to `token_sha256` is accepted at `now`, and as which.
+    pub fn check(&self, token_sha256: &str, now: Timestamp) -> Result<TokenMatch, TokenRejection> {
+        if self.expires_at.is_some_and(|at| at <= now) {
+            return Err(TokenRejection::ClusterTokenExpired);
+        }
+        let matches = |stored: &str| {
+            !stored.is_empty() && constant_time_eq(stored.as_bytes(), token_sha256.as_bytes())
+        };
+        if matches(&self.current) {
+            Ok(TokenMatch::Current)
+        } else if self.previous.as_deref().is_some_and(matches)
+            && self.previous_until.is_none_or(|until| now < until)
+        {
+            Ok(TokenMatch::Previous)
+        } else {
+            Err(TokenRejection::ClusterTokenMismatch)
+        }
+    }
+
+    /// Whether an agent that presented a token matching `matched` gets a new one now: it
+    /// presented the replaced token (it missed the last rotation), an administrator asked for a
+    /// rotation (`requested` differs from what the current token answers), or the token is past
+    /// half of its lifetime.
+    pub fn needs_rotation(
+        &self,
+        matched: TokenMatch,
+        requested: Option<&str>,
+        now: Timestamp,
+    ) -> bool {
+        matched == TokenMatch::Previous
+            || requested.is_some_and(|r| self.rotation.as_deref() != Some(r))
+            || self.renew_at().is_some_and(|at| at <= now)
+    }
+
+    /// When a token with an expiry is renewed: half-way through its lifetime, so that an agent
+    /// that is away for a while still gets a new one before the old one expires.
+    pub fn renew_at(&self) -> Option<Timestamp> {
+        let (issued, expires) = (self.issued_at?, self.expires_at?);
+        let half = expires.duration_since(issued) / 2;
+        issued.checked_add(half).ok()
+    }
+}
+
+fn jiff_span(d: std::time::Duration) -> Option<k8s_openapi::jiff::SignedDuration> {
+    k8s_openapi::jiff::SignedDuration::try_from(d).ok()
 }
 
 /// Mints a cluster token: 32 random bytes, base64url without padding.
@@ -356,6 +519,134 @@ mod tests {
             sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn token_record_round_trips_through_secret_data() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut r = TokenRecord::issue(
+            "tok",
+            now,
+            Some(std::time::Duration::from_secs(3600)),
+            Some("r1".into()),
+        );
+        r.previous = Some(sha256_hex("old"));
+        r.previous_until = Some("2026-01-01T00:10:00Z".parse().unwrap());
+        let stored: BTreeMap<String, Vec<u8>> = r
+            .to_data()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
+        assert_eq!(TokenRecord::from_data(&stored), r);
+        assert_eq!(r.expires_at, Some("2026-01-01T01:00:00Z".parse().unwrap()));
+        // A hash-only record (written before rotation existed) reads as a token without expiry.
+        let old = data(&[("sha256", &sha256_hex("tok"))]);
+        let old = TokenRecord::from_data(&old);
+        assert_eq!(old.check(&sha256_hex("tok"), now), Ok(TokenMatch::Current));
+        assert_eq!(old.renew_at(), None);
+    }
+
+    #[test]
+    fn cluster_token_check_table() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let later: Timestamp = "2026-01-01T02:00:00Z".parse().unwrap();
+        let hour = Some(std::time::Duration::from_secs(3600));
+        let mut rotated = TokenRecord::issue("new", now, None, None);
+        rotated.previous = Some(sha256_hex("old"));
+        let mut grace_over = rotated.clone();
+        grace_over.previous_until = Some(now);
+        let revoked = TokenRecord::default();
+        let unreadable_expiry = TokenRecord::from_data(&data(&[
+            ("sha256", &sha256_hex("tok")),
+            ("expires-at", "never"),
+        ]));
+        let cases = [
+            (&rotated, "new", now, Ok(TokenMatch::Current)),
+            (&rotated, "old", now, Ok(TokenMatch::Previous)),
+            (
+                &rotated,
+                "other",
+                now,
+                Err(TokenRejection::ClusterTokenMismatch),
+            ),
+            (
+                &grace_over,
+                "old",
+                now,
+                Err(TokenRejection::ClusterTokenMismatch),
+            ),
+            (&grace_over, "new", now, Ok(TokenMatch::Current)),
+            (&revoked, "", now, Err(TokenRejection::ClusterTokenMismatch)),
+            (
+                &revoked,
+                "tok",
+                now,
+                Err(TokenRejection::ClusterTokenMismatch),
+            ),
+            (
+                &TokenRecord::issue("tok", now, hour, None),
+                "tok",
+                now,
+                Ok(TokenMatch::Current),
+            ),
+            (
+                &TokenRecord::issue("tok", now, hour, None),
+                "tok",
+                later,
+                Err(TokenRejection::ClusterTokenExpired),
+            ),
+            (
+                &unreadable_expiry,
+                "tok",
+                now,
+                Err(TokenRejection::ClusterTokenExpired),
+            ),
+        ];
+        for (i, (record, token, at, want)) in cases.into_iter().enumerate() {
+            let hash = if token.is_empty() {
+                String::new()
+            } else {
+                sha256_hex(token)
+            };
+            assert_eq!(record.check(&hash, at), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_rotated_when_replaced_requested_or_half_way_through_its_lifetime() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let hour = Some(std::time::Duration::from_secs(3600));
+        let plain = TokenRecord::issue("t", now, None, Some("r1".into()));
+        let expiring = TokenRecord::issue("t", now, hour, None);
+        assert_eq!(expiring.renew_at(), Some(at("2026-01-01T00:30:00Z")));
+        let cases = [
+            (&plain, TokenMatch::Current, None, now, false),
+            (&plain, TokenMatch::Current, Some("r1"), now, false),
+            (&plain, TokenMatch::Current, Some("r2"), now, true),
+            (&plain, TokenMatch::Previous, Some("r1"), now, true),
+            (
+                &expiring,
+                TokenMatch::Current,
+                None,
+                at("2026-01-01T00:29:59Z"),
+                false,
+            ),
+            (
+                &expiring,
+                TokenMatch::Current,
+                None,
+                at("2026-01-01T00:30:00Z"),
+                true,
+            ),
+        ];
+        for (i, (record, matched, requested, at, want)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                record.needs_rotation(matched, requested, at),
+                want,
+                "case {i}"
+            );
+        }
     }
 
     #[test]

@@ -59,6 +59,7 @@ impl Backend for Fake {
                     namespace: ns_of(&hello.cluster_id),
                     managed_cluster_name: hello.cluster_name.clone(),
                     cluster_token: Some(SecretString("minted".into())),
+                    credentials: Default::default(),
                 }),
                 "deny.me" => Err(Error::RegistrationDenied {
                     cluster_id: hello.cluster_id,

@@ -1160,57 +1160,198 @@ async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
 }
 
 #[tokio::test]
-async fn two_hub_replicas_ignore_the_older_stream_of_a_cluster() {
+async fn two_hub_replicas_close_the_older_stream_of_a_cluster() {
     let p = parent().await;
     let h1 = hub(&p.client, |_| {}).await;
     let h2 = hub(&p.client, |_| {}).await;
-    let old = connect(&h1, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
-    let ns = old.welcome.namespace.clone();
-    let token = old.welcome.cluster_token.clone();
+    let registered = connect(&h1, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = registered.welcome.namespace.clone();
+    let token = registered.welcome.cluster_token.clone();
+    drop(registered);
+    let mut old = connect(&h1, ID_A, "edge-a", &token).await.unwrap();
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
     let new = connect(&h2, ID_A, "edge-a", &token).await.unwrap();
     assert!(new.welcome.epoch > old.welcome.epoch);
-    let beat = |a: &Agent, version: &str| {
-        let tx = a.tx.clone();
-        let version = version.to_string();
-        async move {
-            tx.send(v1::AgentMessage {
-                message: Some(In::Heartbeat(v1::Heartbeat {
-                    k8s_version: version,
-                    healthz: true,
-                    livez: true,
-                    readyz: true,
-                    heartbeat_seconds: 1,
-                    ..Default::default()
-                })),
-            })
-            .await
-            .unwrap();
-        }
-    };
-    // Both replicas' caches learn the newer epoch.
-    eventually("the epoch annotation", || async {
-        let mc = mcs.get("edge-a").await.unwrap();
-        (mc.annotations()
-            .get(atoll_hub::backend::ANNOTATION_STREAM_EPOCH)
-            == Some(&new.welcome.epoch.to_string()))
-        .then_some(())
-    })
+    // h2 records the newer epoch on the ManagedCluster; h1's watch sees it and ends its stream.
+    let status = closed_with(&mut old).await;
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    assert!(
+        status.message().contains("another hub replica"),
+        "{status:?}"
+    );
+    new.send(In::Heartbeat(v1::Heartbeat {
+        k8s_version: "v1.33.2-new".into(),
+        healthz: true,
+        livez: true,
+        readyz: true,
+        heartbeat_seconds: 1,
+        ..Default::default()
+    }))
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    beat(&new, "v1.33.2-new").await;
     eventually("the new stream's heartbeat", || async {
         let mc = mcs.get("edge-a").await.unwrap();
         (mc.status?.k8s_version.as_deref() == Some("v1.33.2-new")).then_some(())
     })
     .await;
-    beat(&old, "v1.0.0-old").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let mc = mcs.get("edge-a").await.unwrap();
-    assert_eq!(
-        mc.status.unwrap().k8s_version.as_deref(),
-        Some("v1.33.2-new")
+}
+
+/// The status the hub ends `a`'s stream with, skipping what it sends before; fails if the
+/// stream is still open after 10 s.
+async fn closed_with(a: &mut Agent) -> tonic::Status {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, a.rx.message()).await {
+            Err(_) => panic!("the stream is still open"),
+            Ok(Err(status)) => return status,
+            Ok(Ok(None)) => panic!("the stream ended without a status"),
+            Ok(Ok(Some(_))) => {}
+        }
+    }
+}
+
+/// Registers cluster A and opens a stream with its cluster token; returns the stream and the
+/// token.
+async fn registered_stream(h: &RunningHub) -> (Agent, String) {
+    let first = connect(h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let token = first.welcome.cluster_token.clone();
+    assert!(!token.is_empty());
+    drop(first);
+    let a = connect(h, ID_A, "edge-a", &token).await.unwrap();
+    (a, token)
+}
+
+#[tokio::test]
+async fn a_newer_stream_of_a_cluster_closes_the_older_one() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let (mut old, token) = registered_stream(&h).await;
+    let new = connect(&h, ID_A, "edge-a", &token).await.unwrap();
+    assert!(new.welcome.epoch > old.welcome.epoch);
+    let status = closed_with(&mut old).await;
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+}
+
+#[tokio::test]
+async fn deleting_a_clusters_token_secret_closes_its_open_stream() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let (mut a, token) = registered_stream(&h).await;
+    let ns = a.welcome.namespace.clone();
+    Api::<Secret>::namespaced(p.client.clone(), &ns)
+        .delete("cluster-token", &DeleteParams::default())
+        .await
+        .unwrap();
+    let status = closed_with(&mut a).await;
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let again = connect(&h, ID_A, "edge-a", &token).await.err().unwrap();
+    assert_eq!(again.code(), Code::Unauthenticated);
+}
+
+#[tokio::test]
+async fn denying_a_registration_closes_its_clusters_open_stream() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let (mut a, token) = registered_stream(&h).await;
+    let crrs: Api<ClusterRegistrationRequest> = Api::all(p.client.clone());
+    crrs.patch_status(
+        &known::cluster_registration_request_name(ID_A),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"result": "Denied", "errorMessage": "decommissioned"}})),
+    )
+    .await
+    .unwrap();
+    let status = closed_with(&mut a).await;
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains("decommissioned"), "{status:?}");
+    let again = connect(&h, ID_A, "edge-a", &token).await.err().unwrap();
+    assert_eq!(again.code(), Code::PermissionDenied);
+}
+
+#[tokio::test]
+async fn deleting_a_managed_cluster_closes_its_stream_and_its_token_admits_no_more() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let (mut a, token) = registered_stream(&h).await;
+    let ns = a.welcome.namespace.clone();
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    mcs.delete("edge-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    let status = closed_with(&mut a).await;
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let again = connect(&h, ID_A, "edge-a", &token).await.err().unwrap();
+    assert_eq!(again.code(), Code::Unauthenticated, "{again:?}");
+    assert!(
+        mcs.get_opt("edge-a").await.unwrap().is_none(),
+        "the cluster token must not bring the ManagedCluster back"
     );
+}
+
+#[tokio::test]
+async fn a_rotation_asked_for_on_the_managed_cluster_gives_the_agent_a_new_token_and_retires_the_old()
+ {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let (mut a, old_token) = registered_stream(&h).await;
+    let ns = a.welcome.namespace.clone();
+    assert!(a.welcome.cluster_token.is_empty(), "no rotation yet");
+    Api::<ManagedCluster>::namespaced(p.client.clone(), &ns)
+        .patch(
+            "edge-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                atoll_hub::token::ANNOTATION_ROTATE_TOKEN: "2026-12-01"
+            }}})),
+        )
+        .await
+        .unwrap();
+    let status = closed_with(&mut a).await;
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    // The agent reconnects with the token it has and gets a new one.
+    let rotated = connect(&h, ID_A, "edge-a", &old_token).await.unwrap();
+    let new_token = rotated.welcome.cluster_token.clone();
+    assert!(!new_token.is_empty() && new_token != old_token);
+    drop(rotated);
+    // Using the new token once retires the old one, and the same request is not answered twice.
+    let b = connect(&h, ID_A, "edge-a", &new_token).await.unwrap();
+    assert!(
+        b.welcome.cluster_token.is_empty(),
+        "rotated once per request"
+    );
+    let refused = connect(&h, ID_A, "edge-a", &old_token).await.err().unwrap();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    let secret = Api::<Secret>::namespaced(p.client.clone(), &ns)
+        .get("cluster-token")
+        .await
+        .unwrap();
+    let data = secret.data.unwrap();
+    assert_eq!(data["rotation"].0, b"2026-12-01");
+    assert!(!data.contains_key("sha256-previous"), "{:?}", data.keys());
+}
+
+#[tokio::test]
+async fn a_cluster_token_with_a_lifetime_is_renewed_half_way_and_refused_once_expired() {
+    let p = parent().await;
+    let h = hub(&p.client, |c| {
+        c.backend.cluster_token_lifetime = Some(Duration::from_secs(4));
+    })
+    .await;
+    let (mut a, first) = registered_stream(&h).await;
+    // Half-way through its lifetime the stream is closed for renewal.
+    let status = closed_with(&mut a).await;
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("renewal"), "{status:?}");
+    let renewed = connect(&h, ID_A, "edge-a", &first).await.unwrap();
+    let second = renewed.welcome.cluster_token.clone();
+    assert!(!second.is_empty() && second != first);
+    drop(renewed);
+    // The first token's lifetime ends 4 s after it was issued, renewal or not.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let refused = connect(&h, ID_A, "edge-a", &first).await.err().unwrap();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    let ok = connect(&h, ID_A, "edge-a", &second).await.unwrap();
+    drop(ok);
 }
 
 #[tokio::test]
