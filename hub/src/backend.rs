@@ -803,6 +803,42 @@ impl KubeBackend {
     }
 }
 
+impl KubeBackend {
+    /// A Push cluster's deployer Secret cannot be used: `Ready=False`
+    /// (`PushCredentialsRefused`, with `message`) and a Warning Event on its ManagedCluster.
+    pub async fn push_credentials_refused(&self, session: &Session, message: &str) {
+        let mc = match self.fresh_cluster(session).await {
+            Ok(Some(mc)) => mc,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "push mode: reading the ManagedCluster failed");
+                return;
+            }
+        };
+        let st =
+            status::status_push_credentials_refused(mc.status.as_ref(), message, Timestamp::now());
+        let write = self
+            .cluster_api(session)
+            .patch_status(
+                &session.managed_cluster_name,
+                &mgr(),
+                &Patch::Apply(&status::managed_cluster_status_patch(&st)),
+            )
+            .await;
+        if let Err(e) = write {
+            tracing::warn!(cluster = %cluster_target(session), error = %e, "push mode: writing the refusal to the ManagedCluster status failed");
+        }
+        self.event(
+            mc.object_ref(&()),
+            EventType::Warning,
+            status::REASON_PUSH_CREDENTIALS_REFUSED,
+            message.to_string(),
+            "ReadPushCredentials",
+        )
+        .await;
+    }
+}
+
 /// Marks a cluster `Ready=Unknown` (`ClusterStatusUnknown`) and taints it unschedulable.
 pub(crate) async fn write_unknown(
     client: &Client,

@@ -62,6 +62,14 @@ pub enum Error {
         /// The API server's answer.
         message: String,
     },
+    /// A Push cluster's deployer Secret holds no usable, plain-data credentials.
+    #[error("reading the child's credentials from Secret {secret}: {reason}")]
+    ReadPushCredentials {
+        /// `namespace/name` of the deployer Secret.
+        secret: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Loading the TLS certificate or key failed.
     #[error(
         "loading TLS material from {path}: {message}; pass PEM files with --tls-cert/--tls-key, or --insecure for plaintext"
@@ -105,6 +113,7 @@ impl Error {
             Error::ParseHello { .. } => "parse_hello",
             Error::AuthoriseReport { .. } => "authorise_report",
             Error::CallApiServer { .. } => "call_api_server",
+            Error::ReadPushCredentials { .. } => "read_push_credentials",
             Error::LoadTls { .. } => "load_tls",
             Error::ServeGrpc { .. } => "serve_grpc",
             Error::ParseObservedStatus { .. } => "parse_observed_status",

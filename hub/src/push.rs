@@ -15,7 +15,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+use kube::config::{
+    AuthInfo, Cluster, Config, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
+    NamedContext,
+};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
@@ -28,39 +31,155 @@ use tokio::task::JoinHandle;
 /// `kubeconfig` key, or Clusternet's `apiserver-advertise-url`, `token` and `ca.crt`.
 pub const DEPLOYER_SECRET: &str = "child-cluster-deployer";
 
-/// Builds a kubeconfig for the child from the deployer Secret's data.
-pub fn child_kubeconfig(data: &BTreeMap<String, Vec<u8>>) -> Result<Kubeconfig, Error> {
-    let fail = |message: String| Error::CallApiServer {
-        operation: "read child credentials".into(),
-        object: DEPLOYER_SECRET.into(),
-        message,
+/// Builds a kubeconfig for the child from the deployer Secret's data. The Secret is data, never
+/// code: of a `kubeconfig` only the current context's server, CA data, TLS settings, bearer token
+/// and client certificate data are kept, and anything that would make the hub run a program or
+/// read its own files (`exec`, `auth-provider`, `tokenFile`, `client-certificate`, `client-key`,
+/// `certificate-authority` paths), act as someone else (`as`) or go through a proxy is refused
+/// with a message naming the field. Clusternet's layout (`apiserver-advertise-url`, `token`,
+/// `ca.crt`) is turned into the same shape as values, never pasted into YAML text.
+pub fn child_kubeconfig(data: &BTreeMap<String, Vec<u8>>) -> Result<Kubeconfig, String> {
+    let text = |key: &str| -> Result<Option<String>, String> {
+        data.get(key)
+            .map(|v| String::from_utf8(v.clone()).map_err(|_| format!("`{key}` is not UTF-8")))
+            .transpose()
     };
-    if let Some(raw) = data.get("kubeconfig") {
-        let text = String::from_utf8(raw.clone()).map_err(|e| fail(e.to_string()))?;
-        return Kubeconfig::from_yaml(&text).map_err(|e| fail(e.to_string()));
+    if let Some(raw) = text("kubeconfig")? {
+        let parsed = Kubeconfig::from_yaml(&raw).map_err(|e| format!("`kubeconfig`: {e}"))?;
+        return data_only(parsed);
     }
-    let url = data
-        .get("apiserver-advertise-url")
-        .and_then(|v| String::from_utf8(v.clone()).ok())
-        .ok_or_else(|| {
-            fail(
-                "the Secret has neither `kubeconfig` nor `apiserver-advertise-url`; add one".into(),
-            )
-        })?;
-    let token = data
-        .get("token")
-        .and_then(|v| String::from_utf8(v.clone()).ok())
-        .unwrap_or_default();
-    let ca = data
-        .get("ca.crt")
-        .map(|c| format!("\n    certificate-authority-data: {}", STANDARD.encode(c)))
-        .unwrap_or_default();
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: child\n  cluster:\n    server: {url}{ca}\n\
-         users:\n- name: deployer\n  user:\n    token: {token}\ncontexts:\n- name: child\n  context:\n    cluster: child\n    user: deployer\n\
-         current-context: child\n"
-    );
-    Kubeconfig::from_yaml(&yaml).map_err(|e| fail(e.to_string()))
+    let url = text("apiserver-advertise-url")?.ok_or_else(|| {
+        "the Secret has neither `kubeconfig` nor `apiserver-advertise-url`; add one".to_string()
+    })?;
+    let mut cluster = serde_json::json!({ "server": url.trim() });
+    if let Some(ca) = data.get("ca.crt") {
+        cluster["certificate-authority-data"] = STANDARD.encode(ca).into();
+    }
+    let mut user = serde_json::json!({});
+    if let Some(token) = text("token")? {
+        user["token"] = token.trim().into();
+    }
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "child", "cluster": cluster }],
+        "users": [{ "name": "deployer", "user": user }],
+        "contexts": [{ "name": "child", "context": { "cluster": "child", "user": "deployer" } }],
+        "current-context": "child",
+    });
+    let parsed: Kubeconfig = serde_json::from_value(kubeconfig).map_err(|e| e.to_string())?;
+    data_only(parsed)
+}
+
+/// The current context of `kc` with only plain-data credentials (see [`child_kubeconfig`]).
+fn data_only(kc: Kubeconfig) -> Result<Kubeconfig, String> {
+    let context_name = kc
+        .current_context
+        .clone()
+        .or_else(|| kc.contexts.first().map(|c| c.name.clone()))
+        .ok_or("`kubeconfig` has no context")?;
+    let context = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .and_then(|c| c.context.clone())
+        .ok_or_else(|| format!("`kubeconfig` has no context {context_name:?}"))?;
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .and_then(|c| c.cluster.clone())
+        .ok_or_else(|| format!("`kubeconfig` has no cluster {:?}", context.cluster))?;
+    let user = match &context.user {
+        Some(name) => kc
+            .auth_infos
+            .iter()
+            .find(|u| &u.name == name)
+            .and_then(|u| u.auth_info.clone())
+            .ok_or_else(|| format!("`kubeconfig` has no user {name:?}"))?,
+        None => AuthInfo::default(),
+    };
+    let refused: Vec<&str> = [
+        (
+            cluster.certificate_authority.is_some(),
+            "certificate-authority (a file path; use certificate-authority-data)",
+        ),
+        (cluster.proxy_url.is_some(), "proxy-url"),
+        (user.exec.is_some(), "exec (a program to run)"),
+        (user.auth_provider.is_some(), "auth-provider"),
+        (
+            user.token_file.is_some(),
+            "tokenFile (a file path; use token)",
+        ),
+        (
+            user.client_certificate.is_some(),
+            "client-certificate (a file path; use client-certificate-data)",
+        ),
+        (
+            user.client_key.is_some(),
+            "client-key (a file path; use client-key-data)",
+        ),
+        (
+            user.username.is_some() || user.password.is_some(),
+            "username/password",
+        ),
+        (
+            user.impersonate.is_some()
+                || user.impersonate_uid.is_some()
+                || user.impersonate_groups.is_some()
+                || user.impersonate_user_extra.is_some(),
+            "as/as-groups (impersonation)",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(present, field)| present.then_some(field))
+    .collect();
+    if !refused.is_empty() {
+        return Err(format!(
+            "the deployer credentials may hold only plain data (server, certificate-authority-data, \
+             token, client-certificate-data, client-key-data); refused: {}",
+            refused.join(", ")
+        ));
+    }
+    let server = cluster
+        .server
+        .clone()
+        .filter(|s| s.starts_with("https://") || s.starts_with("http://"))
+        .ok_or("the cluster's server must be an http(s) URL")?;
+    Ok(Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: "child".into(),
+            cluster: Some(Cluster {
+                server: Some(server),
+                certificate_authority_data: cluster.certificate_authority_data,
+                insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
+                tls_server_name: cluster.tls_server_name,
+                ..Cluster::default()
+            }),
+            ..NamedCluster::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: "deployer".into(),
+            auth_info: Some(AuthInfo {
+                token: user.token,
+                client_certificate_data: user.client_certificate_data,
+                client_key_data: user.client_key_data,
+                ..AuthInfo::default()
+            }),
+            ..NamedAuthInfo::default()
+        }],
+        contexts: vec![NamedContext {
+            name: "child".into(),
+            context: Some(Context {
+                cluster: "child".into(),
+                user: Some("deployer".into()),
+                ..Context::default()
+            }),
+            ..NamedContext::default()
+        }],
+        current_context: Some("child".into()),
+        ..Kubeconfig::default()
+    })
 }
 
 /// Converts the applier's report into the hub's domain report.
@@ -111,6 +230,8 @@ pub struct PushManager {
     clusters: Store<ManagedCluster>,
     backend: Arc<KubeBackend>,
     heartbeat_every: Duration,
+    /// How often unusable credentials are read again.
+    credentials_retry: Duration,
     sessions: Mutex<HashMap<(String, String), JoinHandle<()>>>,
 }
 
@@ -129,6 +250,7 @@ impl PushManager {
             clusters,
             backend,
             heartbeat_every,
+            credentials_retry: heartbeat_every.max(Duration::from_secs(1)),
             sessions: Mutex::new(HashMap::new()),
         })
     }
@@ -195,7 +317,10 @@ impl PushManager {
             .into_iter()
             .map(|(k, v)| (k, v.0))
             .collect();
-        let kubeconfig = child_kubeconfig(&data)?;
+        let kubeconfig = child_kubeconfig(&data).map_err(|reason| Error::ReadPushCredentials {
+            secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+            reason,
+        })?;
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| Error::CallApiServer {
@@ -211,12 +336,21 @@ impl PushManager {
     }
 
     async fn session(self: Arc<Self>, session: Session) {
+        let mut last_refusal = String::new();
         let child = loop {
             match self.child_client(&session.namespace).await {
                 Ok(c) => break c,
                 Err(e) => {
-                    tracing::warn!(namespace = %session.namespace, error = %e, "push mode: no child credentials yet");
-                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    // Said where the user looks once per distinct problem, retried quietly.
+                    let message = e.to_string();
+                    if message != last_refusal {
+                        tracing::warn!(namespace = %session.namespace, error = %e, "push mode: the child's credentials cannot be used");
+                        self.backend
+                            .push_credentials_refused(&session, &message)
+                            .await;
+                        last_refusal = message;
+                    }
+                    tokio::time::sleep(self.credentials_retry).await;
                 }
             }
         };
@@ -345,7 +479,7 @@ mod tests {
 
     #[test]
     fn child_kubeconfig_from_either_secret_layout() {
-        let kc = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://child.example:6443\ncontexts: []\nusers: []\n";
+        let kc = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://child.example:6443\ncontexts:\n- name: x\n  context:\n    cluster: c\nusers: []\n";
         let cases = [
             (
                 data(&[("kubeconfig", kc)]),
@@ -370,6 +504,84 @@ mod tests {
             });
             assert_eq!(got.as_deref(), server);
         }
+    }
+
+    fn kubeconfig_with_user(user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://child.example:6443\n\
+             users:\n- name: u\n  user:\n{user}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+        )
+    }
+
+    #[test]
+    fn push_credentials_are_data_never_code() {
+        let refused = [
+            (
+                "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: touch\n      args: [\"/tmp/pwned\"]",
+                "exec",
+            ),
+            (
+                "    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+                "tokenFile",
+            ),
+            (
+                "    client-certificate: /etc/hub/tls.crt\n    client-key: /etc/hub/tls.key",
+                "client-certificate",
+            ),
+            ("    auth-provider:\n      name: oidc", "auth-provider"),
+            ("    token: t\n    as: system:admin", "impersonation"),
+            (
+                "    username: admin\n    password: secret",
+                "username/password",
+            ),
+        ];
+        for (user, field) in refused {
+            let d = data(&[("kubeconfig", &kubeconfig_with_user(user))]);
+            let err = child_kubeconfig(&d).err().unwrap_or_default();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        let ca_path = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://c:6443\n    certificate-authority: /etc/ssl/ca.pem\ncontexts:\n- name: x\n  context:\n    cluster: c\ncurrent-context: x\n";
+        let err = child_kubeconfig(&data(&[("kubeconfig", ca_path)])).unwrap_err();
+        assert!(err.contains("certificate-authority"), "{err}");
+
+        // Plain data passes, and nothing else is carried over.
+        let ok = child_kubeconfig(&data(&[(
+            "kubeconfig",
+            &kubeconfig_with_user(
+                "    token: abc\n    client-certificate-data: Y2VydA==\n    client-key-data: a2V5",
+            ),
+        )]))
+        .unwrap();
+        let user = ok.auth_infos[0].auth_info.as_ref().unwrap();
+        assert!(user.token.is_some() && user.client_key_data.is_some());
+        assert!(user.exec.is_none() && user.token_file.is_none());
+
+        // Clusternet's layout: values stay values, whatever they contain.
+        let sneaky = child_kubeconfig(&data(&[
+            (
+                "apiserver-advertise-url",
+                "https://10.0.0.1:6443\n    insecure-skip-tls-verify: true",
+            ),
+            ("token", "abc\n  exec:\n    command: touch"),
+        ]))
+        .unwrap();
+        let cluster = sneaky.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.insecure_skip_tls_verify, None);
+        assert!(
+            cluster
+                .server
+                .as_deref()
+                .unwrap()
+                .contains("insecure-skip-tls-verify")
+        );
+        assert!(
+            sneaky.auth_infos[0]
+                .auth_info
+                .as_ref()
+                .unwrap()
+                .exec
+                .is_none()
+        );
     }
 
     #[test]

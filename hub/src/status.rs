@@ -95,14 +95,49 @@ pub fn status_disconnected(
     existing: Option<&ManagedClusterStatus>,
     now: Timestamp,
 ) -> ManagedClusterStatus {
+    status_with_ready(
+        existing,
+        "Unknown",
+        known::REASON_CLUSTER_STATUS_UNKNOWN,
+        "the agent's stream to the hub ended and it has not reconnected",
+        now,
+    )
+}
+
+/// Reason of `Ready=False` on a Push cluster whose deployer Secret the hub refuses to use.
+pub const REASON_PUSH_CREDENTIALS_REFUSED: &str = "PushCredentialsRefused";
+
+/// The ManagedCluster status of a Push cluster whose credentials cannot be used: `Ready=False`
+/// (`PushCredentialsRefused`) with `message`, everything else kept.
+pub fn status_push_credentials_refused(
+    existing: Option<&ManagedClusterStatus>,
+    message: &str,
+    now: Timestamp,
+) -> ManagedClusterStatus {
+    status_with_ready(
+        existing,
+        "False",
+        REASON_PUSH_CREDENTIALS_REFUSED,
+        message,
+        now,
+    )
+}
+
+fn status_with_ready(
+    existing: Option<&ManagedClusterStatus>,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> ManagedClusterStatus {
     let mut s = existing.cloned().unwrap_or_default();
     conditions::set(
         &mut s.conditions,
         conditions::new(
             known::CONDITION_READY,
-            "Unknown",
-            known::REASON_CLUSTER_STATUS_UNKNOWN,
-            "the agent's stream to the hub ended and it has not reconnected",
+            status,
+            reason,
+            message,
             None,
             Time(now),
         ),

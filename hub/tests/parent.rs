@@ -1046,6 +1046,75 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
 }
 
 #[tokio::test]
+async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_and_an_event() {
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let ns = "clusternet-push2";
+    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(p.client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .unwrap();
+    let marker = std::env::temp_dir().join(format!("atoll-push-exec-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n\
+         users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: touch\n      args: [{:?}]\n\
+         contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n",
+        marker.display().to_string()
+    );
+    let s = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("child-cluster-deployer".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "kubeconfig".to_string(),
+                k8s_openapi::ByteString(kubeconfig.into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(p.client.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    let mc: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": "pushed", "namespace": ns},
+        "spec": {"clusterId": "dddddddd-0000-4000-8000-00000000000d", "syncMode": "Push"}
+    }))
+    .unwrap();
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), ns);
+    mcs.create(&PostParams::default(), &mc).await.unwrap();
+    let message = eventually("Ready=False PushCredentialsRefused", || async {
+        let mc = mcs.get("pushed").await.unwrap();
+        let st = mc.status?;
+        let c = st.conditions.iter().find(|c| c.type_ == "Ready")?;
+        (c.status == "False" && c.reason == "PushCredentialsRefused").then(|| c.message.clone())
+    })
+    .await;
+    assert!(message.contains("exec"), "{message}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), ns);
+    eventually("a PushCredentialsRefused Event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("PushCredentialsRefused"))
+            .then_some(())
+    })
+    .await;
+    assert!(!marker.exists(), "the hub ran the kubeconfig's exec plugin");
+    drop(h);
+}
+
+#[tokio::test]
 async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
