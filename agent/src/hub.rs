@@ -671,34 +671,92 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
     }
 }
 
-/// Converts a report into its protobuf message.
+/// An object's `.status` larger than this (as JSON) is left out of reports: one object with an
+/// enormous status must not make the whole report too big to deliver.
+pub const MAX_OBJECT_STATUS_BYTES: usize = 16 * 1024;
+/// An object's error message is cut to this many bytes.
+pub const MAX_OBJECT_ERROR_BYTES: usize = 1024;
+/// A report stays under this size: the hub drops larger ones (its `--max-report-bytes`), and the
+/// Description status it becomes must fit an etcd write.
+pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
+
+/// Converts a report into its protobuf message, within [`MAX_REPORT_BYTES`]: statuses over
+/// [`MAX_OBJECT_STATUS_BYTES`] are replaced by a note, errors are cut, and if the report is still
+/// too big, every object's status is left out (the reason says so).
 pub fn report_message(report: &Report) -> v1::AgentMessage {
+    let mut objects: Vec<v1::ObjectStatus> = report
+        .objects
+        .iter()
+        .map(|o| v1::ObjectStatus {
+            api_version: o.object.api_version.clone(),
+            kind: o.object.kind.clone(),
+            namespace: o.object.namespace.clone(),
+            name: o.object.name.clone(),
+            status: o
+                .status
+                .as_ref()
+                .and_then(|s| serde_json::to_vec(s).ok())
+                .map(capped_status)
+                .unwrap_or_default(),
+            error: o
+                .error
+                .as_deref()
+                .map(|e| cut(e, MAX_OBJECT_ERROR_BYTES))
+                .unwrap_or_default(),
+        })
+        .collect();
+    let mut reason = report.reason.clone();
+    let size = |objects: &[v1::ObjectStatus]| -> usize {
+        objects.iter().map(atoll_proto::Message::encoded_len).sum()
+    };
+    if size(&objects) + reason.len() > MAX_REPORT_BYTES {
+        for o in &mut objects {
+            o.status.clear();
+        }
+        reason = cut(
+            &format!(
+                "{reason} (object statuses left out: the report was over {MAX_REPORT_BYTES} bytes)"
+            ),
+            MAX_OBJECT_ERROR_BYTES,
+        );
+    }
     v1::AgentMessage {
         message: Some(agent_message::Message::Report(v1::DescriptionReport {
             name: report.name.clone(),
             uid: report.uid.clone(),
             observed_generation: report.observed_generation,
             phase: report.phase.as_str().to_owned(),
-            reason: report.reason.clone(),
-            objects: report
-                .objects
-                .iter()
-                .map(|o| v1::ObjectStatus {
-                    api_version: o.object.api_version.clone(),
-                    kind: o.object.kind.clone(),
-                    namespace: o.object.namespace.clone(),
-                    name: o.object.name.clone(),
-                    status: o
-                        .status
-                        .as_ref()
-                        .and_then(|s| serde_json::to_vec(s).ok())
-                        .unwrap_or_default(),
-                    error: o.error.clone().unwrap_or_default(),
-                })
-                .collect(),
+            reason,
+            objects,
             deleted: report.deleted,
         })),
     }
+}
+
+/// `status` (JSON), or a note in its place when it is over [`MAX_OBJECT_STATUS_BYTES`].
+fn capped_status(status: Vec<u8>) -> Vec<u8> {
+    if status.len() <= MAX_OBJECT_STATUS_BYTES {
+        return status;
+    }
+    serde_json::to_vec(&serde_json::json!({
+        "omitted": format!(
+            "the status is {} bytes of JSON, over the agent's cap of {MAX_OBJECT_STATUS_BYTES}",
+            status.len()
+        )
+    }))
+    .unwrap_or_default()
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, marked with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Converts a heartbeat into its protobuf message.
@@ -816,6 +874,60 @@ mod tests {
                 .as_str()
                 .is_some_and(|s| s.starts_with("not JSON"))
         );
+    }
+
+    #[test]
+    fn oversized_statuses_and_errors_are_capped_and_reports_stay_under_the_limit() {
+        let object = |i: usize, status_bytes: usize, error: &str| ObjectReport {
+            object: ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "default".into(),
+                name: format!("cm-{i}"),
+            },
+            status: Some(serde_json::json!({"blob": "x".repeat(status_bytes)})),
+            error: (!error.is_empty()).then(|| error.to_owned()),
+        };
+        let report = |objects| Report {
+            name: "default.big".into(),
+            uid: "u".into(),
+            observed_generation: 1,
+            phase: Phase::Success,
+            reason: String::new(),
+            objects,
+            deleted: false,
+        };
+        let decode = |r: &Report| {
+            let Some(agent_message::Message::Report(r)) = report_message(r).message else {
+                unreachable!()
+            };
+            r
+        };
+        // One huge status is replaced by a note; the small one is kept.
+        let r = decode(&report(vec![
+            object(0, 10, ""),
+            object(1, 5 << 20, &"é".repeat(5000)),
+        ]));
+        assert_eq!(r.objects[0].status, br#"{"blob":"xxxxxxxxxx"}"#.to_vec());
+        let note: serde_json::Value = serde_json::from_slice(&r.objects[1].status).unwrap();
+        assert!(
+            note["omitted"]
+                .as_str()
+                .unwrap()
+                .contains("over the agent's cap")
+        );
+        assert!(r.objects[1].error.len() <= MAX_OBJECT_ERROR_BYTES);
+        assert!(r.objects[1].error.ends_with('…'));
+        // Many statuses just under the per-object cap: all are left out, and the reason says so.
+        let many = decode(&report(
+            (0..100)
+                .map(|i| object(i, MAX_OBJECT_STATUS_BYTES - 20, ""))
+                .collect(),
+        ));
+        assert!(atoll_proto::Message::encoded_len(&many) <= MAX_REPORT_BYTES);
+        assert!(many.objects.iter().all(|o| o.status.is_empty()));
+        assert_eq!(many.objects.len(), 100);
+        assert!(many.reason.contains("statuses left out"), "{}", many.reason);
     }
 
     #[test]

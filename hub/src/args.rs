@@ -80,6 +80,11 @@ pub struct HubArgs {
     /// Largest message accepted from (and sent to) an agent, bytes.
     #[arg(long, env = "ATOLL_HUB_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_message_bytes: usize,
+    /// Largest report accepted from an agent, bytes; larger ones are dropped with a logged reason
+    /// and the stream goes on. Keep it under --max-message-bytes (a message over that ends the
+    /// stream).
+    #[arg(long, env = "ATOLL_HUB_MAX_REPORT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_report_bytes: usize,
     /// Most objects in one Description; larger ones are not delivered and get a Failure status.
     #[arg(
         long,

@@ -55,6 +55,7 @@ impl HubConfig {
                 window: a.window.max(1),
                 hello_timeout: a.hello_timeout,
                 max_handshakes: a.max_handshakes.max(1),
+                max_report_bytes: a.max_report_bytes.min(a.max_message_bytes),
             },
             backend: BackendConfig {
                 manual_approval: !a.auto_approve,

@@ -58,6 +58,9 @@ pub struct StreamConfig {
     /// registration) at once; more are refused at once with `RESOURCE_EXHAUSTED`, so that a
     /// flood of unauthenticated streams cannot queue up work or memory.
     pub max_handshakes: usize,
+    /// A report larger than this (encoded) is dropped with a logged reason, and the stream goes
+    /// on; only a message over the gRPC size limit ends it.
+    pub max_report_bytes: usize,
 }
 
 impl Default for StreamConfig {
@@ -67,6 +70,7 @@ impl Default for StreamConfig {
             window: 16,
             hello_timeout: Duration::from_secs(10),
             max_handshakes: 256,
+            max_report_bytes: 1024 * 1024,
         }
     }
 }
@@ -387,6 +391,18 @@ impl<B: Backend> HubService<B> {
                 }
             }
             Some(In::Report(r)) => {
+                let size = atoll_proto::Message::encoded_len(&r);
+                if size > self.config.max_report_bytes {
+                    self.metrics.report("oversized");
+                    tracing::warn!(
+                        cluster_id = %session.cluster_id,
+                        description = %format!("{}/{}", session.namespace, r.name),
+                        size,
+                        limit = self.config.max_report_bytes,
+                        "dropped a report over --max-report-bytes; the stream goes on (agents cap their reports; is this agent out of date?)"
+                    );
+                    return Ok(());
+                }
                 let entry = self.index.get(&session.namespace, &r.name);
                 let decision = authorise_report(
                     self.epochs.is_current(&session.cluster_id, session.epoch),

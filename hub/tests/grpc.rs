@@ -558,6 +558,48 @@ async fn oversized_message_is_resource_exhausted_and_closes_only_that_stream() {
 }
 
 #[tokio::test]
+async fn an_oversized_report_is_dropped_and_the_stream_goes_on() {
+    let h = start_with(
+        StreamConfig {
+            heartbeat_seconds: 7,
+            max_report_bytes: 64 * 1024,
+            ..StreamConfig::default()
+        },
+        4 << 20,
+    );
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    for _ in 0..3 {
+        let m = a.recv().await;
+        a.ack(seq_of(&m)).await;
+    }
+    // Under the gRPC limit (4 MiB), over the report limit (64 KiB): dropped, not fatal.
+    a.send(In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        reason: "x".repeat(100 * 1024),
+        ..Default::default()
+    }))
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !h.events().iter().any(|e| matches!(e, Event::Report(..))),
+        "{:?}",
+        h.events()
+    );
+    a.send(In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        phase: "Success".into(),
+        ..Default::default()
+    }))
+    .await;
+    h.wait_for(&Event::Report(ID_A.into(), format!("{ns}/apps.web")))
+        .await;
+    h.index.apply(entry(&ns, "apps.web", 2));
+    assert_eq!(upsert_name(&a.recv().await), "up:apps.web:2");
+}
+
+#[tokio::test]
 async fn resync_request_resends_the_snapshot_and_marker() {
     let h = start(16, 4 << 20);
     let ns = ns_of(ID_A);

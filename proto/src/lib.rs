@@ -11,6 +11,8 @@ pub mod v1 {
     tonic::include_proto!("atoll.hub.v1");
 }
 
+/// `encoded_len` and friends of the generated messages.
+pub use prost::Message;
 pub use v1::ProtocolVersion;
 
 /// The protocol version this build speaks.
