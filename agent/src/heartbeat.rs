@@ -63,6 +63,10 @@ async fn probe(client: &kube::Client, path: &str) -> bool {
     matches!(client.request_text(request).await, Ok(body) if body.trim() == "ok")
 }
 
+/// The largest sum reported, in milli-units (10^29): it still formats as a quantity the hub and
+/// the scheduler read back (at most 30 digits), and no real cluster comes near it.
+pub const MAX_SUM_MILLI: i128 = 100_000_000_000_000_000_000_000_000_000;
+
 /// Node counts and resource sums of `nodes`.
 pub fn summarize(nodes: &[Node]) -> Heartbeat {
     let mut hb = Heartbeat::default();
@@ -85,10 +89,14 @@ pub fn summarize(nodes: &[Node]) -> Heartbeat {
         };
         for (i, resource) in RESOURCES.iter().enumerate() {
             if let Some(q) = status.capacity.as_ref().and_then(|c| c.get(*resource)) {
-                capacity[i] += parse_milli(&q.0).unwrap_or(0);
+                capacity[i] = capacity[i]
+                    .saturating_add(parse_milli(&q.0).unwrap_or(0))
+                    .min(MAX_SUM_MILLI);
             }
             if let Some(q) = status.allocatable.as_ref().and_then(|c| c.get(*resource)) {
-                allocatable[i] += parse_milli(&q.0).unwrap_or(0);
+                allocatable[i] = allocatable[i]
+                    .saturating_add(parse_milli(&q.0).unwrap_or(0))
+                    .min(MAX_SUM_MILLI);
             }
         }
     }
@@ -104,53 +112,9 @@ pub fn summarize(nodes: &[Node]) -> Heartbeat {
 }
 
 /// Parses a Kubernetes quantity into thousandths of its unit (`"500m"` → 500, `"1Ki"` →
-/// 1_024_000). `None` when it is not a quantity.
+/// 1_024_000). `None` when it is not a quantity, or too large ([`atoll_crds::quantity`]).
 pub fn parse_milli(q: &str) -> Option<i128> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    if number.is_empty() {
-        return None;
-    }
-    let (mantissa_scale, exponent): (i128, i32) = match suffix {
-        "" => (1, 0),
-        "Ki" => (1 << 10, 0),
-        "Mi" => (1 << 20, 0),
-        "Gi" => (1 << 30, 0),
-        "Ti" => (1 << 40, 0),
-        "Pi" => (1 << 50, 0),
-        "Ei" => (1 << 60, 0),
-        "n" => (1, -9),
-        "u" => (1, -6),
-        "m" => (1, -3),
-        "k" => (1, 3),
-        "M" => (1, 6),
-        "G" => (1, 9),
-        "T" => (1, 12),
-        "P" => (1, 15),
-        "E" => (1, 18),
-        s if s.starts_with(['e', 'E']) => (1, s[1..].parse().ok()?),
-        _ => return None,
-    };
-    // number as an integer and a count of decimals
-    let negative = number.starts_with('-');
-    let digits = number.trim_start_matches(['+', '-']);
-    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
-    let mut value: i128 = format!("{int_part}{frac_part}").parse().ok()?;
-    let mut exp = exponent + 3 - i32::try_from(frac_part.len()).ok()?;
-    value = value.checked_mul(mantissa_scale)?;
-    while exp > 0 {
-        value = value.checked_mul(10)?;
-        exp -= 1;
-    }
-    while exp < 0 {
-        // round up, as Kubernetes does
-        value = (value + 9) / 10;
-        exp += 1;
-    }
-    Some(if negative { -value } else { value })
+    atoll_crds::quantity::parse_milli(q).ok()
 }
 
 /// Formats a sum in thousandths as a quantity string: cpu in cores or millicores, memory with the
@@ -163,7 +127,7 @@ pub fn format_milli(resource: &str, milli: i128) -> String {
             format!("{milli}m")
         };
     }
-    let whole = (milli + 999) / 1000;
+    let whole = milli / 1000 + i128::from(milli % 1000 > 0);
     if resource == "memory" && whole != 0 {
         for (suffix, shift) in [
             ("Ei", 60),
@@ -248,6 +212,21 @@ mod tests {
             }),
             ..Node::default()
         }
+    }
+
+    #[test]
+    fn huge_or_overflowing_node_quantities_never_panic_the_sum() {
+        // Each fits in milli-units; their sum does not, and saturates.
+        let huge = "100000000000000000e18";
+        let nodes = [
+            node(Some("True"), huge, huge),
+            node(Some("True"), huge, huge),
+            node(Some("True"), "999999999999999999999999999999Ei", "1Gi"),
+        ];
+        let hb = summarize(&nodes);
+        assert_eq!(hb.ready_nodes, 3);
+        assert_eq!(parse_milli(&hb.capacity["cpu"]), Some(MAX_SUM_MILLI));
+        assert!(parse_milli(&hb.capacity["memory"]).is_some());
     }
 
     #[test]

@@ -43,6 +43,14 @@ pub enum Error {
         /// The drifted files (paths relative to the checked directory), with what is wrong.
         files: Vec<String>,
     },
+    /// A resource quantity could not be read.
+    #[error("cannot read quantity {quantity:?}: {reason}")]
+    ParseQuantity {
+        /// The quantity text (its first 64 characters).
+        quantity: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -54,6 +62,7 @@ impl Error {
             Self::WriteFile { .. } => "write_file",
             Self::ReadFile { .. } => "read_file",
             Self::CheckDrift { .. } => "check_drift",
+            Self::ParseQuantity { .. } => "parse_quantity",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`clusters`]: `clusters.clusternet.io/v1beta1` (ManagedCluster, ClusterRegistrationRequest).
 //! - [`known`]: label, annotation, finalizer, namespace and taint keys, and generated names.
 //! - [`conditions`]: `metav1.Condition` lists keyed by `type`.
+//! - [`quantity`]: resource quantities as milli-units, the one parser of the project.
 //! - [`crdgen`]: the CRD set, rendered as YAML files, and drift detection.
 
 pub mod apidoc;
@@ -15,6 +16,7 @@ pub mod conditions;
 pub mod crdgen;
 mod error;
 pub mod known;
+pub mod quantity;
 mod schema;
 
 pub use error::Error;

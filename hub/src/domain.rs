@@ -242,6 +242,109 @@ impl From<v1::Heartbeat> for ClusterHeartbeat {
     }
 }
 
+/// Most entries of a heartbeat's capacity or allocatable map.
+pub const MAX_RESOURCES_PER_HEARTBEAT: usize = 64;
+/// Most nodes a heartbeat may count in one state.
+pub const MAX_NODES_PER_STATE: i32 = 1_000_000;
+/// Longest version or platform string kept from a heartbeat.
+pub const MAX_HEARTBEAT_TEXT: usize = 128;
+
+impl ClusterHeartbeat {
+    /// The heartbeat with what an agent sends bounded before it reaches the ManagedCluster: the
+    /// period within `1..=max_period_seconds` (the period the hub asked for; a longer one would
+    /// delay the detection of a silent cluster), node counts within `0..=1,000,000`, at most 64
+    /// resources each for capacity and allocatable, each a valid resource name with a quantity
+    /// that parses and fits (an unreadable or overflowing one is left out, never a panic or a
+    /// failed status write), and version strings cut to 128 bytes. Also returns what was
+    /// changed, for the log.
+    pub fn bounded(mut self, max_period_seconds: u32) -> (ClusterHeartbeat, Vec<String>) {
+        let mut notes = Vec::new();
+        let max_period = max_period_seconds.max(1);
+        let period = match self.heartbeat_seconds {
+            0 => max_period,
+            p => p.min(max_period),
+        };
+        if period != self.heartbeat_seconds {
+            notes.push(format!(
+                "heartbeat period {}s bounded to {period}s",
+                self.heartbeat_seconds
+            ));
+            self.heartbeat_seconds = period;
+        }
+        for (what, count) in [
+            ("ready", &mut self.ready_nodes),
+            ("not-ready", &mut self.not_ready_nodes),
+            ("unknown", &mut self.unknown_nodes),
+        ] {
+            let bounded = (*count).clamp(0, MAX_NODES_PER_STATE);
+            if bounded != *count {
+                notes.push(format!("{what} node count {count} bounded to {bounded}"));
+                *count = bounded;
+            }
+        }
+        for (what, map) in [
+            ("capacity", &mut self.capacity),
+            ("allocatable", &mut self.allocatable),
+        ] {
+            let mut kept = BTreeMap::new();
+            for (name, quantity) in std::mem::take(map) {
+                if kept.len() >= MAX_RESOURCES_PER_HEARTBEAT {
+                    notes.push(format!(
+                        "{what}: more than {MAX_RESOURCES_PER_HEARTBEAT} resources; the rest left out"
+                    ));
+                    break;
+                }
+                if !is_resource_name(&name) {
+                    notes.push(format!(
+                        "{what}: resource name {:?} is not valid",
+                        cut(&name)
+                    ));
+                    continue;
+                }
+                match atoll_crds::quantity::parse_milli(&quantity) {
+                    Ok(_) => {
+                        kept.insert(name, quantity);
+                    }
+                    Err(e) => notes.push(format!("{what}: {name}: {e}")),
+                }
+            }
+            *map = kept;
+        }
+        for text in [
+            &mut self.k8s_version,
+            &mut self.platform,
+            &mut self.agent_version,
+        ] {
+            if text.len() > MAX_HEARTBEAT_TEXT {
+                notes.push(format!("{:?} cut to {MAX_HEARTBEAT_TEXT} bytes", cut(text)));
+                *text = cut(text);
+            }
+        }
+        (self, notes)
+    }
+}
+
+/// `text` cut to [`MAX_HEARTBEAT_TEXT`] bytes at a character boundary.
+fn cut(text: &str) -> String {
+    let mut end = text.len().min(MAX_HEARTBEAT_TEXT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// A Kubernetes resource name: an optional DNS-subdomain prefix and `/`, then a name of
+/// `[A-Za-z0-9._-]`, 253 characters at most (`cpu`, `nvidia.com/gpu`, `hugepages-2Mi`).
+fn is_resource_name(name: &str) -> bool {
+    let (prefix, base) = name.rsplit_once('/').unwrap_or(("", name));
+    let word = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    };
+    name.len() <= 253 && word(base) && (prefix.is_empty() || word(prefix))
+}
+
 /// One object's state in a report.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObjectReport {
@@ -426,6 +529,51 @@ mod tests {
         h.protocol_version = 2;
         let msg = AgentHello::from_proto(h).unwrap_err().to_string();
         assert!(msg.contains("unsupported protocol version 2"), "{msg}");
+    }
+
+    #[test]
+    fn agent_heartbeats_are_bounded_before_they_reach_the_cluster() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let hb = ClusterHeartbeat {
+            k8s_version: "v".repeat(1000),
+            ready_nodes: -3,
+            not_ready_nodes: i32::MAX,
+            capacity: map(&[
+                ("cpu", "8"),
+                ("nvidia.com/gpu", "2"),
+                ("memory", "999999999999999999999999999999Ei"),
+                ("bad name!", "1"),
+                ("pods", "lots"),
+            ]),
+            allocatable: (0..100).map(|i| (format!("r{i:03}"), "1".into())).collect(),
+            heartbeat_seconds: 4_000_000_000,
+            ..ClusterHeartbeat::default()
+        };
+        let (b, notes) = hb.bounded(10);
+        assert_eq!(b.heartbeat_seconds, 10);
+        assert_eq!((b.ready_nodes, b.not_ready_nodes), (0, MAX_NODES_PER_STATE));
+        assert_eq!(
+            b.capacity,
+            map(&[("cpu", "8"), ("nvidia.com/gpu", "2")]),
+            "overflowing, unreadable and badly named quantities are left out"
+        );
+        assert_eq!(b.allocatable.len(), MAX_RESOURCES_PER_HEARTBEAT);
+        assert_eq!(b.k8s_version.len(), MAX_HEARTBEAT_TEXT);
+        assert!(notes.iter().any(|n| n.contains("too large")), "{notes:?}");
+        // A well-behaved heartbeat passes unchanged, and a period of 0 means the hub's.
+        let fine = ClusterHeartbeat {
+            capacity: map(&[("cpu", "500m")]),
+            heartbeat_seconds: 5,
+            ..ClusterHeartbeat::default()
+        };
+        assert_eq!(fine.clone().bounded(10), (fine, vec![]));
+        let unset = ClusterHeartbeat::default().bounded(10).0;
+        assert_eq!(unset.heartbeat_seconds, 10);
     }
 
     #[test]

@@ -385,7 +385,12 @@ impl<B: Backend> HubService<B> {
                 // Boxed, like the report write below: the stream's task lives as long as the
                 // agent is connected, and an inline API call would make every idle task as big
                 // as the largest write future (several KiB per connected agent).
-                if let Err(e) = Box::pin(self.backend.heartbeat(session, h.into())).await {
+                let (heartbeat, notes) =
+                    ClusterHeartbeat::from(h).bounded(self.config.heartbeat_seconds);
+                if !notes.is_empty() {
+                    tracing::warn!(cluster_id = %session.cluster_id, changes = %notes.join("; "), "bounded what an agent's heartbeat says");
+                }
+                if let Err(e) = Box::pin(self.backend.heartbeat(session, heartbeat)).await {
                     self.metrics.error(&e);
                     tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a heartbeat failed");
                 }

@@ -1,8 +1,6 @@
-//! Kubernetes resource quantities (`500m`, `2`, `1.5Gi`, `1e3`) as integer milli-units.
-//!
-//! Milli-units make cpu exact (`100m` = 100) and keep memory in range: one exbibyte is about
-//! 1.15e21 milli-bytes, beyond `i64`, so values saturate at `i64::MAX`, which is far more than
-//! any cluster has. Fractions of a milli-unit round up, like Kubernetes' `MilliValue`.
+//! Kubernetes resource quantities as `i64` milli-units for placement: the project's one parser
+//! ([`atoll_crds::quantity`]), saturated at `i64::MAX` (one exbibyte is about 1.15e21
+//! milli-bytes, beyond `i64`, and far more than any cluster has).
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -13,94 +11,20 @@ pub fn parse_milli(quantity: &Quantity) -> Result<i64, Error> {
     parse_milli_str(&quantity.0)
 }
 
-/// [`parse_milli`] on a plain string.
+/// [`parse_milli`] on a plain string: [`atoll_crds::quantity::parse_milli`], saturated at
+/// `i64::MAX` (eight exbibytes of memory in milli-bytes, more than any cluster has).
 pub fn parse_milli_str(text: &str) -> Result<i64, Error> {
-    let bad = |reason: &str| Error::ParseQuantity {
-        quantity: text.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let s = text.trim();
-    let (negative, s) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let number_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(number_end);
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
-        return Err(bad("expected a number such as 2, 500m or 1.5Gi"));
-    }
-    if frac_part.contains('.') {
-        return Err(bad("more than one decimal point"));
-    }
-    // mantissa = digits without the point, scaled by 10^-frac_len
-    let digits = format!("{int_part}{frac_part}");
-    let digits = digits.trim_start_matches('0');
-    if digits.len() > 30 {
-        return Err(bad("too many digits"));
-    }
-    let mantissa: i128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().map_err(|_| bad("not a number"))?
-    };
-    let frac_len = i32::try_from(frac_part.len()).map_err(|_| bad("too many digits"))?;
-    let (binary_shift, decimal_exp): (u32, i32) = match suffix {
-        "" => (0, 0),
-        "Ki" => (10, 0),
-        "Mi" => (20, 0),
-        "Gi" => (30, 0),
-        "Ti" => (40, 0),
-        "Pi" => (50, 0),
-        "Ei" => (60, 0),
-        "n" => (0, -9),
-        "u" => (0, -6),
-        "m" => (0, -3),
-        "k" => (0, 3),
-        "M" => (0, 6),
-        "G" => (0, 9),
-        "T" => (0, 12),
-        "P" => (0, 15),
-        "E" => (0, 18),
-        other => {
-            let exp = other
-                .strip_prefix(['e', 'E'])
-                .and_then(|e| e.parse::<i32>().ok())
-                .filter(|e| (-40..=40).contains(e))
-                .ok_or_else(|| {
-                    bad("unknown suffix; use one of n u m k M G T P E Ki Mi Gi Ti Pi Ei or e<exp>")
-                })?;
-            (0, exp)
-        }
-    };
-    if negative && mantissa != 0 {
-        return Err(bad("negative quantities are not allowed here"));
-    }
-    // milli = mantissa * 2^binary_shift * 10^(3 + decimal_exp - frac_len)
-    let exp10 = 3 + decimal_exp - frac_len;
-    let scaled = mantissa.checked_mul(1i128 << binary_shift);
-    let value = match scaled {
-        None => i128::MAX,
-        Some(v) if exp10 >= 0 => {
-            let mut v = v;
-            for _ in 0..exp10 {
-                v = v.saturating_mul(10);
+    atoll_crds::quantity::parse_milli(text)
+        .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
+        .map_err(|e| match e {
+            atoll_crds::Error::ParseQuantity { quantity, reason } => {
+                Error::ParseQuantity { quantity, reason }
             }
-            v
-        }
-        Some(v) => {
-            let mut div: i128 = 1;
-            for _ in 0..(-exp10) {
-                div = div.saturating_mul(10);
-            }
-            // round up: a fraction of a milli-unit still needs a whole one
-            (v + div - 1) / div
-        }
-    };
-    Ok(i64::try_from(value).unwrap_or(i64::MAX))
+            other => Error::ParseQuantity {
+                quantity: text.to_owned(),
+                reason: other.to_string(),
+            },
+        })
 }
 
 #[cfg(test)]
