@@ -4,12 +4,14 @@
 //! - [`apps`]: `apps.clusternet.io/v1alpha1` (Subscription, Localization, Globalization,
 //!   Description, Manifest).
 //! - [`clusters`]: `clusters.clusternet.io/v1beta1` (ManagedCluster, ClusterRegistrationRequest).
+//! - [`atoll`]: `apps.atoll.dev/v1alpha1`, atoll's own kinds (FeedGrant).
 //! - [`known`]: label, annotation, finalizer, namespace and taint keys, and generated names.
 //! - [`conditions`]: `metav1.Condition` lists keyed by `type`.
 //! - [`crdgen`]: the CRD set, rendered as YAML files, and drift detection.
 
 pub mod apidoc;
 pub mod apps;
+pub mod atoll;
 pub mod clusters;
 pub mod conditions;
 pub mod crdgen;
