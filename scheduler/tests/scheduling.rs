@@ -340,6 +340,34 @@ async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
 }
 
 #[tokio::test]
+async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    let metrics = atoll_scheduler::controller::Metrics::default();
+    let _scheduler = start_scheduler_with_metrics(client, metrics.clone()).await;
+    assert_eq!(
+        metrics.feed_watches.get(),
+        0,
+        "no Subscription, no feed watch"
+    );
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 1)]).await;
+    assert_eq!(metrics.feed_watches.get(), 1, "one watch for Deployments");
+
+    let subs: kube::Api<atoll_crds::apps::Subscription> =
+        kube::Api::namespaced(client.clone(), "default");
+    subs.delete("web", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Deployment watch released", WAIT, || async {
+        (metrics.feed_watches.get() == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
     let parent = parent().await;
     let client = &parent.client;
