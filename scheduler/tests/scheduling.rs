@@ -368,6 +368,80 @@ async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
 }
 
 #[tokio::test]
+async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_allows_it() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    for ns in ["team", "shared"] {
+        create_namespace(client, ns).await;
+    }
+    // Only a Manifest in clusternet-reserved, copied from shared/web: no live object.
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Manifest",
+            "metadata": {"name": "deployments.shared.web", "namespace": "clusternet-reserved",
+                "labels": {
+                    "apps.clusternet.io/config.group": "apps",
+                    "apps.clusternet.io/config.version": "v1",
+                    "apps.clusternet.io/config.kind": "Deployment",
+                    "apps.clusternet.io/config.namespace": "shared",
+                    "apps.clusternet.io/config.name": "web"}},
+            "template": deployment("shared", "web", 2),
+        }),
+    )
+    .await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        subscription_yaml(
+            "team",
+            "web",
+            json!({
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shared", "name": "web"}],
+            }),
+        ),
+    )
+    .await;
+    let condition = eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, "team", "web").await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await;
+    assert_eq!(condition.reason, "FeedNotGranted", "{}", condition.message);
+    assert!(
+        condition.message.contains("create in namespace shared"),
+        "{}",
+        condition.message
+    );
+    assert!(descriptions_of(client, "team", "web").await.is_empty());
+
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.atoll.dev/v1alpha1",
+            "kind": "FeedGrant",
+            "metadata": {"name": "team-may-use-web", "namespace": "shared"},
+            "spec": {"from": [{"namespace": "team"}],
+                "to": [{"group": "apps", "kind": "Deployment", "name": "web"}]},
+        }),
+    )
+    .await;
+    let replicas = eventually("the granted Manifest's Description", WAIT, || async {
+        let r = replicas_by_cluster(client, "team", "web").await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(replicas, vec![("clusternet-a".to_owned(), 2)]);
+}
+
+#[tokio::test]
 async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
     let parent = parent().await;
     let client = &parent.client;
