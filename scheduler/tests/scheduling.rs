@@ -442,6 +442,77 @@ async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_
 }
 
 #[tokio::test]
+async fn clusternets_replication_example_lands_after_the_one_documented_feed_grant() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    // Clusternet's examples/replication: a Subscription in `default`, its feeds in `foo`.
+    create_namespace(client, "foo").await;
+    apply(
+        client,
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "my-nginx-svc", "namespace": "foo"},
+            "spec": {"selector": {"app": "nginx"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    apply(client, deployment("foo", "my-nginx", 2)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        subscription_yaml(
+            "default",
+            "app-demo",
+            json!({
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [
+                    {"apiVersion": "v1", "kind": "Namespace", "name": "foo"},
+                    {"apiVersion": "v1", "kind": "Service", "name": "my-nginx-svc", "namespace": "foo"},
+                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "my-nginx", "namespace": "foo"},
+                ],
+            }),
+        ),
+    )
+    .await;
+    let refused = eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, "default", "app-demo").await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await;
+    assert_eq!(refused.reason, "FeedNotGranted", "{}", refused.message);
+
+    // The grant of the README's "Feeds from other namespaces".
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.atoll.dev/v1alpha1",
+            "kind": "FeedGrant",
+            "metadata": {"name": "default-may-use-foo", "namespace": "foo"},
+            "spec": {"from": [{"namespace": "default"}],
+                "to": [{"group": "", "kind": "Namespace"}, {"group": "", "kind": "Service"},
+                    {"group": "apps", "kind": "Deployment", "name": "my-nginx"}]},
+        }),
+    )
+    .await;
+    let kinds = eventually("the Description with all three feeds", WAIT, || async {
+        let descriptions = descriptions_of(client, "default", "app-demo").await;
+        let kinds: Vec<String> = descriptions
+            .first()?
+            .spec
+            .raw
+            .iter()
+            .filter_map(|o| o["kind"].as_str().map(str::to_owned))
+            .collect();
+        (kinds.len() == 3).then_some(kinds)
+    })
+    .await;
+    assert_eq!(kinds, ["Namespace", "Service", "Deployment"]);
+}
+
+#[tokio::test]
 async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
     let parent = parent().await;
     let client = &parent.client;
