@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::apps::{self, Description, Globalization, Localization, Manifest, Subscription};
+use crate::atoll::FeedGrant;
 use crate::clusters::{ClusterRegistrationRequest, ManagedCluster};
 
 /// The first line of every generated file.
@@ -35,6 +36,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         manifest_crd(),
         ManagedCluster::crd(),
         ClusterRegistrationRequest::crd(),
+        FeedGrant::crd(),
     ];
     crds.iter_mut().for_each(normalize);
     crds

@@ -4,6 +4,7 @@
 //! - [`apps`]: `apps.clusternet.io/v1alpha1` (Subscription, Localization, Globalization,
 //!   Description, Manifest).
 //! - [`clusters`]: `clusters.clusternet.io/v1beta1` (ManagedCluster, ClusterRegistrationRequest).
+//! - [`atoll`]: `apps.atoll.dev/v1alpha1`, atoll's own kinds (FeedGrant).
 //! - [`known`]: label, annotation, finalizer, namespace and taint keys, and generated names.
 //! - [`conditions`]: `metav1.Condition` lists keyed by `type`.
 //! - [`quantity`]: resource quantities as milli-units, the one parser of the project.
@@ -11,6 +12,7 @@
 
 pub mod apidoc;
 pub mod apps;
+pub mod atoll;
 pub mod clusters;
 pub mod conditions;
 pub mod crdgen;

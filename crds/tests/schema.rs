@@ -66,7 +66,7 @@ type NamesCase = (
 /// A printer column: name, type, jsonPath, priority.
 type Column = (&'static str, &'static str, &'static str, i64);
 
-const PLURALS: [&str; 7] = [
+const PLURALS: [&str; 8] = [
     "subscriptions",
     "localizations",
     "globalizations",
@@ -74,6 +74,7 @@ const PLURALS: [&str; 7] = [
     "manifests",
     "managedclusters",
     "clusterregistrationrequests",
+    "feedgrants",
 ];
 
 #[test]

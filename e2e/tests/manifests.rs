@@ -90,6 +90,7 @@ async fn every_kustomization_renders_the_objects_it_promises() {
                     "CustomResourceDefinition",
                     "managedclusters.clusters.clusternet.io",
                 ),
+                ("CustomResourceDefinition", "feedgrants.apps.atoll.dev"),
                 ("ServiceAccount", "atoll-scheduler"),
                 ("ServiceAccount", "atoll-hub"),
                 ("ClusterRole", "atoll-scheduler"),
@@ -316,7 +317,8 @@ async fn the_parent_install_applies_and_server_dry_runs_against_devcluster() {
         .run(&["get", "crd", "-o", "name"])
         .await
         .unwrap();
-    assert_eq!(crds.lines().count(), 7, "{crds}");
+    assert_eq!(crds.lines().count(), 8, "{crds}");
+    assert!(crds.contains("feedgrants.apps.atoll.dev"), "{crds}");
 }
 
 #[tokio::test]

@@ -903,3 +903,153 @@ async fn a_hand_edit_of_a_description_is_undone_and_the_child_keeps_the_feed() {
     );
     f.delete("handedit").await;
 }
+
+const BORROWER_NS: &str = "e2e-grant-app";
+const VAULT_NS: &str = "e2e-grant-vault";
+
+/// A Subscription in one namespace naming a Secret (and the Namespace) of another.
+const BORROWER: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-grant-app}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-grant-vault}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db-password, namespace: e2e-grant-vault}
+stringData: {password: hunter2}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: borrower, namespace: e2e-grant-app}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {env: prod}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-grant-vault}
+    - {apiVersion: v1, kind: Secret, name: db-password, namespace: e2e-grant-vault}
+"#;
+
+/// What the vault namespace grants the app namespace.
+const VAULT_GRANT: &str = r#"
+apiVersion: apps.atoll.dev/v1alpha1
+kind: FeedGrant
+metadata: {name: app-may-use-db-password, namespace: e2e-grant-vault}
+spec:
+  from: [{namespace: e2e-grant-app}]
+  to:
+    - {group: "", kind: Namespace}
+    - {group: "", kind: Secret, name: db-password}
+"#;
+
+/// Waits for `FeedsResolved=False` on the borrower; returns its reason and message.
+async fn refused(f: &Fleet, what: &str) -> (String, String) {
+    let ((_, reason, message), took) = eventually(what, CONVERGE, || async {
+        let c = condition(f, BORROWER_NS, "borrower", "FeedsResolved").await?;
+        if c.0 == "False" {
+            Ok(c)
+        } else {
+            Err(format!("{c:?}"))
+        }
+    })
+    .await;
+    eprintln!("FIGURE {what}: {}", secs(took));
+    (reason, message)
+}
+
+#[tokio::test]
+async fn a_secret_of_another_namespace_is_refused_until_a_feed_grant_allows_it_and_again_after() {
+    let Some(f) = fleet("feed grant").await else {
+        return;
+    };
+    let description = format!("{BORROWER_NS}.borrower");
+    f.apply("grant-borrower", BORROWER).await.unwrap();
+
+    // Refused: the condition names the feed, the rule and the grant to create.
+    let (reason, message) = refused(&f, "cross-namespace Secret -> FeedsResolved=False").await;
+    assert_eq!(reason, "FeedNotGranted", "{message}");
+    for want in [
+        format!("Secret {VAULT_NS}/db-password"),
+        format!("belongs to namespace {VAULT_NS}"),
+        format!("create in namespace {VAULT_NS}"),
+        "kind: FeedGrant".to_owned(),
+        format!("from: [{{namespace: {BORROWER_NS}}}]"),
+        "kind: Secret, name: db-password".to_owned(),
+    ] {
+        assert!(message.contains(&want), "{want} not in {message}");
+    }
+    let ((), _) = eventually("a FeedNotGranted Event", CONVERGE, || async {
+        let events = f
+            .parent
+            .run(&["get", "events", "-n", BORROWER_NS])
+            .await
+            .map_err(|e| e.to_string())?;
+        if events.contains("FeedNotGranted") && events.contains("subscription/borrower") {
+            Ok(())
+        } else {
+            Err(events)
+        }
+    })
+    .await;
+    // No Description carries the Secret, and no child has it.
+    let descriptions = f
+        .parent
+        .run(&["get", "desc", "-A", "-o", "json"])
+        .await
+        .unwrap();
+    assert!(
+        !descriptions.contains("db-password") && !descriptions.contains(&description),
+        "a Description carries the refused Secret:\n{descriptions}"
+    );
+    let absent: Vec<Expect> = CHILDREN
+        .into_iter()
+        .map(|c| expect(c, "secret", VAULT_NS, "db-password", "{.data}", None))
+        .collect();
+    converge(&f, "no child has the refused Secret", &absent).await;
+
+    // Granted by the vault namespace: the Secret reaches every child.
+    f.apply("grant-grant", VAULT_GRANT).await.unwrap();
+    let granted: Vec<Expect> = CHILDREN
+        .into_iter()
+        .map(|c| {
+            expect(
+                c,
+                "secret",
+                VAULT_NS,
+                "db-password",
+                "{.data.password}",
+                Some("aHVudGVyMg=="),
+            )
+        })
+        .collect();
+    let took = converge(&f, "the granted Secret in every child", &granted).await;
+    eprintln!(
+        "FIGURE FeedGrant applied -> Secret in every child: {}",
+        secs(took)
+    );
+    let (status, _, _) = condition(&f, BORROWER_NS, "borrower", "FeedsResolved")
+        .await
+        .unwrap();
+    assert_eq!(status, "True");
+
+    // Revoked: refused again. What the clusters received stays (the scheduler keeps the last
+    // Descriptions for every unresolved feed), and nothing new is sent.
+    f.delete("grant-grant").await;
+    let (reason, _) = refused(&f, "FeedGrant deleted -> FeedsResolved=False").await;
+    assert_eq!(reason, "FeedNotGranted");
+    let ns1 = f.dedicated_namespace("child-1");
+    let kept = jsonpath(
+        &f.parent,
+        "desc",
+        Some(&ns1),
+        &description,
+        "{.metadata.name}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept.as_deref(), Some(description.as_str()));
+
+    f.delete("grant-borrower").await;
+}

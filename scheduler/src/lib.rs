@@ -3,6 +3,7 @@
 //!
 //! - [`placement`]: which clusters a Subscription binds and how many replicas each gets (pure).
 //! - [`overrides`]: rendering a feed's object for one cluster through its overrides (pure).
+//! - [`tenancy`]: which feeds a Subscription may use, given the FeedGrants (pure).
 //! - [`error`]: the crate's one error type.
 
 pub mod app;
@@ -10,5 +11,6 @@ pub mod controller;
 pub mod error;
 pub mod overrides;
 pub mod placement;
+pub mod tenancy;
 
 pub use error::Error;

@@ -340,6 +340,179 @@ async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
 }
 
 #[tokio::test]
+async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    let metrics = atoll_scheduler::controller::Metrics::default();
+    let _scheduler = start_scheduler_with_metrics(client, metrics.clone()).await;
+    assert_eq!(
+        metrics.feed_watches.get(),
+        0,
+        "no Subscription, no feed watch"
+    );
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 1)]).await;
+    assert_eq!(metrics.feed_watches.get(), 1, "one watch for Deployments");
+
+    let subs: kube::Api<atoll_crds::apps::Subscription> =
+        kube::Api::namespaced(client.clone(), "default");
+    subs.delete("web", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Deployment watch released", WAIT, || async {
+        (metrics.feed_watches.get() == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_allows_it() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    for ns in ["team", "shared"] {
+        create_namespace(client, ns).await;
+    }
+    // Only a Manifest in clusternet-reserved, copied from shared/web: no live object.
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "Manifest",
+            "metadata": {"name": "deployments.shared.web", "namespace": "clusternet-reserved",
+                "labels": {
+                    "apps.clusternet.io/config.group": "apps",
+                    "apps.clusternet.io/config.version": "v1",
+                    "apps.clusternet.io/config.kind": "Deployment",
+                    "apps.clusternet.io/config.namespace": "shared",
+                    "apps.clusternet.io/config.name": "web"}},
+            "template": deployment("shared", "web", 2),
+        }),
+    )
+    .await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        subscription_yaml(
+            "team",
+            "web",
+            json!({
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shared", "name": "web"}],
+            }),
+        ),
+    )
+    .await;
+    let condition = eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, "team", "web").await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await;
+    assert_eq!(condition.reason, "FeedNotGranted", "{}", condition.message);
+    assert!(
+        condition.message.contains("create in namespace shared"),
+        "{}",
+        condition.message
+    );
+    assert!(descriptions_of(client, "team", "web").await.is_empty());
+
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.atoll.dev/v1alpha1",
+            "kind": "FeedGrant",
+            "metadata": {"name": "team-may-use-web", "namespace": "shared"},
+            "spec": {"from": [{"namespace": "team"}],
+                "to": [{"group": "apps", "kind": "Deployment", "name": "web"}]},
+        }),
+    )
+    .await;
+    let replicas = eventually("the granted Manifest's Description", WAIT, || async {
+        let r = replicas_by_cluster(client, "team", "web").await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(replicas, vec![("clusternet-a".to_owned(), 2)]);
+}
+
+#[tokio::test]
+async fn clusternets_replication_example_lands_after_the_one_documented_feed_grant() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    // Clusternet's examples/replication: a Subscription in `default`, its feeds in `foo`.
+    create_namespace(client, "foo").await;
+    apply(
+        client,
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "my-nginx-svc", "namespace": "foo"},
+            "spec": {"selector": {"app": "nginx"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    apply(client, deployment("foo", "my-nginx", 2)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        subscription_yaml(
+            "default",
+            "app-demo",
+            json!({
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [
+                    {"apiVersion": "v1", "kind": "Namespace", "name": "foo"},
+                    {"apiVersion": "v1", "kind": "Service", "name": "my-nginx-svc", "namespace": "foo"},
+                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "my-nginx", "namespace": "foo"},
+                ],
+            }),
+        ),
+    )
+    .await;
+    let refused = eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, "default", "app-demo").await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await;
+    assert_eq!(refused.reason, "FeedNotGranted", "{}", refused.message);
+
+    // The grant of the README's "Feeds from other namespaces".
+    apply(
+        client,
+        json!({
+            "apiVersion": "apps.atoll.dev/v1alpha1",
+            "kind": "FeedGrant",
+            "metadata": {"name": "default-may-use-foo", "namespace": "foo"},
+            "spec": {"from": [{"namespace": "default"}],
+                "to": [{"group": "", "kind": "Namespace"}, {"group": "", "kind": "Service"},
+                    {"group": "apps", "kind": "Deployment", "name": "my-nginx"}]},
+        }),
+    )
+    .await;
+    let kinds = eventually("the Description with all three feeds", WAIT, || async {
+        let descriptions = descriptions_of(client, "default", "app-demo").await;
+        let kinds: Vec<String> = descriptions
+            .first()?
+            .spec
+            .raw
+            .iter()
+            .filter_map(|o| o["kind"].as_str().map(str::to_owned))
+            .collect();
+        (kinds.len() == 3).then_some(kinds)
+    })
+    .await;
+    assert_eq!(kinds, ["Namespace", "Service", "Deployment"]);
+}
+
+#[tokio::test]
 async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
     let parent = parent().await;
     let client = &parent.client;

@@ -1,14 +1,21 @@
 //! Feed resolution: a feed is a Manifest in `clusternet-reserved` labelled with its
 //! group/version/kind/namespace/name, else the live object in the parent.
 //!
+//! Before either is read for a Subscription, [`tenancy::feed_access`] decides whether the
+//! Subscription may use the feed at all; a refused feed is never looked up, so no watch is
+//! started for it and whether it exists is not revealed.
+//!
 //! Live objects are read from one shared watch per kind, started the first time a Subscription
-//! names the kind. Kinds are found through discovery, so a kind whose CRD appears later is picked
-//! up on the next attempt.
+//! names the kind, and released by [`FeedWatches::release_unused`] once no Subscription names
+//! it. Kinds are found through discovery, so a kind whose CRD appears later is picked up on the
+//! next attempt.
 
 use super::epoch::InputEpoch;
 use crate::Error;
 use crate::error::KubeError;
+use crate::tenancy::{self, Access, FeedOwner, Refusal};
 use atoll_crds::apps::{Feed, Manifest, Subscription};
+use atoll_crds::atoll::FeedGrant;
 use atoll_crds::known;
 use atoll_runtime::ready::Ready;
 use futures::StreamExt;
@@ -16,23 +23,34 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc};
+use tokio::task::AbortHandle;
 
 /// How long a kind that discovery did not find is remembered as missing before asking again.
 const MISSING_KIND_TTL: Duration = Duration::from_secs(5);
 
-/// Why a feed could not be resolved. Not an [`Error`]: a missing feed is reported on the
-/// Subscription and picked up as soon as it appears.
+/// Why a feed could not be resolved. Not an [`Error`]: a missing or refused feed is reported on
+/// the Subscription and picked up as soon as it appears or is granted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FeedProblem {
     /// The parent does not serve the feed's kind (yet).
     KindNotServed(String),
     /// Neither a Manifest nor a live object exists.
     NotFound,
+    /// The Subscription may not use the feed: no FeedGrant allows it.
+    NotGranted(Refusal),
+}
+
+/// What discovery says about a feed kind: its resource and whether it is namespaced.
+#[derive(Clone)]
+struct KindScope {
+    resource: ApiResource,
+    namespaced: bool,
 }
 
 /// One shared watch of one feed kind.
@@ -42,6 +60,8 @@ struct KindWatch {
     store: Store<DynamicObject>,
     /// Set once the first list is in the store (many reconciles wait on it at once).
     synced: Ready,
+    /// The task that runs the watch; aborted when the kind is released.
+    task: AbortHandle,
 }
 
 impl KindWatch {
@@ -57,38 +77,47 @@ impl KindWatch {
 pub struct FeedWatches {
     client: Client,
     kinds: Mutex<HashMap<GroupVersionKind, Arc<KindWatch>>>,
+    /// Discovery results, kept after a kind's watch is released: they are small, and access
+    /// decisions need the scope of kinds that are never watched.
+    scopes: Mutex<HashMap<GroupVersionKind, KindScope>>,
     missing: Mutex<HashMap<GroupVersionKind, Instant>>,
     subscriptions: Store<Subscription>,
     triggers: mpsc::Sender<ObjectRef<Subscription>>,
     ready_timeout: Duration,
     epoch: InputEpoch,
+    /// Number of kinds watched, for the `feed_watches` metric.
+    watched: Gauge,
 }
 
 impl FeedWatches {
-    /// Feed watches that enqueue the Subscriptions naming a changed feed on `triggers`.
+    /// Feed watches that enqueue the Subscriptions naming a changed feed on `triggers`, and
+    /// count the kinds they watch on `watched`.
     pub fn new(
         client: Client,
         subscriptions: Store<Subscription>,
         triggers: mpsc::Sender<ObjectRef<Subscription>>,
         ready_timeout: Duration,
         epoch: InputEpoch,
+        watched: Gauge,
     ) -> Self {
         Self {
             client,
             kinds: Mutex::default(),
+            scopes: Mutex::default(),
             missing: Mutex::default(),
             subscriptions,
             triggers,
             ready_timeout,
             epoch,
+            watched,
         }
     }
 
-    /// The watch of `feed`'s kind, started (and synced) if this is the first feed of the kind.
-    async fn watch_for(&self, feed: &Feed) -> Result<Result<Arc<KindWatch>, FeedProblem>, Error> {
+    /// The resource and scope of `feed`'s kind, from discovery (cached).
+    async fn scope_of(&self, feed: &Feed) -> Result<Result<KindScope, FeedProblem>, Error> {
         let gvk = gvk_of(feed);
-        if let Some(existing) = self.kinds.lock().await.get(&gvk) {
-            return Ok(Ok(existing.clone()));
+        if let Some(known) = self.scopes.lock().await.get(&gvk) {
+            return Ok(Ok(known.clone()));
         }
         if let Some(at) = self.missing.lock().await.get(&gvk)
             && at.elapsed() < MISSING_KIND_TTL
@@ -113,24 +142,27 @@ impl FeedWatches {
                 });
             }
         };
+        self.missing.lock().await.remove(&gvk);
+        let scope = KindScope {
+            resource,
+            namespaced: capabilities.scope == kube::discovery::Scope::Namespaced,
+        };
+        self.scopes.lock().await.insert(gvk, scope.clone());
+        Ok(Ok(scope))
+    }
+
+    /// The watch of `feed`'s kind, started if this is the first feed of the kind.
+    async fn watch_for(&self, feed: &Feed, scope: &KindScope) -> Arc<KindWatch> {
+        let gvk = gvk_of(feed);
         let mut kinds = self.kinds.lock().await;
         if let Some(existing) = kinds.get(&gvk) {
-            return Ok(Ok(existing.clone()));
+            return existing.clone();
         }
-        let namespaced = capabilities.scope == kube::discovery::Scope::Namespaced;
+        let resource = scope.resource.clone();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
         let synced = Ready::after_first_list(store.clone());
-        let watch = Arc::new(KindWatch {
-            resource: resource.clone(),
-            namespaced,
-            store: store.clone(),
-            synced,
-        });
-        kinds.insert(gvk.clone(), watch.clone());
-        drop(kinds);
-        self.missing.lock().await.remove(&gvk);
 
         let subscriptions = self.subscriptions.clone();
         let triggers = self.triggers.clone();
@@ -141,7 +173,7 @@ impl FeedWatches {
             .modify(|object: &mut DynamicObject| object.metadata.managed_fields = None)
             .reflect(writer);
         let epoch = self.epoch.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             let mut listed = false;
             while let Some(event) = stream.next().await {
@@ -181,22 +213,79 @@ impl FeedWatches {
                 }
             }
         });
-        Ok(Ok(watch))
+        let watch = Arc::new(KindWatch {
+            resource,
+            namespaced: scope.namespaced,
+            store,
+            synced,
+            task: task.abort_handle(),
+        });
+        kinds.insert(gvk, watch.clone());
+        self.watched
+            .set(i64::try_from(kinds.len()).unwrap_or(i64::MAX));
+        tracing::debug!(kind = %kind_text(feed), "feed watch started");
+        watch
     }
 
-    /// Resolves `feed` to its object: the Manifest's template, else the live object.
+    /// Stops the watch of every kind that no Subscription (not being deleted) names any more,
+    /// and drops its objects. Returns the kinds released.
+    pub async fn release_unused(&self) -> Vec<GroupVersionKind> {
+        // Under the lock, so that a watch started for a Subscription already in the store is
+        // never released by a sweep that read the store before it.
+        let mut kinds = self.kinds.lock().await;
+        let needed = named_kinds(&self.subscriptions.state());
+        let unused: Vec<GroupVersionKind> = kinds
+            .keys()
+            .filter(|gvk| !needed.contains(*gvk))
+            .cloned()
+            .collect();
+        for gvk in &unused {
+            if let Some(watch) = kinds.remove(gvk) {
+                watch.task.abort();
+                tracing::info!(
+                    kind = %format!("{} {}", watch.resource.api_version, watch.resource.kind),
+                    "no Subscription names this kind any more; its feed watch is released"
+                );
+            }
+        }
+        self.watched
+            .set(i64::try_from(kinds.len()).unwrap_or(i64::MAX));
+        unused
+    }
+
+    /// Resolves `feed` to its object for a Subscription in `subscription_namespace`: the
+    /// Manifest's template, else the live object; refused unless `grants` allow it.
     pub async fn resolve(
         &self,
         feed: &Feed,
         manifests: &Store<Manifest>,
+        subscription_namespace: &str,
+        grants: &[&FeedGrant],
     ) -> Result<Result<Value, FeedProblem>, Error> {
+        let refused = |owner: FeedOwner| match tenancy::feed_access(
+            subscription_namespace,
+            feed,
+            &owner,
+            grants,
+        ) {
+            Access::Own | Access::Granted(_) => None,
+            Access::Refused(refusal) => Some(FeedProblem::NotGranted(refusal)),
+        };
         if let Some(template) = manifest_template(feed, manifests) {
+            // A Manifest is a copy of a feed: judged by the namespace it was copied from.
+            if let Some(problem) = refused(tenancy::manifest_feed_owner(feed)) {
+                return Ok(Err(problem));
+            }
             return Ok(Ok(template));
         }
-        let watch = match self.watch_for(feed).await? {
-            Ok(watch) => watch,
+        let scope = match self.scope_of(feed).await? {
+            Ok(scope) => scope,
             Err(problem) => return Ok(Err(problem)),
         };
+        if let Some(problem) = refused(tenancy::feed_owner(feed, scope.namespaced)) {
+            return Ok(Err(problem));
+        }
+        let watch = self.watch_for(feed, &scope).await;
         // Another reconcile may have started this watch a moment ago: wait for its first list.
         if !watch.wait_synced(self.ready_timeout).await {
             return Err(Error::SyncFeedKind {
@@ -221,6 +310,31 @@ impl FeedWatches {
         }
         Ok(Ok(value))
     }
+}
+
+/// The feed kinds that Subscriptions not being deleted name: the kinds whose watches are
+/// still needed.
+pub fn named_kinds(subscriptions: &[Arc<Subscription>]) -> HashSet<GroupVersionKind> {
+    subscriptions
+        .iter()
+        .filter(|sub| sub.metadata.deletion_timestamp.is_none())
+        .flat_map(|sub| sub.spec.feeds.iter().map(gvk_of))
+        .collect()
+}
+
+/// The Subscriptions whose feeds a FeedGrant in `namespace` can decide about: feeds in that
+/// namespace, the Namespace object of that name, and feeds without a namespace (read from
+/// `default`, or cluster-scoped and granted in `clusternet-system`).
+pub fn subscriptions_with_feeds_owned_by(
+    subscriptions: &Store<Subscription>,
+    namespace: &str,
+) -> Vec<ObjectRef<Subscription>> {
+    subscriptions_with_feed(subscriptions, |feed| {
+        let feed_namespace = feed.namespace.as_deref().unwrap_or("");
+        feed_namespace == namespace
+            || feed_namespace.is_empty()
+            || (feed.kind == "Namespace" && feed.name == namespace)
+    })
 }
 
 /// The Manifest template of `feed`, found by the labels the hub and Clusternet put on Manifests.
@@ -330,6 +444,48 @@ mod tests {
         );
         s.metadata.namespace = Some("apps".into());
         s
+    }
+
+    #[test]
+    fn only_kinds_named_by_subscriptions_not_being_deleted_keep_their_watch() {
+        let mut leaving = sub("leaving", &[("v1", "Secret", "s")]);
+        leaving.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let subscriptions = vec![
+            Arc::new(sub(
+                "a",
+                &[("v1", "ConfigMap", "x"), ("apps/v1", "Deployment", "y")],
+            )),
+            Arc::new(sub("b", &[("v1", "ConfigMap", "z")])),
+            Arc::new(leaving),
+        ];
+        let want: HashSet<GroupVersionKind> = [
+            GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            GroupVersionKind::gvk("apps", "v1", "Deployment"),
+        ]
+        .into();
+        assert_eq!(named_kinds(&subscriptions), want);
+        assert!(named_kinds(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_grant_reaches_the_subscriptions_whose_feeds_its_namespace_owns() {
+        let (store, mut writer) = reflector::store::<Subscription>();
+        let mut other = sub("other", &[("v1", "ConfigMap", "x")]);
+        other.spec.feeds[0].namespace = Some("elsewhere".into());
+        let mut namespace = sub("ns", &[("v1", "Namespace", "apps")]);
+        namespace.spec.feeds[0].namespace = None;
+        for s in [sub("a", &[("v1", "Secret", "s")]), other, namespace] {
+            writer.apply_watcher_event(&Event::Apply(s));
+        }
+        let mut names: Vec<String> = subscriptions_with_feeds_owned_by(&store, "apps")
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a", "ns"]);
     }
 
     #[test]

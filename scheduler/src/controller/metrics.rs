@@ -29,6 +29,8 @@ pub struct Metrics {
     pub descriptions_written: Counter,
     /// Descriptions deleted.
     pub descriptions_deleted: Counter,
+    /// Feed kinds watched (one shared watch each), released when no Subscription names them.
+    pub feed_watches: Gauge,
 }
 
 impl Default for Metrics {
@@ -40,6 +42,7 @@ impl Default for Metrics {
             queue_depth: Gauge::default(),
             descriptions_written: Counter::default(),
             descriptions_deleted: Counter::default(),
+            feed_watches: Gauge::default(),
         }
     }
 }
@@ -77,6 +80,11 @@ impl Metrics {
             "descriptions_deleted",
             "Descriptions deleted",
             self.descriptions_deleted.clone(),
+        );
+        r.register(
+            "feed_watches",
+            "Feed kinds watched, one shared watch each",
+            self.feed_watches.clone(),
         );
     }
 }

@@ -10,6 +10,8 @@
 //!   deleted: the Subscriptions whose feeds it targets. `ApplyLater` overrides take effect on the
 //!   next render of the Subscription for any other reason (or the periodic resync);
 //! - a Manifest or a live feed object created, changed or deleted: the Subscriptions naming it;
+//! - a FeedGrant created, changed or deleted: the Subscriptions with feeds its namespace owns,
+//!   so that a grant takes effect, and a revocation refuses the feed again, at once;
 //! - a Description deleted by someone else: its Subscription, which writes it again.
 
 mod epoch;
@@ -27,6 +29,7 @@ use crate::placement::ClusterInfo;
 use atoll_crds::apps::{
     Description, Globalization, Localization, Manifest, OverridePolicy, Subscription,
 };
+use atoll_crds::atoll::FeedGrant;
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::known;
 use atoll_runtime::ready::Ready;
@@ -306,6 +309,28 @@ pub async fn run(
             .collect()
         },
     );
+    let grant_subs = subscriptions.clone();
+    let tx = one_tx.clone();
+    let bump = inputs.clone();
+    let grants = spawn_reflector(
+        Api::<FeedGrant>::all(client.clone()),
+        watcher::Config::default(),
+        &inputs,
+        &all_tx,
+        move |event| {
+            let Some(grant) = changed(event) else {
+                return Vec::new();
+            };
+            bump.bump();
+            feeds::subscriptions_with_feeds_owned_by(
+                &grant_subs,
+                &grant.namespace().unwrap_or_default(),
+            )
+            .into_iter()
+            .map(|r| Trigger::One(tx.clone(), r))
+            .collect()
+        },
+    );
     // Metadata only: the render-hash annotation tells whether a write is needed, so the
     // scheduler never holds every rendered object in memory.
     let description_index = index::DescriptionIndex::default();
@@ -367,6 +392,7 @@ pub async fn run(
         globalizations,
         localizations,
         manifests,
+        grants,
         descriptions: description_index,
     };
     // Reconciling before every cache is complete would unbind clusters not yet seen.
@@ -381,6 +407,8 @@ pub async fn run(
             stores.localizations.wait_until_ready().boxed(),
         ),
         ("Manifest", stores.manifests.wait_until_ready().boxed()),
+        // Before the first pass, or a granted feed would be refused for a moment.
+        ("FeedGrant", stores.grants.wait_until_ready().boxed()),
     ] {
         wait.await.map_err(|_| Error::SyncCache { kind })?;
         tracing::debug!(kind, "cache synced");
@@ -396,6 +424,7 @@ pub async fn run(
             one_tx.clone(),
             config.feed_ready_timeout,
             inputs.clone(),
+            metrics.feed_watches.clone(),
         ),
         inputs,
         passes: epoch::Passes::default(),
@@ -403,6 +432,27 @@ pub async fn run(
         stores,
         metrics: metrics.clone(),
         config,
+    });
+    // Subscriptions deleted without a pass of this scheduler (its finalizer removed by hand,
+    // handed to another scheduler) or edited to drop a kind release their watches here. Weak,
+    // so that the sweep ends with the control loop.
+    let sweeping = Arc::downgrade(&context);
+    // `interval` needs a period above zero.
+    let sweep_every = context
+        .config
+        .feed_release_interval
+        .max(std::time::Duration::from_millis(100));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(sweep_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(context) = sweeping.upgrade() else {
+                return;
+            };
+            context.feeds.release_unused().await;
+        }
     });
     let depth_tx = one_tx.clone();
     let depth = metrics.queue_depth.clone();

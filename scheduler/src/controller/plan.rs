@@ -35,7 +35,35 @@ pub struct ResolvedFeed {
     /// The feed as written in the Subscription.
     pub feed: Feed,
     /// Its object (Manifest template or live object), or why there is none.
-    pub object: Result<Value, String>,
+    pub object: Result<Value, Unresolved>,
+}
+
+/// Why a feed has no object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// The Subscription may not use the feed (no FeedGrant allows it), as opposed to a feed that
+    /// does not exist (yet).
+    pub not_granted: bool,
+    /// What is missing or refused, and what to do about it.
+    pub message: String,
+}
+
+impl Unresolved {
+    /// A feed (or its kind) that does not exist yet.
+    pub fn missing(message: String) -> Self {
+        Self {
+            not_granted: false,
+            message,
+        }
+    }
+
+    /// A feed the Subscription may not use.
+    pub fn not_granted(message: String) -> Self {
+        Self {
+            not_granted: true,
+            message,
+        }
+    }
 }
 
 /// One status condition as the plan wants it (`type`, `status`, `reason`, `message`).
@@ -131,23 +159,32 @@ pub fn plan(
         )]);
     }
 
-    let missing: Vec<String> = feeds
+    let unresolved: Vec<&Unresolved> = feeds
         .iter()
-        .filter_map(|f| f.object.as_ref().err().cloned())
+        .filter_map(|f| f.object.as_ref().err())
         .collect();
-    if !missing.is_empty() {
+    if !unresolved.is_empty() {
+        // A refusal needs someone else's action (a FeedGrant), so it names the condition.
+        let reason = if unresolved.iter().any(|u| u.not_granted) {
+            "FeedNotGranted"
+        } else {
+            "FeedNotFound"
+        };
+        let messages: Vec<&str> = unresolved.iter().map(|u| u.message.as_str()).collect();
         return keep(vec![
             cond(
                 condition::FEEDS_RESOLVED,
                 false,
-                "FeedNotFound",
-                missing.join("; "),
+                reason,
+                messages.join("; "),
             ),
             cond(
                 condition::SCHEDULED,
                 false,
                 "FeedsNotResolved",
-                "waiting for every feed to exist; the current placement is kept".to_owned(),
+                "waiting for every feed to exist and be granted; the current placement and \
+                 Descriptions are kept (clusters keep what they received before)"
+                    .to_owned(),
             ),
         ]);
     }

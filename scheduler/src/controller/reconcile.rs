@@ -3,13 +3,14 @@
 
 use super::feeds::{FeedProblem, FeedWatches};
 use super::metrics::{ErrorLabels, Metrics};
-use super::plan::{self, Plan, PlannedCondition, ResolvedFeed};
+use super::plan::{self, Plan, PlannedCondition, ResolvedFeed, Unresolved};
 use crate::Error;
 use crate::error::KubeError;
 use crate::placement::{self, ClusterInfo};
 use atoll_crds::apps::{
     Description, Globalization, Localization, Manifest, Subscription, SubscriptionStatus,
 };
+use atoll_crds::atoll::FeedGrant;
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::{conditions, known};
 use futures::{StreamExt, TryStreamExt, stream};
@@ -41,6 +42,9 @@ pub struct Config {
     /// Only Subscriptions whose `spec.schedulerName` is this (or unset) are handled, so that
     /// another scheduler can own the rest.
     pub scheduler_name: String,
+    /// How often feed watches of kinds no Subscription names any more are released (a deleted
+    /// Subscription releases them at once).
+    pub feed_release_interval: Duration,
 }
 
 impl Default for Config {
@@ -50,6 +54,7 @@ impl Default for Config {
             feed_ready_timeout: Duration::from_secs(10),
             retry: Duration::from_secs(2),
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
+            feed_release_interval: Duration::from_secs(30),
         }
     }
 }
@@ -65,6 +70,8 @@ pub struct Stores {
     pub localizations: Store<Localization>,
     /// Manifests in `clusternet-reserved`.
     pub manifests: Store<Manifest>,
+    /// FeedGrants, all namespaces.
+    pub grants: Store<FeedGrant>,
     /// What decides writes and deletes of the scheduler's Descriptions, by key and by
     /// Subscription uid.
     pub descriptions: super::index::DescriptionIndex,
@@ -164,19 +171,29 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
 
     let mut resolved = Vec::with_capacity(sub.spec.feeds.len());
     if sub.spec.feeds.len() <= plan::MAX_FEEDS {
+        let grant_state = ctx.stores.grants.state();
+        let grants: Vec<&FeedGrant> = grant_state.iter().map(AsRef::as_ref).collect();
+        let namespace = sub.namespace().unwrap_or_default();
         for feed in &sub.spec.feeds {
-            let object = match ctx.feeds.resolve(feed, &ctx.stores.manifests).await? {
+            let resolution = ctx
+                .feeds
+                .resolve(feed, &ctx.stores.manifests, &namespace, &grants)
+                .await?;
+            let object = match resolution {
                 Ok(object) => Ok(object),
-                Err(FeedProblem::KindNotServed(kind)) => Err(format!(
+                Err(FeedProblem::KindNotServed(kind)) => Err(Unresolved::missing(format!(
                     "{} {}: the parent cluster does not serve {kind}; install its CRD first",
                     feed.kind,
                     feed_location(feed)
-                )),
-                Err(FeedProblem::NotFound) => Err(format!(
+                ))),
+                Err(FeedProblem::NotFound) => Err(Unresolved::missing(format!(
                     "{} {} not found: create it in the parent, or a Manifest for it in {}",
                     feed.kind,
                     feed_location(feed),
                     known::NAMESPACE_RESERVED
+                ))),
+                Err(FeedProblem::NotGranted(refusal)) => Err(Unresolved::not_granted(
+                    refusal.message(&format!("{} {}", feed.kind, feed_location(feed))),
                 )),
             };
             resolved.push(ResolvedFeed {
@@ -475,14 +492,16 @@ async fn cleanup(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         what: "finalizer patch".to_owned(),
         reason: e.to_string(),
     })?;
-    match subscription_api(&ctx.client, sub)
+    let released = subscription_api(&ctx.client, sub)
         .patch(
             &sub.name_any(),
             &PatchParams::default(),
             &Patch::Json::<()>(patch),
         )
-        .await
-    {
+        .await;
+    // This Subscription no longer needs its feed kinds; others may not either.
+    ctx.feeds.release_unused().await;
+    match released {
         Ok(_) => Ok(Action::await_change()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
         Err(e) => Err(api_error(
@@ -595,7 +614,7 @@ fn event_reason(planned: &PlannedCondition) -> &'static str {
     match (planned.type_, planned.status, planned.reason) {
         (plan::condition::SCHEDULED, true, _) => "Scheduled",
         (plan::condition::SCHEDULED, false, _) => "FailedScheduling",
-        (plan::condition::FEEDS_RESOLVED, false, _) => "FeedNotFound",
+        (plan::condition::FEEDS_RESOLVED, false, reason) => reason,
         (plan::condition::FEEDS_RESOLVED, true, _) => "FeedsResolved",
         (plan::condition::OVERRIDES_APPLIED, false, _) => "InvalidOverride",
         _ => "OverridesApplied",
@@ -603,6 +622,14 @@ fn event_reason(planned: &PlannedCondition) -> &'static str {
 }
 
 async fn publish(sub: &Subscription, planned: &PlannedCondition, ctx: &Context) {
+    if !planned.status {
+        tracing::warn!(
+            condition = planned.type_,
+            reason = planned.reason,
+            message = %planned.message,
+            "Subscription condition is False"
+        );
+    }
     let event = Event {
         type_: if planned.status {
             EventType::Normal

@@ -43,6 +43,14 @@ pub async fn create_namespace(client: &Client, name: &str) {
 
 /// Starts the scheduler's control loop in this process; it stops when the test ends.
 pub async fn start_scheduler(client: &Client) -> tokio::task::JoinHandle<()> {
+    start_scheduler_with_metrics(client, Metrics::default()).await
+}
+
+/// Like [`start_scheduler`], reporting into `metrics` (clones share their values).
+pub async fn start_scheduler_with_metrics(
+    client: &Client,
+    metrics: Metrics,
+) -> tokio::task::JoinHandle<()> {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let client = client.clone();
     let config = controller::Config {
@@ -56,7 +64,7 @@ pub async fn start_scheduler(client: &Client) -> tokio::task::JoinHandle<()> {
             controller: "atoll-scheduler".into(),
             instance: None,
         };
-        let result = controller::run(client, config, Metrics::default(), reporter, move || {
+        let result = controller::run(client, config, metrics, reporter, move || {
             let _ = ready_tx.send(());
         })
         .await;
