@@ -675,3 +675,86 @@ async fn the_narrower_agent_role_writes_only_in_the_namespaces_it_lists() {
     )
     .await;
 }
+
+const NARROW_SUBSCRIPTION: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: inside, namespace: shop}
+data: {color: blue}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-outside}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: outside, namespace: e2e-outside}
+data: {color: red}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: narrow, namespace: shop}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {clusters.clusternet.io/cluster-name: child-2}}}]
+  feeds:
+    - {apiVersion: v1, kind: ConfigMap, name: inside, namespace: shop}
+    - {apiVersion: v1, kind: ConfigMap, name: outside, namespace: e2e-outside}
+"#;
+
+/// The fleet's agent of child-2 runs without `--namespaces` (the flag's own refusal is pinned
+/// in `agent/tests/applier.rs`), so here the API server's 403 is what it meets.
+#[tokio::test]
+async fn an_agent_denied_an_object_reports_it_in_the_description_and_applies_the_rest() {
+    let Some(fleet) = fleet("narrower agent reports").await else {
+        return;
+    };
+    let ns = fleet.dedicated_namespace("child-2");
+    fleet.apply("narrow", NARROW_SUBSCRIPTION).await.unwrap();
+    let (reason, _) = support::eventually(
+        "the Description of child-2 to report the forbidden object",
+        Duration::from_secs(60),
+        || async {
+            let out = fleet
+                .parent
+                .run(&[
+                    "get",
+                    "description",
+                    "shop.narrow",
+                    "-n",
+                    &ns,
+                    "-o",
+                    "jsonpath={.status.phase} {.status.reason}",
+                ])
+                .await
+                .map_err(|e| e.to_string())?;
+            if out.starts_with("Failure ") {
+                Ok(out)
+            } else {
+                Err(out)
+            }
+        },
+    )
+    .await;
+    assert!(
+        reason.contains("ConfigMap e2e-outside/outside") && reason.contains("forbidden"),
+        "{reason}"
+    );
+    assert!(!reason.contains("shop/inside"), "{reason}");
+    let child = fleet.child("child-2");
+    allowed(
+        child,
+        "the allowed object applied",
+        &["get", "configmap", "inside", "-n", LISTED],
+    )
+    .await;
+    let ready = support::clusters_ready(&fleet).await.unwrap();
+    assert!(
+        ready.contains("child-2=True"),
+        "the agent keeps running: {ready}"
+    );
+    fleet.delete("narrow").await;
+}
