@@ -106,6 +106,9 @@ pub struct Applier {
     pub(crate) client: kube::Client,
     field_manager: String,
     adopt_existing: bool,
+    /// The namespaces the agent may write (`--namespaces`); `None`: every namespace and
+    /// cluster-scoped objects.
+    allowed_namespaces: Option<BTreeSet<String>>,
     delete_timeout: Duration,
     discovery: Discovery,
     store: inventory::Store,
@@ -127,6 +130,7 @@ impl Applier {
             client: child,
             field_manager,
             adopt_existing: false,
+            allowed_namespaces: None,
             delete_timeout: Duration::from_secs(120),
             state: Mutex::new(State::default()),
             notifier: Mutex::new(None),
@@ -141,6 +145,20 @@ impl Applier {
     pub fn with_adopt_existing(mut self, adopt: bool) -> Self {
         self.adopt_existing = adopt;
         self
+    }
+
+    /// Writes only namespaced objects in `namespaces` (`--namespaces`, for an agent bound to
+    /// the narrower role of `manifests/agent/namespaced`): any other object is refused before
+    /// the API server is called, with a per-object error in the Description's report, and
+    /// drift repair watches only these namespaces. An empty set leaves the agent unrestricted.
+    pub fn with_allowed_namespaces(mut self, namespaces: BTreeSet<String>) -> Self {
+        self.allowed_namespaces = (!namespaces.is_empty()).then_some(namespaces);
+        self
+    }
+
+    /// The namespaces the agent may write, when restricted.
+    pub fn allowed_namespaces(&self) -> Option<&BTreeSet<String>> {
+        self.allowed_namespaces.as_ref()
     }
 
     /// Keeps the agent's state (inventories, the cluster token Secret) in `namespace` of the
@@ -508,6 +526,14 @@ impl Applier {
             if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.remove("namespace");
             }
+        }
+        if let Some(allowed) = &self.allowed_namespaces
+            && !(kind.namespaced && allowed.contains(&object.namespace))
+        {
+            return Err(Error::NamespaceNotAllowed {
+                object: object.to_string(),
+                allowed: allowed.iter().cloned().collect::<Vec<_>>().join(", "),
+            });
         }
         // Ownership: ours already (applied before by this Description), or check the live object.
         if let Some(d) = self.state().objects.get(&object)

@@ -44,6 +44,12 @@ pub struct Args {
     /// conflicts and left untouched.
     #[arg(long, env = "ATOLL_ADOPT_EXISTING")]
     pub adopt_existing: bool,
+    /// Write only namespaced objects in these namespaces, `a,b` (empty: no restriction). For an
+    /// agent installed with the narrower role of `manifests/agent/namespaced`: other objects are
+    /// refused before the API server is called, each with a clear error in its Description's
+    /// status, and drift repair watches only these namespaces.
+    #[arg(long, env = "ATOLL_NAMESPACES", default_value = "")]
+    pub namespaces: String,
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -64,6 +70,15 @@ pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, Error> {
         }
     }
     Ok(labels)
+}
+
+/// Parses `a,b` into a set of namespace names (empty → none).
+pub fn parse_namespaces(s: &str) -> std::collections::BTreeSet<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Checks that a ManagedCluster name is a DNS label of at most 30 characters.
@@ -124,6 +139,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let applier = Arc::new(
         Applier::new(child.clone(), atoll_crds::known::FIELD_MANAGER_AGENT)
             .with_adopt_existing(args.adopt_existing)
+            .with_allowed_namespaces(parse_namespaces(&args.namespaces))
             .with_metrics(metrics),
     );
     let agent = Agent::new(child, config, applier);
@@ -189,6 +205,21 @@ mod tests {
                     .collect::<BTreeMap<_, _>>()
             });
             assert_eq!(got, expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn allowed_namespaces_parse_as_a_comma_separated_set() {
+        let cases: [(&str, &[&str]); 4] = [
+            ("", &[]),
+            ("shop", &["shop"]),
+            (" shop, web ,,shop", &["shop", "web"]),
+            (",", &[]),
+        ];
+        for (input, want) in cases {
+            let want: std::collections::BTreeSet<String> =
+                want.iter().map(|s| s.to_string()).collect();
+            assert_eq!(parse_namespaces(input), want, "{input}");
         }
     }
 

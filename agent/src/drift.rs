@@ -45,7 +45,7 @@ fn kind_key(kind: &Kind) -> String {
 
 impl Watchers {
     /// Remembers that `kind` was applied and, when drift repair runs, watches it.
-    pub(crate) fn ensure(&self, _applier: &Applier, kind: &Kind) {
+    pub(crate) fn ensure(&self, applier: &Applier, kind: &Kind) {
         let mut inner = lock(&self.inner);
         let key = kind_key(kind);
         inner
@@ -56,9 +56,13 @@ impl Watchers {
             return;
         };
         if inner.watched.insert(key) {
-            inner
-                .tasks
-                .push(tokio::spawn(watch_kind(weak, kind.clone())));
+            for namespace in scopes(applier, kind) {
+                inner.tasks.push(tokio::spawn(watch_kind(
+                    weak.clone(),
+                    kind.clone(),
+                    namespace,
+                )));
+            }
         }
     }
 
@@ -93,12 +97,27 @@ impl Applier {
             .collect();
         for (key, kind) in kinds {
             if inner.watched.insert(key) {
-                inner
-                    .tasks
-                    .push(tokio::spawn(watch_kind(weak.clone(), kind)));
+                for namespace in scopes(self, &kind) {
+                    inner.tasks.push(tokio::spawn(watch_kind(
+                        weak.clone(),
+                        kind.clone(),
+                        namespace,
+                    )));
+                }
             }
         }
         inner.tasks.push(tokio::spawn(watch_inventory(weak)));
+    }
+}
+
+/// What to watch for `kind`: the whole cluster (`None`), or, for an agent restricted to some
+/// namespaces (`--namespaces`), each of them for a namespaced kind and nothing for a
+/// cluster-scoped one (the agent applies none).
+fn scopes(applier: &Applier, kind: &Kind) -> Vec<Option<String>> {
+    match applier.allowed_namespaces() {
+        None => vec![None],
+        Some(_) if !kind.namespaced => Vec::new(),
+        Some(allowed) => allowed.iter().cloned().map(Some).collect(),
     }
 }
 
@@ -187,12 +206,17 @@ fn schedule_repair(weak: Weak<Applier>, object: ObjectRef) {
     });
 }
 
-async fn watch_kind(weak: Weak<Applier>, kind: Kind) {
+async fn watch_kind(weak: Weak<Applier>, kind: Kind, namespace: Option<String>) {
     let api = {
         let Some(applier) = weak.upgrade() else {
             return;
         };
-        Api::<DynamicObject>::all_with(applier.client.clone(), &kind.resource)
+        match &namespace {
+            Some(ns) => {
+                Api::<DynamicObject>::namespaced_with(applier.client.clone(), ns, &kind.resource)
+            }
+            None => Api::<DynamicObject>::all_with(applier.client.clone(), &kind.resource),
+        }
     };
     let config =
         watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_AGENT}"));
@@ -227,7 +251,11 @@ async fn watch_kind(weak: Weak<Applier>, kind: Kind) {
                     .state()
                     .objects
                     .iter()
-                    .filter(|(r, d)| kind_key(&d.kind) == kind_key(&kind) && !seen.contains(*r))
+                    .filter(|(r, d)| {
+                        kind_key(&d.kind) == kind_key(&kind)
+                            && namespace.as_ref().is_none_or(|ns| &r.namespace == ns)
+                            && !seen.contains(*r)
+                    })
                     .map(|(r, _)| r.clone())
                     .collect();
                 for object in missing {

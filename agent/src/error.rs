@@ -36,6 +36,16 @@ pub enum Error {
         /// Its current owner annotation, or `nobody`.
         owner: String,
     },
+    /// The object is outside the namespaces the agent may write (`--namespaces`).
+    #[error(
+        "{object} is outside the namespaces this agent may write ({allowed}); the agent runs with --namespaces, so list the namespace there and grant the agent a RoleBinding in it (manifests/agent/namespaced), or send the object to a cluster whose agent may write it"
+    )]
+    NamespaceNotAllowed {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The namespaces the agent may write, comma-separated.
+        allowed: String,
+    },
     /// Server-side apply of an object failed.
     #[error("applying {object} failed: {source}")]
     ApplyObject {
@@ -147,6 +157,7 @@ impl Error {
             Error::ResolveKind { .. } => "resolve_kind",
             Error::Discover { .. } => "discover",
             Error::OwnershipConflict { .. } => "ownership_conflict",
+            Error::NamespaceNotAllowed { .. } => "namespace_not_allowed",
             Error::ApplyObject { .. } => "apply_object",
             Error::GetObject { .. } => "get_object",
             Error::DeleteObject { .. } => "delete_object",

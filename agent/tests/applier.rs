@@ -323,6 +323,53 @@ async fn an_invalid_object_is_reported_while_the_rest_is_applied() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restricted_to_namespaces_refuses_other_objects_per_object_and_repairs_its_own() {
+    let (_cluster, client) = child().await;
+    let shop: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    shop.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let applier = Arc::new(
+        Applier::new(client.clone(), "atoll-agent")
+            .with_allowed_namespaces(["shop".to_string()].into_iter().collect()),
+    );
+    applier.start_drift_repair();
+    let objects = vec![
+        cm("shop", "inside", "desired"),
+        cm("default", "outside", "1"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}),
+    ];
+    let report = applier.apply(&desc("default.app", 1, objects)).await;
+    assert_eq!(report.phase, Phase::Failure, "{report:#?}");
+    let errors: Vec<Option<&str>> = report.objects.iter().map(|o| o.error.as_deref()).collect();
+    assert_eq!(errors[0], None, "{report:#?}");
+    for refused in &errors[1..] {
+        assert!(
+            refused
+                .is_some_and(|e| e.contains("outside the namespaces this agent may write (shop)")),
+            "{report:#?}"
+        );
+    }
+    let all: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    assert!(all.get_opt("web").await.unwrap().is_none());
+    let default: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(default.get_opt("outside").await.unwrap().is_none());
+    // Drift repair watches the allowed namespace.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    cms.delete("inside", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the deleted object in the allowed namespace to be recreated",
+        || async { cms.get_opt("inside").await.unwrap().is_some() },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_repair_restores_changed_and_deleted_objects() {
     let (_cluster, client) = child().await;
     let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));

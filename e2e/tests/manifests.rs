@@ -76,7 +76,7 @@ async fn every_kustomization_renders_the_objects_it_promises() {
     if !kubectl_or_skip("every_kustomization_renders_the_objects_it_promises").await {
         return;
     }
-    let cases: [(&str, &[(&str, &str)]); 8] = [
+    let cases: [(&str, &[(&str, &str)]); 9] = [
         (
             "parent",
             &[
@@ -95,6 +95,12 @@ async fn every_kustomization_renders_the_objects_it_promises() {
                 ("ServiceAccount", "atoll-hub"),
                 ("ClusterRole", "atoll-scheduler"),
                 ("ClusterRole", "atoll-hub"),
+                ("ValidatingAdmissionPolicy", "atoll-hub-secrets"),
+                ("ValidatingAdmissionPolicyBinding", "atoll-hub-secrets"),
+                ("ValidatingAdmissionPolicy", "atoll-hub-namespaces"),
+                ("ValidatingAdmissionPolicyBinding", "atoll-hub-namespaces"),
+                ("ValidatingAdmissionPolicy", "atoll-hub-descriptions"),
+                ("ValidatingAdmissionPolicyBinding", "atoll-hub-descriptions"),
                 ("Deployment", "atoll-scheduler"),
                 ("Deployment", "atoll-hub"),
                 ("Service", "atoll-hub"),
@@ -107,6 +113,19 @@ async fn every_kustomization_renders_the_objects_it_promises() {
                 ("ServiceAccount", "atoll-agent"),
                 ("ClusterRole", "atoll-agent"),
                 ("ClusterRoleBinding", "atoll-agent"),
+                ("Deployment", "atoll-agent"),
+            ],
+        ),
+        (
+            "agent-namespaced",
+            &[
+                ("Namespace", "clusternet-system"),
+                ("ServiceAccount", "atoll-agent"),
+                ("ClusterRole", "atoll-agent"),
+                ("ClusterRoleBinding", "atoll-agent"),
+                ("Role", "atoll-agent"),
+                ("RoleBinding", "atoll-agent"),
+                ("ClusterRole", "atoll-agent-namespace-writer"),
                 ("Deployment", "atoll-agent"),
             ],
         ),
@@ -283,6 +302,62 @@ async fn only_the_agent_gets_wildcard_writes() {
         }
         assert_eq!(wildcard_write, wildcard_writes_allowed, "{dir} {role}");
     }
+}
+
+/// The narrower agent role writes nothing cluster-wide: its ClusterRole `atoll-agent` only reads
+/// (and patches its own namespace, by name), and the ClusterRole that grants writes is bound by
+/// no ClusterRoleBinding (only by the RoleBindings an administrator adds per namespace); the
+/// Deployment reads the namespaces from the connection Secret.
+#[tokio::test]
+async fn the_narrower_agent_role_grants_no_cluster_wide_writes() {
+    if !kubectl_or_skip("narrower agent role").await {
+        return;
+    }
+    let objects = render("agent-namespaced").await;
+    let cr = objects
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "atoll-agent")
+        .unwrap();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_sequence()
+            .map(|s| {
+                s.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for rule in cr["rules"].as_sequence().unwrap() {
+        let verbs = strings(&rule["verbs"]);
+        let names = strings(&rule["resourceNames"]);
+        let writes: Vec<&String> = verbs
+            .iter()
+            .filter(|v| !["get", "list", "watch"].contains(&v.as_str()))
+            .collect();
+        assert!(
+            writes.is_empty() || (writes == ["patch"] && names == ["clusternet-system"]),
+            "cluster-wide write in {rule:?}"
+        );
+        assert!(
+            !strings(&rule["resources"]).contains(&"*".to_string()),
+            "{rule:?}"
+        );
+    }
+    for binding in objects.iter().filter(|o| o["kind"] == "ClusterRoleBinding") {
+        assert_ne!(
+            binding["roleRef"]["name"], "atoll-agent-namespace-writer",
+            "{binding:?}"
+        );
+    }
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let env =
+        serde_yaml::to_string(&deployment["spec"]["template"]["spec"]["containers"][0]["env"])
+            .unwrap();
+    assert!(env.contains("ATOLL_NAMESPACES"), "{env}");
+    let secret = objects.iter().find(|o| o["kind"] == "Secret").unwrap();
+    assert!(secret["data"]["namespaces"].is_string(), "{secret:?}");
+    assert!(secret["data"]["hub-url"].is_string(), "{secret:?}");
 }
 
 #[tokio::test]

@@ -675,7 +675,8 @@ impl KubeBackend {
     }
 
     /// Replaces the record read at `version` (optimistic concurrency: a concurrent rotation
-    /// makes this fail instead of losing one of the two tokens).
+    /// makes this fail instead of losing one of the two tokens). A JSON patch whose `test` of the
+    /// resourceVersion guards the replacement of `data`: the hub needs no `update` on Secrets.
     async fn replace_token_record(
         &self,
         ns: &str,
@@ -683,27 +684,28 @@ impl KubeBackend {
         version: Option<String>,
     ) -> Result<(), Error> {
         let api: Api<Secret> = Api::namespaced(self.client(), ns);
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(CLUSTER_TOKEN_SECRET.into()),
-                namespace: Some(ns.into()),
-                resource_version: version,
-                labels: Some(BTreeMap::from([(
-                    known::LABEL_CREATED_BY.to_string(),
-                    known::CREATED_BY_HUB.to_string(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            type_: Some("Opaque".into()),
-            data: Some(secret_data(record)),
-            ..Secret::default()
-        };
-        api.replace(CLUSTER_TOKEN_SECRET, &PostParams::default(), &secret)
-            .await
-            .map_err(api_err(
-                "replace Secret",
-                &format!("{ns}/{CLUSTER_TOKEN_SECRET}"),
-            ))?;
+        let object = format!("{ns}/{CLUSTER_TOKEN_SECRET}");
+        let version = version.ok_or_else(|| Error::CallApiServer {
+            operation: "replace Secret".into(),
+            object: object.clone(),
+            message: "it has no resourceVersion to guard the replacement".into(),
+        })?;
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "replace", "path": "/data", "value": secret_data(record)},
+        ]))
+        .map_err(|e| Error::CallApiServer {
+            operation: "replace Secret".into(),
+            object: object.clone(),
+            message: e.to_string(),
+        })?;
+        api.patch(
+            CLUSTER_TOKEN_SECRET,
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .map_err(api_err("replace Secret", &object))?;
         Ok(())
     }
 

@@ -685,6 +685,29 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     crd.has_generation = true;
     out.push(crd);
 
+    // ---- admissionregistration.k8s.io/v1 (stored only: devcluster enforces no admission) ----
+    let mut vap = base(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        false,
+    );
+    vap.status_subresource = true;
+    vap.has_generation = true;
+    vap.printer_columns = vec![name_col(), age_col()];
+    out.push(vap);
+    let mut vapb = base(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        false,
+    );
+    vapb.has_generation = true;
+    vapb.printer_columns = vec![name_col(), age_col()];
+    out.push(vapb);
+
     // ---- coordination.k8s.io/v1 ----
     let mut lease = base("coordination.k8s.io", "v1", "Lease", "leases", true);
     lease.printer_columns = vec![
@@ -868,6 +891,18 @@ mod tests {
                 "CustomResourceDefinition",
                 false,
             ),
+            (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicies",
+                "ValidatingAdmissionPolicy",
+                false,
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicybindings",
+                "ValidatingAdmissionPolicyBinding",
+                false,
+            ),
         ];
         for (group, plural, kind, namespaced) in wanted {
             let r = find(&all, group, plural);
@@ -934,6 +969,8 @@ mod tests {
                     | "Job"
                     | "CronJob"
                     | "CustomResourceDefinition"
+                    | "ValidatingAdmissionPolicy"
+                    | "ValidatingAdmissionPolicyBinding"
             );
             assert_eq!(r.has_generation, expected, "{}", r.kind);
         }

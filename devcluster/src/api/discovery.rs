@@ -526,12 +526,13 @@ mod tests {
                 "events.k8s.io",
                 "batch",
                 "rbac.authorization.k8s.io",
+                "admissionregistration.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "example.com"
             ]
         );
-        let example = &doc["items"][6];
+        let example = &doc["items"][7];
         let versions: Vec<&str> = example["versions"]
             .as_array()
             .map(|a| a.iter().filter_map(|v| v["version"].as_str()).collect())
@@ -542,7 +543,7 @@ mod tests {
     #[test]
     fn crd_with_status_and_scale_shows_both_subresources() {
         let doc = aggregated_discovery(&registry(), false);
-        let widgets = &doc["items"][6]["versions"][0]["resources"][0];
+        let widgets = &doc["items"][7]["versions"][0]["resources"][0];
         assert_eq!(widgets["resource"], "widgets");
         assert_eq!(widgets["scope"], "Namespaced");
         assert_eq!(widgets["singularResource"], "widget");

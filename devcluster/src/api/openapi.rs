@@ -539,7 +539,7 @@ fn schema_ref(name: &str) -> String {
 
 /// Registers the k8s-openapi schema of a built-in kind and returns its component name.
 fn builtin_schema(generator: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
-    use k8s_openapi::api::{apps, batch, coordination, core, events, rbac};
+    use k8s_openapi::api::{admissionregistration, apps, batch, coordination, core, events, rbac};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
     fn sub<T: JsonSchema>(generator: &mut SchemaGenerator) -> Option<String> {
         generator.subschema_for::<T>();
@@ -573,6 +573,12 @@ fn builtin_schema(generator: &mut SchemaGenerator, r: &ResourceInfo) -> Option<S
         }
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
             sub::<rbac::v1::ClusterRoleBinding>(generator)
+        }
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy") => {
+            sub::<admissionregistration::v1::ValidatingAdmissionPolicy>(generator)
+        }
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding") => {
+            sub::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(generator)
         }
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
             sub::<apiextensions::v1::CustomResourceDefinition>(generator)
@@ -1011,6 +1017,7 @@ mod tests {
             keys,
             [
                 "api/v1",
+                "apis/admissionregistration.k8s.io/v1",
                 "apis/apiextensions.k8s.io/v1",
                 "apis/apps.atoll.dev/v1alpha1",
                 "apis/apps/v1",
