@@ -407,3 +407,129 @@ pub struct ResourceUsage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_usage: Option<Quantity>,
 }
+
+/// Reason of the Event on a ManagedCluster that no approved registration vouches for.
+pub const REASON_UNREGISTERED_CLUSTER: &str = "UnregisteredCluster";
+
+/// Whether `mc` is a cluster the hub registered: the approved ClusterRegistrationRequest of its
+/// cluster id (`crr`, looked up by [`crate::known::cluster_registration_request_name`]) names
+/// the ManagedCluster's namespace as the cluster's dedicated namespace. Only an administrator or
+/// the hub writes a registration's status, so a ManagedCluster someone creates in a namespace of
+/// their own (to be sent other tenants' workloads) is not trusted. `Err` says why, for the Event.
+pub fn check_registered(
+    mc: &ManagedCluster,
+    crr: Option<&ClusterRegistrationRequest>,
+) -> Result<(), String> {
+    let ns = mc.metadata.namespace.as_deref().unwrap_or_default();
+    let id = &mc.spec.cluster_id;
+    let name = crate::known::cluster_registration_request_name(id);
+    let status = crr
+        .filter(|c| &c.spec.cluster_id == id)
+        .and_then(|c| c.status.as_ref())
+        .ok_or_else(|| {
+            format!(
+                "no ClusterRegistrationRequest {name} for cluster id {id:?}: only clusters the hub \
+                 registered receive workloads (for a Push cluster, create and approve one naming \
+                 namespace {ns})"
+            )
+        })?;
+    if status.result != Some(ApprovedResult::Approved) {
+        return Err(format!(
+            "ClusterRegistrationRequest {name} is not approved: only clusters the hub registered \
+             receive workloads"
+        ));
+    }
+    if status.dedicated_namespace.as_deref() != Some(ns) {
+        return Err(format!(
+            "ClusterRegistrationRequest {name} names dedicated namespace {:?}, not {ns:?}: only \
+             the ManagedCluster in the cluster's dedicated namespace receives workloads",
+            status.dedicated_namespace.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod registration_tests {
+    use super::*;
+
+    fn mc(ns: &str, id: &str) -> ManagedCluster {
+        let mut mc = ManagedCluster::new(
+            "c",
+            ManagedClusterSpec {
+                cluster_id: id.into(),
+                ..ManagedClusterSpec::default()
+            },
+        );
+        mc.metadata.namespace = Some(ns.into());
+        mc
+    }
+
+    fn crr(
+        id: &str,
+        result: Option<ApprovedResult>,
+        ns: Option<&str>,
+    ) -> ClusterRegistrationRequest {
+        let mut c = ClusterRegistrationRequest::new(
+            &crate::known::cluster_registration_request_name(id),
+            ClusterRegistrationRequestSpec {
+                cluster_id: id.into(),
+                ..ClusterRegistrationRequestSpec::default()
+            },
+        );
+        c.status = Some(ClusterRegistrationRequestStatus {
+            result,
+            dedicated_namespace: ns.map(str::to_string),
+            ..ClusterRegistrationRequestStatus::default()
+        });
+        c
+    }
+
+    #[test]
+    fn only_the_managed_cluster_in_the_approved_dedicated_namespace_is_trusted() {
+        let approved = Some(ApprovedResult::Approved);
+        let cases = [
+            (
+                mc("clusternet-a", "id-a"),
+                Some(crr("id-a", approved, Some("clusternet-a"))),
+                None,
+            ),
+            (
+                mc("tenant", "id-a"),
+                Some(crr("id-a", approved, Some("clusternet-a"))),
+                Some("not \"tenant\""),
+            ),
+            (
+                mc("clusternet-a", "id-a"),
+                None,
+                Some("no ClusterRegistrationRequest"),
+            ),
+            (
+                mc("clusternet-a", "id-a"),
+                Some(crr("id-b", approved, Some("clusternet-a"))),
+                Some("no ClusterRegistrationRequest"),
+            ),
+            (
+                mc("clusternet-a", "id-a"),
+                Some(crr("id-a", None, Some("clusternet-a"))),
+                Some("not approved"),
+            ),
+            (
+                mc("clusternet-a", "id-a"),
+                Some(crr(
+                    "id-a",
+                    Some(ApprovedResult::Denied),
+                    Some("clusternet-a"),
+                )),
+                Some("not approved"),
+            ),
+        ];
+        for (i, (mc, crr, want)) in cases.into_iter().enumerate() {
+            match (check_registered(&mc, crr.as_ref()), want) {
+                (Ok(()), None) => {}
+                (Err(e), Some(w)) => assert!(e.contains(w), "case {i}: {e}"),
+                (got, want) => panic!("case {i}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}

@@ -701,6 +701,14 @@ kind: ConfigMap
 metadata: {name: outside, namespace: e2e-outside}
 data: {color: red}
 ---
+# A Subscription in shop may use a feed of e2e-outside only with a grant there.
+apiVersion: apps.atoll.dev/v1alpha1
+kind: FeedGrant
+metadata: {name: shop-may-use-outside, namespace: e2e-outside}
+spec:
+  from: [{namespace: shop}]
+  to: [{group: "", kind: ConfigMap, name: outside}]
+---
 apiVersion: apps.clusternet.io/v1alpha1
 kind: Subscription
 metadata: {name: narrow, namespace: shop}

@@ -806,6 +806,12 @@ impl KubeBackend {
 }
 
 impl KubeBackend {
+    /// Publishes a Warning Event on `object`.
+    pub async fn warn(&self, object: ObjectReference, reason: &str, note: String) {
+        self.event(object, EventType::Warning, reason, note, "Check")
+            .await;
+    }
+
     /// A Push cluster's deployer Secret cannot be used: `Ready=False`
     /// (`PushCredentialsRefused`, with `message`) and a Warning Event on its ManagedCluster.
     pub async fn push_credentials_refused(&self, session: &Session, message: &str) {

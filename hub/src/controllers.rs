@@ -56,6 +56,8 @@ pub struct Controllers {
     index: Arc<Index>,
     clusters: Store<ManagedCluster>,
     clusters_writer: Mutex<Option<reflector::store::Writer<ManagedCluster>>>,
+    registrations: Store<ClusterRegistrationRequest>,
+    registrations_writer: Mutex<Option<reflector::store::Writer<ClusterRegistrationRequest>>>,
     subs: Store<Subscription>,
     subs_writer: Mutex<Option<reflector::store::Writer<Subscription>>>,
     metrics: Arc<Metrics>,
@@ -78,12 +80,15 @@ impl Controllers {
         streams: Arc<OpenStreams>,
     ) -> Arc<Controllers> {
         let (clusters, cw) = reflector::store();
+        let (registrations, rw) = reflector::store();
         let (subs, sw) = reflector::store();
         Arc::new(Controllers {
             client,
             index,
             clusters,
             clusters_writer: Mutex::new(Some(cw)),
+            registrations,
+            registrations_writer: Mutex::new(Some(rw)),
             subs,
             subs_writer: Mutex::new(Some(sw)),
             metrics,
@@ -100,6 +105,12 @@ impl Controllers {
     /// The ManagedCluster reflector's store (shared with the backend).
     pub fn clusters(&self) -> Store<ManagedCluster> {
         self.clusters.clone()
+    }
+
+    /// The ClusterRegistrationRequest reflector's store: which ManagedClusters the hub
+    /// registered.
+    pub fn registrations(&self) -> Store<ClusterRegistrationRequest> {
+        self.registrations.clone()
     }
 
     /// Resolves once every watch has completed its first list.
@@ -250,10 +261,17 @@ impl Controllers {
         }
     }
 
-    /// Closes the streams of clusters whose registration an administrator denied.
+    /// Keeps the registrations (which ManagedClusters the hub registered) and closes the
+    /// streams of clusters whose registration an administrator denied.
     async fn watch_registrations(self: Arc<Self>) {
+        let Some(writer) = self.registrations_writer.lock().take() else {
+            return;
+        };
         let api: Api<ClusterRegistrationRequest> = Api::all(self.client.clone());
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {

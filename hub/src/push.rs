@@ -9,17 +9,21 @@ use crate::domain::{ClusterHeartbeat, ObjectReport, Report, Session};
 use crate::index::{Change, Index, Next};
 use crate::service::Backend;
 use atoll_agent::{Applier, heartbeat, model};
-use atoll_crds::clusters::{ManagedCluster, SyncMode};
+use atoll_crds::clusters::{
+    ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, SyncMode,
+    check_registered,
+};
 use atoll_crds::known;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
+use kube::Resource;
 use kube::api::Api;
 use kube::config::{
     AuthInfo, Cluster, Config, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
     NamedContext,
 };
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -228,11 +232,14 @@ pub struct PushManager {
     client: Client,
     index: Arc<Index>,
     clusters: Store<ManagedCluster>,
+    registrations: Store<ClusterRegistrationRequest>,
     backend: Arc<KubeBackend>,
     heartbeat_every: Duration,
     /// How often unusable credentials are read again.
     credentials_retry: Duration,
     sessions: Mutex<HashMap<(String, String), JoinHandle<()>>>,
+    /// Push clusters left alone as unregistered, with why (one Event per reason).
+    unregistered: Mutex<HashMap<(String, String), String>>,
 }
 
 impl PushManager {
@@ -241,6 +248,7 @@ impl PushManager {
         client: Client,
         index: Arc<Index>,
         clusters: Store<ManagedCluster>,
+        registrations: Store<ClusterRegistrationRequest>,
         backend: Arc<KubeBackend>,
         heartbeat_every: Duration,
     ) -> Arc<PushManager> {
@@ -248,10 +256,12 @@ impl PushManager {
             client,
             index,
             clusters,
+            registrations,
             backend,
             heartbeat_every,
             credentials_retry: heartbeat_every.max(Duration::from_secs(1)),
             sessions: Mutex::new(HashMap::new()),
+            unregistered: Mutex::new(HashMap::new()),
         })
     }
 
@@ -268,6 +278,7 @@ impl PushManager {
                 .into_iter()
                 .filter(|mc| mc.spec.sync_mode == SyncMode::Push)
                 .filter(|mc| mc.metadata.deletion_timestamp.is_none())
+                .filter(|mc| self.registered(mc))
                 .map(|mc| ((mc.namespace().unwrap_or_default(), mc.name_any()), mc))
                 .collect();
             let mut sessions = self.sessions.lock();
@@ -293,6 +304,36 @@ impl PushManager {
                     key,
                     tokio::spawn(async move { this.session(session).await }),
                 );
+            }
+        }
+    }
+
+    /// Whether the hub registered `mc` ([`check_registered`]): the credentials of a Push
+    /// cluster someone created in a namespace of their own are never used. Each refusal is
+    /// logged and becomes a Warning Event once per reason.
+    fn registered(&self, mc: &ManagedCluster) -> bool {
+        let crr_name = known::cluster_registration_request_name(&mc.spec.cluster_id);
+        let crr = self.registrations.get(&ObjectRef::new(&crr_name));
+        let key = (mc.namespace().unwrap_or_default(), mc.name_any());
+        match check_registered(mc, crr.as_deref()) {
+            Ok(()) => {
+                self.unregistered.lock().remove(&key);
+                true
+            }
+            Err(reason) => {
+                let mut reported = self.unregistered.lock();
+                if reported.get(&key) != Some(&reason) {
+                    tracing::warn!(cluster = %format!("{}/{}", key.0, key.1), %reason, "push mode: not serving an unregistered cluster");
+                    reported.insert(key, reason.clone());
+                    let backend = self.backend.clone();
+                    let reference = mc.object_ref(&());
+                    tokio::spawn(async move {
+                        backend
+                            .warn(reference, REASON_UNREGISTERED_CLUSTER, reason)
+                            .await;
+                    });
+                }
+                false
             }
         }
     }

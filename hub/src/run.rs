@@ -173,6 +173,7 @@ pub async fn start(
         client,
         index.clone(),
         controllers.clusters(),
+        controllers.registrations(),
         backend.clone(),
         Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
     );

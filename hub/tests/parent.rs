@@ -245,6 +245,30 @@ async fn description(client: &Client, ns: &str, name: &str, data: &str) {
     }
 }
 
+/// What an administrator does to add a Push cluster: a registration for its id, approved with
+/// the namespace they created for it.
+async fn register_push_cluster(client: &Client, cluster_id: &str, ns: &str, name: &str) {
+    let crrs: Api<ClusterRegistrationRequest> = Api::all(client.clone());
+    let crr_name = known::cluster_registration_request_name(cluster_id);
+    let crr: ClusterRegistrationRequest = serde_json::from_value(json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ClusterRegistrationRequest",
+        "metadata": {"name": crr_name},
+        "spec": {"clusterId": cluster_id, "syncMode": "Push"},
+    }))
+    .unwrap();
+    crrs.create(&PostParams::default(), &crr).await.unwrap();
+    crrs.patch_status(
+        &crr_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "result": "Approved", "dedicatedNamespace": ns, "managedClusterName": name,
+        }})),
+    )
+    .await
+    .unwrap();
+}
+
 fn ready(mc: &ManagedCluster) -> Option<String> {
     mc.status
         .as_ref()
@@ -992,6 +1016,13 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
     .unwrap();
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), ns);
     mcs.create(&PostParams::default(), &mc).await.unwrap();
+    register_push_cluster(
+        &p.client,
+        "cccccccc-0000-4000-8000-00000000000c",
+        ns,
+        "pushed",
+    )
+    .await;
     description(&p.client, ns, "apps.web", "pushed").await;
 
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
@@ -1046,6 +1077,72 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
 }
 
 #[tokio::test]
+async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
+    let p = parent().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    // A tenant's namespace, with working credentials and a Description placed there by hand:
+    // no registration names it, so the hub never pushes to it.
+    let ns = "tenant";
+    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(p.client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .unwrap();
+    let s = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("child-cluster-deployer".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "kubeconfig".to_string(),
+                k8s_openapi::ByteString(child.kubeconfig_yaml().into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(p.client.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    let mc: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": "pushed", "namespace": ns},
+        "spec": {"clusterId": "eeeeeeee-0000-4000-8000-00000000000e", "syncMode": "Push"}
+    }))
+    .unwrap();
+    Api::<ManagedCluster>::namespaced(p.client.clone(), ns)
+        .create(&PostParams::default(), &mc)
+        .await
+        .unwrap();
+    description(&p.client, ns, "apps.web", "pushed").await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), ns);
+    eventually("an UnregisteredCluster Event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("UnregisteredCluster"))
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child_client.clone(), "default");
+    assert!(
+        cms.get_opt("cm").await.unwrap().is_none(),
+        "the hub pushed to an unregistered cluster"
+    );
+    drop(h);
+}
+
+#[tokio::test]
 async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_and_an_event() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
@@ -1090,6 +1187,13 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
     .unwrap();
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), ns);
     mcs.create(&PostParams::default(), &mc).await.unwrap();
+    register_push_cluster(
+        &p.client,
+        "dddddddd-0000-4000-8000-00000000000d",
+        ns,
+        "pushed",
+    )
+    .await;
     let message = eventually("Ready=False PushCredentialsRefused", || async {
         let mc = mcs.get("pushed").await.unwrap();
         let st = mc.status?;

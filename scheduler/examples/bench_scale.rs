@@ -202,6 +202,43 @@ async fn main() {
         ),
     )
     .await;
+    // The approved registrations the hub would leave: the scheduler trusts only those clusters.
+    let registrations: Vec<(Option<String>, Value)> = (0..clusters)
+        .map(|i| {
+            let id = format!("00000000-0000-4000-8000-{i:012}");
+            (None, json!({
+                "apiVersion": "clusters.clusternet.io/v1beta1", "kind": "ClusterRegistrationRequest",
+                "metadata": {"name": atoll_crds::known::cluster_registration_request_name(&id)},
+                "spec": {"clusterId": id},
+            }))
+        })
+        .collect();
+    create_all(
+        &client,
+        registrations,
+        &resource(
+            "clusters.clusternet.io",
+            "v1beta1",
+            "ClusterRegistrationRequest",
+            "clusterregistrationrequests",
+        ),
+    )
+    .await;
+    for i in 0..clusters {
+        let id = format!("00000000-0000-4000-8000-{i:012}");
+        let api: Api<atoll_crds::clusters::ClusterRegistrationRequest> = Api::all(client.clone());
+        api.patch_status(
+            &atoll_crds::known::cluster_registration_request_name(&id),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "result": "Approved",
+                "dedicatedNamespace": format!("clusternet-c{i:03}"),
+                "managedClusterName": format!("c{i:03}"),
+            }})),
+        )
+        .await
+        .unwrap();
+    }
     for i in 0..clusters {
         let api: Api<atoll_crds::clusters::ManagedCluster> =
             Api::namespaced(client.clone(), &format!("clusternet-c{i:03}"));

@@ -774,3 +774,62 @@ async fn a_description_edited_by_someone_else_is_restored() {
         });
     assert!(!foreign_spec, "{:?}", restored.metadata.managed_fields);
 }
+
+#[tokio::test]
+async fn a_managed_cluster_the_hub_did_not_register_gets_no_workload_and_an_event() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "real", json!({"env": "prod"}), "8").await;
+    // A tenant's own ManagedCluster, with the labels the Subscription selects, in a namespace
+    // of its own: no registration names it.
+    create_namespace(client, "tenant").await;
+    apply(
+        client,
+        json!({
+            "apiVersion": "clusters.clusternet.io/v1beta1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": "fake", "namespace": "tenant", "labels": {"env": "prod"}},
+            "spec": {"clusterId": "00000000-0000-4000-8000-0000000fa4e0", "syncMode": "Pull"},
+        }),
+    )
+    .await;
+    set_cluster_ready(client, "tenant", "fake", true, "64").await;
+    apply(client, deployment("default", "web", 3)).await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        subscription_yaml(
+            "default",
+            "web",
+            json!({
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"}],
+            }),
+        ),
+    )
+    .await;
+    let bound = eventually("the registered cluster bound", WAIT, || async {
+        let sub = subscription(client, "default", "web").await;
+        sub.status
+            .filter(|s| !s.binding_clusters.is_empty())
+            .map(|s| s.binding_clusters)
+    })
+    .await;
+    assert_eq!(bound, vec!["clusternet-real/real"]);
+    let replicas = replicas_by_cluster(client, "default", "web").await;
+    assert_eq!(replicas, vec![("clusternet-real".to_owned(), 3)]);
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), "tenant");
+    let note = eventually("an UnregisteredCluster Event on the fake", WAIT, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("UnregisteredCluster"))
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(note.contains("no ClusterRegistrationRequest"), "{note}");
+}

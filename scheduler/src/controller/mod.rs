@@ -30,7 +30,7 @@ use atoll_crds::apps::{
     Description, Globalization, Localization, Manifest, OverridePolicy, Subscription,
 };
 use atoll_crds::atoll::FeedGrant;
-use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
 use atoll_crds::known;
 use atoll_runtime::ready::Ready;
 use futures::{FutureExt, StreamExt};
@@ -331,6 +331,39 @@ pub async fn run(
             .collect()
         },
     );
+    // Which ManagedClusters the hub registered: a registration's result or dedicated namespace
+    // changing can add or remove a cluster from every placement.
+    let all = all_tx.clone();
+    let bump = inputs.clone();
+    let mut registration_states: HashMap<String, String> = HashMap::new();
+    let registrations = spawn_reflector(
+        Api::<ClusterRegistrationRequest>::all(client.clone()),
+        watcher::Config::default(),
+        &inputs,
+        &all_tx,
+        move |event| {
+            let (crr, initial) = match event {
+                Event::Apply(c) | Event::Delete(c) => (c, false),
+                Event::InitApply(c) => (c, true),
+                _ => return Vec::new(),
+            };
+            let state = match (event, crr.status.as_ref()) {
+                (Event::Delete(_), _) | (_, None) => String::new(),
+                (_, Some(st)) => format!(
+                    "{}:{:?}:{}",
+                    crr.spec.cluster_id,
+                    st.result,
+                    st.dedicated_namespace.as_deref().unwrap_or_default()
+                ),
+            };
+            let previous = registration_states.insert(crr.name_any(), state.clone());
+            if initial || previous.as_ref() == Some(&state) {
+                return Vec::new();
+            }
+            bump.bump();
+            vec![Trigger::All(all.clone())]
+        },
+    );
     // Metadata only: the render-hash annotation tells whether a write is needed, so the
     // scheduler never holds every rendered object in memory.
     let description_index = index::DescriptionIndex::default();
@@ -389,6 +422,7 @@ pub async fn run(
 
     let stores = Stores {
         clusters,
+        registrations,
         globalizations,
         localizations,
         manifests,
@@ -398,6 +432,11 @@ pub async fn run(
     // Reconciling before every cache is complete would unbind clusters not yet seen.
     for (kind, wait) in [
         ("ManagedCluster", stores.clusters.wait_until_ready().boxed()),
+        // Before the first pass, or every cluster would look unregistered for a moment.
+        (
+            "ClusterRegistrationRequest",
+            stores.registrations.wait_until_ready().boxed(),
+        ),
         (
             "Globalization",
             stores.globalizations.wait_until_ready().boxed(),
@@ -428,6 +467,7 @@ pub async fn run(
         ),
         inputs,
         passes: epoch::Passes::default(),
+        unregistered: parking_lot::Mutex::new(HashMap::new()),
         client,
         stores,
         metrics: metrics.clone(),

@@ -11,7 +11,9 @@ use atoll_crds::apps::{
     Description, Globalization, Localization, Manifest, Subscription, SubscriptionStatus,
 };
 use atoll_crds::atoll::FeedGrant;
-use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::clusters::{
+    ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, check_registered,
+};
 use atoll_crds::{conditions, known};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -64,6 +66,8 @@ impl Default for Config {
 pub struct Stores {
     /// ManagedClusters, all namespaces.
     pub clusters: Store<ManagedCluster>,
+    /// ClusterRegistrationRequests (cluster-scoped): which ManagedClusters the hub registered.
+    pub registrations: Store<ClusterRegistrationRequest>,
     /// Globalizations (cluster-scoped).
     pub globalizations: Store<Globalization>,
     /// Localizations, all namespaces.
@@ -95,6 +99,57 @@ pub struct Context {
     pub inputs: super::epoch::InputEpoch,
     /// The last complete pass of each Subscription.
     pub passes: super::epoch::Passes,
+    /// ManagedClusters left out as unregistered (`namespace/name` -> why), so that each gets
+    /// one Event and log line per reason, not one per reconcile.
+    pub unregistered: parking_lot::Mutex<std::collections::HashMap<String, String>>,
+}
+
+/// The ManagedClusters a placement may choose: not being deleted, and registered by the hub
+/// ([`check_registered`]). Each one left out gets a Warning Event and a log line once per
+/// reason.
+async fn registered_clusters(ctx: &Context) -> Vec<Arc<ManagedCluster>> {
+    let mut trusted = Vec::new();
+    let mut newly_refused = Vec::new();
+    {
+        let mut reported = ctx.unregistered.lock();
+        for mc in ctx.stores.clusters.state() {
+            if mc.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let crr_name = known::cluster_registration_request_name(&mc.spec.cluster_id);
+            let crr = ctx
+                .stores
+                .registrations
+                .get(&kube::runtime::reflector::ObjectRef::new(&crr_name));
+            let key = format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any());
+            match check_registered(&mc, crr.as_deref()) {
+                Ok(()) => {
+                    reported.remove(&key);
+                    trusted.push(mc);
+                }
+                Err(reason) => {
+                    if reported.get(&key) != Some(&reason) {
+                        reported.insert(key, reason.clone());
+                        newly_refused.push((mc, reason));
+                    }
+                }
+            }
+        }
+    }
+    for (mc, reason) in newly_refused {
+        tracing::warn!(cluster = %format!("{}/{}", mc.namespace().unwrap_or_default(), mc.name_any()), %reason, "left a ManagedCluster out of every placement");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: REASON_UNREGISTERED_CLUSTER.to_owned(),
+            note: Some(reason),
+            action: "Schedule".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
+            tracing::debug!(error = %e, "publishing an Event failed");
+        }
+    }
+    trusted
 }
 
 /// Reconciles one Subscription.
@@ -202,12 +257,9 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
             });
         }
     }
-    let clusters: Vec<ClusterInfo> = ctx
-        .stores
-        .clusters
-        .state()
+    let clusters: Vec<ClusterInfo> = registered_clusters(ctx)
+        .await
         .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
         .map(|c| ClusterInfo::from_managed_cluster(c))
         .collect();
     let globalizations = ctx.stores.globalizations.state();

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use atoll_crds::apps::{Description, Subscription};
-use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
 use atoll_scheduler::controller::{self, Metrics};
 use devcluster::DevCluster;
 use k8s_openapi::api::core::v1::Namespace;
@@ -117,8 +117,30 @@ async fn add_cluster_with_readiness(
     .unwrap();
     let api: Api<ManagedCluster> = Api::namespaced(client.clone(), &namespace);
     api.create(&PostParams::default(), &mc).await.unwrap();
+    register(client, &id, &namespace, name).await;
     set_cluster_ready(client, &namespace, name, ready, cpu).await;
     namespace
+}
+
+/// The approved ClusterRegistrationRequest the hub leaves for a cluster it registered: without
+/// it the scheduler does not trust the ManagedCluster.
+pub async fn register(client: &Client, cluster_id: &str, namespace: &str, name: &str) {
+    let crr_name = atoll_crds::known::cluster_registration_request_name(cluster_id);
+    let api: Api<ClusterRegistrationRequest> = Api::all(client.clone());
+    let crr: ClusterRegistrationRequest = serde_json::from_value(json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ClusterRegistrationRequest",
+        "metadata": {"name": crr_name},
+        "spec": {"clusterId": cluster_id},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &crr).await.unwrap();
+    let status = json!({"status": {
+        "result": "Approved", "dedicatedNamespace": namespace, "managedClusterName": name,
+    }});
+    api.patch_status(&crr_name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
 }
 
 pub async fn set_cluster_ready(
