@@ -43,6 +43,7 @@ use tonic::codegen::Service;
 use tonic::transport::{Endpoint, Uri};
 
 struct Null {
+    epochs: AtomicU64,
     heartbeats: AtomicU64,
 }
 
@@ -57,6 +58,18 @@ impl Backend for Null {
                 credentials: Default::default(),
             })
         }
+    }
+    fn claim_epoch(
+        &self,
+        _: &str,
+        _: &Admission,
+    ) -> impl Future<Output = Result<u64, Error>> + Send {
+        // The API server orders epochs in the real backend; here one counter does.
+        let epoch = self
+            .epochs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        async move { Ok(epoch) }
     }
     fn connected(&self, _: &Session) -> impl Future<Output = ()> + Send {
         async {}
@@ -175,6 +188,7 @@ async fn hub_rss(n: usize) {
     }
     index.finish_relist();
     let backend = Arc::new(Null {
+        epochs: AtomicU64::new(0),
         heartbeats: AtomicU64::new(0),
     });
     let svc = HubService::new(
@@ -242,6 +256,7 @@ async fn main() {
     }
     index.finish_relist();
     let backend = Arc::new(Null {
+        epochs: AtomicU64::new(0),
         heartbeats: AtomicU64::new(0),
     });
     let svc = HubService::new(

@@ -6,6 +6,7 @@ use crate::Error;
 use crate::domain::{
     Admission, AgentHello, ClusterHeartbeat, Credentials, Report, SecretString, Session,
 };
+use crate::flow;
 use crate::index::DescEntry;
 use crate::metrics::Metrics;
 use crate::service::Backend;
@@ -69,6 +70,9 @@ impl Default for BackendConfig {
         }
     }
 }
+
+/// Conflicting writes in a row after which claiming a stream epoch gives up (the agent retries).
+const EPOCH_CLAIM_ATTEMPTS: usize = 10;
 
 /// How long the token a rotation replaced is still accepted: an agent that could not store its
 /// new token reconnects with the old one within its backoff, and then gets another new one.
@@ -722,19 +726,46 @@ impl KubeBackend {
                 .is_some_and(|newest| newest > session.epoch)
     }
 
-    async fn record_epoch(&self, session: &Session) -> Result<(), Error> {
-        let api = self.cluster_api(session);
-        let patch = json!({"metadata": {"annotations": {
-            ANNOTATION_STREAM_EPOCH: session.epoch.to_string(),
-        }}});
-        api.patch(
-            &session.managed_cluster_name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(api_err("annotate ManagedCluster", &cluster_target(session)))?;
-        Ok(())
+    /// Claims the next stream epoch of the cluster on its ManagedCluster: read the recorded
+    /// epoch, write one more with the resourceVersion read as a precondition, and read again
+    /// on a conflict (another replica claimed one meanwhile).
+    async fn claim_next_epoch(&self, namespace: &str, name: &str) -> Result<u64, Error> {
+        let api: Api<ManagedCluster> = Api::namespaced(self.client(), namespace);
+        let object = format!("{namespace}/{name}");
+        let _permit = self.handshake_permit().await;
+        for _ in 0..EPOCH_CLAIM_ATTEMPTS {
+            let mc = api
+                .get(name)
+                .await
+                .map_err(api_err("get ManagedCluster", &object))?;
+            let epoch = flow::next_epoch(
+                mc.annotations()
+                    .get(ANNOTATION_STREAM_EPOCH)
+                    .map(String::as_str),
+            );
+            let patch = json!({"metadata": {
+                "resourceVersion": mc.metadata.resource_version,
+                "annotations": { ANNOTATION_STREAM_EPOCH: epoch.to_string() },
+            }});
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(epoch),
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => {
+                    return Err(api_err(
+                        "record the stream epoch on ManagedCluster",
+                        &object,
+                    )(e));
+                }
+            }
+        }
+        Err(Error::CallApiServer {
+            operation: "record the stream epoch on ManagedCluster".into(),
+            object,
+            message: format!("{EPOCH_CLAIM_ATTEMPTS} conflicting writes in a row; retry"),
+        })
     }
 
     /// The ManagedCluster API of the stream's dedicated namespace.
@@ -1030,14 +1061,20 @@ impl Backend for KubeBackend {
                 this.inner.metrics.error(&e);
                 tracing::warn!(error = %e, "clearing the unschedulable taint failed");
             }
-            if session.epoch > 0
-                && !this.superseded(&session)
-                && let Err(e) = this.record_epoch(&session).await
-            {
-                this.inner.metrics.error(&e);
-                tracing::warn!(error = %e, "recording the stream epoch failed");
-            }
         }
+    }
+
+    fn claim_epoch(
+        &self,
+        _cluster_id: &str,
+        admission: &Admission,
+    ) -> impl Future<Output = Result<u64, Error>> + Send {
+        let this = self.clone();
+        let (ns, name) = (
+            admission.namespace.clone(),
+            admission.managed_cluster_name.clone(),
+        );
+        async move { this.claim_next_epoch(&ns, &name).await }
     }
 
     fn heartbeat(

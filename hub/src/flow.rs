@@ -4,8 +4,6 @@
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A queue of pending changes keyed by name that keeps only the latest change of each name, in
 /// the order names were first queued. A slow agent therefore costs memory proportional to the
@@ -107,33 +105,14 @@ impl Window {
     }
 }
 
-/// Hands out stream epochs: microseconds since the Unix epoch, strictly increasing within the
-/// process. Being time-based, epochs also increase across hub restarts and (with synchronised
-/// clocks) across hub replicas.
-#[derive(Debug, Default)]
-pub struct EpochClock {
-    last: AtomicU64,
-}
-
-impl EpochClock {
-    /// The next epoch: `max(now in µs, last + 1)`.
-    pub fn next(&self) -> u64 {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        let mut last = self.last.load(Ordering::Relaxed);
-        loop {
-            let next = now.max(last.saturating_add(1));
-            match self
-                .last
-                .compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return next,
-                Err(actual) => last = actual,
-            }
-        }
-    }
+/// The epoch of a cluster's next stream, from the one recorded on its ManagedCluster (none, or
+/// unreadable: 0). Epochs are claimed through the API server with the ManagedCluster's
+/// resourceVersion as a precondition, so every replica sees one order, not its clock's.
+pub fn next_epoch(recorded: Option<&str>) -> u64 {
+    recorded
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        .saturating_add(1)
 }
 
 /// The epoch rule: a stream's messages count only while no newer stream of the same cluster
@@ -283,13 +262,16 @@ mod tests {
     }
 
     #[test]
-    fn epochs_strictly_increase() {
-        let clock = EpochClock::default();
-        let mut last = 0;
-        for _ in 0..1000 {
-            let e = clock.next();
-            assert!(e > last);
-            last = e;
+    fn a_new_stream_epoch_is_one_more_than_the_recorded_one() {
+        for (recorded, next) in [
+            (None, 1),
+            (Some("0"), 1),
+            (Some("41"), 42),
+            (Some(" 7 "), 8),
+            (Some("garbage"), 1),
+            (Some("18446744073709551615"), u64::MAX),
+        ] {
+            assert_eq!(next_epoch(recorded), next, "{recorded:?}");
         }
     }
 

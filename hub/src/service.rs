@@ -5,7 +5,7 @@
 
 use crate::Error;
 use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, Session};
-use crate::flow::{EpochClock, EpochTable, ReportDecision, Window, authorise_report};
+use crate::flow::{EpochTable, ReportDecision, Window, authorise_report};
 use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
 use crate::metrics::Metrics;
 use crate::streams::{CloseSignal, OpenStreams};
@@ -26,6 +26,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Authenticates a Hello and registers (or finds) its cluster. May wait for a manual
     /// approval.
     fn admit(&self, hello: &AgentHello) -> impl Future<Output = Result<Admission, Error>> + Send;
+    /// The epoch of a new stream of the admitted cluster: one more than the newest recorded
+    /// for it, recorded through the API server (so that every replica orders the cluster's
+    /// streams the same way, whatever their clocks say).
+    fn claim_epoch(
+        &self,
+        cluster_id: &str,
+        admission: &Admission,
+    ) -> impl Future<Output = Result<u64, Error>> + Send;
     /// A stream of the cluster became its newest: clear any disconnection marks.
     fn connected(&self, session: &Session) -> impl Future<Output = ()> + Send;
     /// Writes a heartbeat to the ManagedCluster status.
@@ -80,7 +88,6 @@ pub struct HubService<B> {
     backend: Arc<B>,
     index: Arc<Index>,
     epochs: Arc<EpochTable>,
-    clock: Arc<EpochClock>,
     config: StreamConfig,
     metrics: Arc<Metrics>,
     handshakes: Arc<tokio::sync::Semaphore>,
@@ -93,7 +100,6 @@ impl<B> Clone for HubService<B> {
             backend: self.backend.clone(),
             index: self.index.clone(),
             epochs: self.epochs.clone(),
-            clock: self.clock.clone(),
             config: self.config,
             metrics: self.metrics.clone(),
             handshakes: self.handshakes.clone(),
@@ -114,7 +120,6 @@ impl<B: Backend> HubService<B> {
             backend,
             index,
             epochs: Arc::new(EpochTable::default()),
-            clock: Arc::new(EpochClock::default()),
             handshakes: Arc::new(tokio::sync::Semaphore::new(config.max_handshakes.max(1))),
             config,
             metrics,
@@ -232,8 +237,16 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
             tracing::warn!(cluster_id = %hello.cluster_id, error = %e, "refused an agent");
             status_of(&e)
         })?;
+        let epoch = self
+            .backend
+            .claim_epoch(&hello.cluster_id, &admission)
+            .await
+            .map_err(|e| {
+                self.metrics.handshake_failed(&e);
+                tracing::warn!(cluster_id = %hello.cluster_id, error = %e, "recording a new stream's epoch failed");
+                status_of(&e)
+            })?;
         drop(handshake);
-        let epoch = self.clock.next();
         let session = Session {
             cluster_id: hello.cluster_id.clone(),
             namespace: admission.namespace.clone(),

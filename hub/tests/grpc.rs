@@ -43,6 +43,7 @@ enum Event {
 
 #[derive(Default)]
 struct Fake {
+    epochs: std::sync::atomic::AtomicU64,
     events: Mutex<Vec<Event>>,
 }
 
@@ -71,6 +72,18 @@ impl Backend for Fake {
                 }),
             }
         }
+    }
+    fn claim_epoch(
+        &self,
+        _: &str,
+        _: &Admission,
+    ) -> impl Future<Output = Result<u64, Error>> + Send {
+        // The API server orders epochs in the real backend; here one counter does.
+        let epoch = self
+            .epochs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        async move { Ok(epoch) }
     }
     fn connected(&self, s: &Session) -> impl Future<Output = ()> + Send {
         self.events

@@ -1395,6 +1395,35 @@ async fn registered_stream(h: &RunningHub) -> (Agent, String) {
 }
 
 #[tokio::test]
+async fn stream_epochs_are_ordered_through_the_api_server_across_replicas() {
+    let p = parent().await;
+    let h1 = hub(&p.client, |_| {}).await;
+    let h2 = hub(&p.client, |_| {}).await;
+    let first = connect(&h1, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let token = first.welcome.cluster_token.clone();
+    let ns = first.welcome.namespace.clone();
+    let mut epochs = vec![first.welcome.epoch];
+    drop(first);
+    // Alternating replicas: each stream's epoch is one more than the one recorded on the
+    // ManagedCluster, whichever replica recorded it (no clock involved).
+    for h in [&h2, &h1, &h2] {
+        let a = connect(h, ID_A, "edge-a", &token).await.unwrap();
+        epochs.push(a.welcome.epoch);
+    }
+    assert_eq!(epochs, vec![1, 2, 3, 4]);
+    let mc = Api::<ManagedCluster>::namespaced(p.client.clone(), &ns)
+        .get("edge-a")
+        .await
+        .unwrap();
+    assert_eq!(
+        mc.annotations()
+            .get(atoll_hub::backend::ANNOTATION_STREAM_EPOCH)
+            .map(String::as_str),
+        Some("4")
+    );
+}
+
+#[tokio::test]
 async fn a_newer_stream_of_a_cluster_closes_the_older_one() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
