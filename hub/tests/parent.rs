@@ -1588,3 +1588,115 @@ async fn an_administrators_relabel_sticks_when_the_agent_reconnects() {
     );
     h.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats() {
+    use futures::StreamExt;
+    let p = parent().await;
+    let h = hub(&p.client, |_| {}).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let ns = a.welcome.namespace.clone();
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    // The healthy agent beats every half second for as long as the test runs.
+    let beats = {
+        let tx = a.tx.clone();
+        tokio::spawn(async move {
+            loop {
+                let beat = v1::AgentMessage {
+                    message: Some(In::Heartbeat(v1::Heartbeat {
+                        k8s_version: "v1.33.1".into(),
+                        healthz: true,
+                        livez: true,
+                        readyz: true,
+                        heartbeat_seconds: 1,
+                        ..Default::default()
+                    })),
+                };
+                if tx.send(beat).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    eventually("Ready=True", || async {
+        (ready(&mcs.get("edge-a").await.unwrap()).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    // 10,000 Hellos with a well-formed bootstrap token that does not exist, each from a cluster
+    // of its own, 256 at a time over one HTTP/2 connection.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    // At least 10,000, and for longer than the hub's heartbeat grace (3 s in tests), so that a
+    // starved heartbeat would show.
+    let flood = tokio::spawn(async move {
+        let started = Instant::now();
+        let mut codes = Vec::new();
+        let mut next = 0u32;
+        while codes.len() < 10_000 || started.elapsed() < Duration::from_secs(5) {
+            let round = futures::stream::iter(next..next + 1_000)
+                .map(|i| {
+                    let channel = channel.clone();
+                    async move {
+                        let id = format!("{i:08x}-0000-4000-8000-000000000000");
+                        let (tx, rx) = mpsc::channel(1);
+                        tx.send(hello(&id, "intruder", "abcdef.0123456789abcdef"))
+                            .await
+                            .unwrap();
+                        let r = HubClient::new(channel).sync(ReceiverStream::new(rx)).await;
+                        drop(tx);
+                        r.err().map(|s| s.code())
+                    }
+                })
+                .buffer_unordered(256)
+                .collect::<Vec<_>>()
+                .await;
+            codes.extend(round);
+            next += 1_000;
+        }
+        (codes, started.elapsed())
+    });
+    // Meanwhile the healthy cluster is watched: Ready stays True all along.
+    let mut seen = Vec::new();
+    while !flood.is_finished() {
+        let mc = mcs.get("edge-a").await.unwrap();
+        seen.push(ready(&mc).unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (codes, elapsed) = flood.await.unwrap();
+    assert!(seen.iter().all(|r| r == "True"), "{seen:?}");
+    // And heartbeats were still being written at the end, not just within the grace.
+    let last = mcs
+        .get("edge-a")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .last_observed_time
+        .unwrap();
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(last.0);
+    assert!(
+        age.as_secs_f64() < 2.0,
+        "last heartbeat written {age:?} ago"
+    );
+    let admitted = codes.iter().filter(|c| c.is_none()).count();
+    let refused = |code: Code| codes.iter().filter(|c| **c == Some(code)).count();
+    eprintln!(
+        "FIGURE {} bad Hellos in {:.1}s: {} unauthenticated, {} resource-exhausted; the healthy \
+         cluster Ready=True in all {} samples",
+        codes.len(),
+        elapsed.as_secs_f64(),
+        refused(Code::Unauthenticated),
+        refused(Code::ResourceExhausted),
+        seen.len()
+    );
+    assert_eq!(admitted, 0);
+    assert_eq!(
+        refused(Code::Unauthenticated) + refused(Code::ResourceExhausted),
+        codes.len()
+    );
+    beats.abort();
+}
