@@ -245,6 +245,45 @@ async fn description(client: &Client, ns: &str, name: &str, data: &str) {
     }
 }
 
+/// A Push cluster `pushed` in namespace `ns`: the namespace, the deployer Secret holding
+/// `kubeconfig`, and the ManagedCluster (no registration: see [`register_push_cluster`]).
+async fn push_cluster(client: &Client, ns: &str, cluster_id: &str, kubeconfig: String) {
+    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .unwrap();
+    let s = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("child-cluster-deployer".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "kubeconfig".to_string(),
+                k8s_openapi::ByteString(kubeconfig.into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    let mc: ManagedCluster = serde_json::from_value(json!({
+        "apiVersion": "clusters.clusternet.io/v1beta1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": "pushed", "namespace": ns},
+        "spec": {"clusterId": cluster_id, "syncMode": "Push"}
+    }))
+    .unwrap();
+    Api::<ManagedCluster>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &mc)
+        .await
+        .unwrap();
+}
+
 /// What an administrator does to add a Push cluster: a registration for its id, approved with
 /// the namespace they created for it.
 async fn register_push_cluster(client: &Client, cluster_id: &str, ns: &str, name: &str) {
@@ -984,38 +1023,14 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
     let child_client = child.client().await.unwrap();
     let h = hub(&p.client, |_| {}).await;
     let ns = "clusternet-push1";
-    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-    Api::<Namespace>::all(p.client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
-    let s = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("child-cluster-deployer".into()),
-            ..Default::default()
-        },
-        data: Some(
-            [(
-                "kubeconfig".to_string(),
-                k8s_openapi::ByteString(child.kubeconfig_yaml().into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(p.client.clone(), ns)
-        .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
-    let mc: ManagedCluster = serde_json::from_value(json!({
-        "apiVersion": "clusters.clusternet.io/v1beta1",
-        "kind": "ManagedCluster",
-        "metadata": {"name": "pushed", "namespace": ns},
-        "spec": {"clusterId": "cccccccc-0000-4000-8000-00000000000c", "syncMode": "Push"}
-    }))
-    .unwrap();
+    push_cluster(
+        &p.client,
+        ns,
+        "cccccccc-0000-4000-8000-00000000000c",
+        child.kubeconfig_yaml(),
+    )
+    .await;
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), ns);
-    mcs.create(&PostParams::default(), &mc).await.unwrap();
     register_push_cluster(
         &p.client,
         "cccccccc-0000-4000-8000-00000000000c",
@@ -1085,40 +1100,13 @@ async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
     // A tenant's namespace, with working credentials and a Description placed there by hand:
     // no registration names it, so the hub never pushes to it.
     let ns = "tenant";
-    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-    Api::<Namespace>::all(p.client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
-    let s = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("child-cluster-deployer".into()),
-            ..Default::default()
-        },
-        data: Some(
-            [(
-                "kubeconfig".to_string(),
-                k8s_openapi::ByteString(child.kubeconfig_yaml().into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(p.client.clone(), ns)
-        .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
-    let mc: ManagedCluster = serde_json::from_value(json!({
-        "apiVersion": "clusters.clusternet.io/v1beta1",
-        "kind": "ManagedCluster",
-        "metadata": {"name": "pushed", "namespace": ns},
-        "spec": {"clusterId": "eeeeeeee-0000-4000-8000-00000000000e", "syncMode": "Push"}
-    }))
-    .unwrap();
-    Api::<ManagedCluster>::namespaced(p.client.clone(), ns)
-        .create(&PostParams::default(), &mc)
-        .await
-        .unwrap();
+    push_cluster(
+        &p.client,
+        ns,
+        "eeeeeeee-0000-4000-8000-00000000000e",
+        child.kubeconfig_yaml(),
+    )
+    .await;
     description(&p.client, ns, "apps.web", "pushed").await;
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), ns);
     eventually("an UnregisteredCluster Event", || async {
@@ -1147,11 +1135,6 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
     let ns = "clusternet-push2";
-    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-    Api::<Namespace>::all(p.client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
     let marker = std::env::temp_dir().join(format!("atoll-push-exec-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
     let kubeconfig = format!(
@@ -1160,33 +1143,14 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
          contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n",
         marker.display().to_string()
     );
-    let s = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("child-cluster-deployer".into()),
-            ..Default::default()
-        },
-        data: Some(
-            [(
-                "kubeconfig".to_string(),
-                k8s_openapi::ByteString(kubeconfig.into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(p.client.clone(), ns)
-        .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
-    let mc: ManagedCluster = serde_json::from_value(json!({
-        "apiVersion": "clusters.clusternet.io/v1beta1",
-        "kind": "ManagedCluster",
-        "metadata": {"name": "pushed", "namespace": ns},
-        "spec": {"clusterId": "dddddddd-0000-4000-8000-00000000000d", "syncMode": "Push"}
-    }))
-    .unwrap();
+    push_cluster(
+        &p.client,
+        ns,
+        "dddddddd-0000-4000-8000-00000000000d",
+        kubeconfig,
+    )
+    .await;
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), ns);
-    mcs.create(&PostParams::default(), &mc).await.unwrap();
     register_push_cluster(
         &p.client,
         "dddddddd-0000-4000-8000-00000000000d",

@@ -796,18 +796,7 @@ async fn a_managed_cluster_the_hub_did_not_register_gets_no_workload_and_an_even
     set_cluster_ready(client, "tenant", "fake", true, "64").await;
     apply(client, deployment("default", "web", 3)).await;
     let _scheduler = start_scheduler(client).await;
-    apply(
-        client,
-        subscription_yaml(
-            "default",
-            "web",
-            json!({
-                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
-                "feeds": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"}],
-            }),
-        ),
-    )
-    .await;
+    apply(client, web_sub(json!({}))).await;
     let bound = eventually("the registered cluster bound", WAIT, || async {
         let sub = subscription(client, "default", "web").await;
         sub.status

@@ -31,30 +31,12 @@ pub fn parse_milli_str(text: &str) -> Result<i64, Error> {
 mod tests {
     use super::*;
 
+    /// The parsing itself is tested (and fuzzed) in `atoll_crds::quantity`; here, what the
+    /// scheduler adds: saturation at `i64::MAX` and its own error.
     #[test]
-    fn quantities_parse_to_milli_units() {
-        let cases: &[(&str, i64)] = &[
-            ("0", 0),
-            ("1", 1_000),
-            ("250m", 250),
-            ("0.5", 500),
-            (".5", 500),
-            ("1.5", 1_500),
-            ("2k", 2_000_000),
-            ("1Ki", 1_024_000),
-            ("1.5Gi", 1_610_612_736_000),
-            ("128Mi", 134_217_728_000),
-            ("1G", 1_000_000_000_000),
-            ("1e3", 1_000_000),
-            ("1E3", 1_000_000),
-            ("100u", 1),
-            ("1n", 1),
-            ("110", 110_000),
-            ("+3", 3_000),
-            ("8Ei", i64::MAX),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_milli_str(text).unwrap(), *want, "{text}");
+    fn quantities_saturate_at_i64_max() {
+        for (text, want) in [("250m", 250), ("1Ki", 1_024_000), ("8Ei", i64::MAX)] {
+            assert_eq!(parse_milli_str(text).unwrap(), want, "{text}");
         }
     }
 
