@@ -11,6 +11,7 @@ use crate::identity::{self, Credentials};
 use crate::model::{Description, Phase, Report};
 use crate::{Error, VERSION};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
+use atoll_runtime::text::truncate;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -701,7 +702,7 @@ pub fn report_message(report: &Report) -> v1::AgentMessage {
             error: o
                 .error
                 .as_deref()
-                .map(|e| cut(e, MAX_OBJECT_ERROR_BYTES))
+                .map(|e| truncate(e, MAX_OBJECT_ERROR_BYTES))
                 .unwrap_or_default(),
         })
         .collect();
@@ -713,7 +714,7 @@ pub fn report_message(report: &Report) -> v1::AgentMessage {
         for o in &mut objects {
             o.status.clear();
         }
-        reason = cut(
+        reason = truncate(
             &format!(
                 "{reason} (object statuses left out: the report was over {MAX_REPORT_BYTES} bytes)"
             ),
@@ -745,18 +746,6 @@ fn capped_status(status: Vec<u8>) -> Vec<u8> {
         )
     }))
     .unwrap_or_default()
-}
-
-/// `text` cut to at most `max` bytes at a character boundary, marked with `…` when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// Converts a heartbeat into its protobuf message.

@@ -42,6 +42,18 @@ use std::time::Duration;
 /// hub replica it is. Replicas ignore reports and heartbeats of older streams.
 pub const ANNOTATION_STREAM_EPOCH: &str = "hub.atoll.io/stream-epoch";
 
+/// The newest stream epoch recorded on `mc` ([`ANNOTATION_STREAM_EPOCH`]), if readable.
+pub fn recorded_epoch(mc: &ManagedCluster) -> Option<u64> {
+    mc.annotations()
+        .get(ANNOTATION_STREAM_EPOCH)
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether `mc` records a stream of its cluster newer than `epoch` (on any replica).
+pub fn newer_stream_recorded(mc: &ManagedCluster, epoch: u64) -> bool {
+    recorded_epoch(mc).is_some_and(|newest| newest > epoch)
+}
+
 /// The hub's name as the reporting controller of its Events. (What it creates is labelled
 /// `clusternet.io/created-by=clusternet-hub`, [`known::CREATED_BY_HUB`], as in Clusternet.)
 pub const REPORTING_CONTROLLER: &str = "atoll-hub";
@@ -718,31 +730,32 @@ impl KubeBackend {
         session.epoch > 0
             && self
                 .cached_cluster(session)
-                .and_then(|mc| {
-                    mc.annotations()
-                        .get(ANNOTATION_STREAM_EPOCH)
-                        .and_then(|v| v.parse::<u64>().ok())
-                })
-                .is_some_and(|newest| newest > session.epoch)
+                .is_some_and(|mc| newer_stream_recorded(&mc, session.epoch))
     }
 
-    /// Claims the next stream epoch of the cluster on its ManagedCluster: read the recorded
-    /// epoch, write one more with the resourceVersion read as a precondition, and read again
-    /// on a conflict (another replica claimed one meanwhile).
+    /// Claims the next stream epoch of the cluster on its ManagedCluster: take the recorded
+    /// epoch (from the cache first), write one more with the resourceVersion it came with as a
+    /// precondition, and read again on a conflict (a stale cache, or another replica claimed
+    /// one meanwhile).
     async fn claim_next_epoch(&self, namespace: &str, name: &str) -> Result<u64, Error> {
         let api: Api<ManagedCluster> = Api::namespaced(self.client(), namespace);
         let object = format!("{namespace}/{name}");
         let _permit = self.handshake_permit().await;
+        // The shared cache usually has the ManagedCluster at its latest version already (the
+        // handshake just read it); a stale copy only costs a conflict and a read.
+        let mut cached = self
+            .inner
+            .clusters
+            .get(&ObjectRef::new(name).within(namespace));
         for _ in 0..EPOCH_CLAIM_ATTEMPTS {
-            let mc = api
-                .get(name)
-                .await
-                .map_err(api_err("get ManagedCluster", &object))?;
-            let epoch = flow::next_epoch(
-                mc.annotations()
-                    .get(ANNOTATION_STREAM_EPOCH)
-                    .map(String::as_str),
-            );
+            let mc = match cached.take() {
+                Some(mc) => (*mc).clone(),
+                None => api
+                    .get(name)
+                    .await
+                    .map_err(api_err("get ManagedCluster", &object))?,
+            };
+            let epoch = flow::next_epoch(recorded_epoch(&mc));
             let patch = json!({"metadata": {
                 "resourceVersion": mc.metadata.resource_version,
                 "annotations": { ANNOTATION_STREAM_EPOCH: epoch.to_string() },
@@ -815,12 +828,7 @@ impl KubeBackend {
         // Another hub replica may be serving a newer stream of this cluster: it recorded that
         // stream's epoch on the ManagedCluster when it started, and then this replica leaves
         // the cluster alone.
-        let newer = mc
-            .annotations()
-            .get(ANNOTATION_STREAM_EPOCH)
-            .and_then(|v| v.parse::<u64>().ok())
-            .is_some_and(|newest| newest > session.epoch);
-        if newer {
+        if newer_stream_recorded(&mc, session.epoch) {
             return Ok(());
         }
         write_unknown(&self.client(), &self.inner.metrics, &mc).await?;

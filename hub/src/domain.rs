@@ -3,6 +3,7 @@
 
 use crate::Error;
 use atoll_proto::v1;
+use atoll_runtime::text::truncate;
 use std::collections::BTreeMap;
 
 /// Longest ManagedCluster name an agent may ask for.
@@ -297,7 +298,7 @@ impl ClusterHeartbeat {
                 if !is_resource_name(&name) {
                     notes.push(format!(
                         "{what}: resource name {:?} is not valid",
-                        cut(&name)
+                        truncate(&name, MAX_HEARTBEAT_TEXT)
                     ));
                     continue;
                 }
@@ -316,21 +317,12 @@ impl ClusterHeartbeat {
             &mut self.agent_version,
         ] {
             if text.len() > MAX_HEARTBEAT_TEXT {
-                notes.push(format!("{:?} cut to {MAX_HEARTBEAT_TEXT} bytes", cut(text)));
-                *text = cut(text);
+                *text = truncate(text, MAX_HEARTBEAT_TEXT);
+                notes.push(format!("{text:?}: cut to {MAX_HEARTBEAT_TEXT} bytes"));
             }
         }
         (self, notes)
     }
-}
-
-/// `text` cut to [`MAX_HEARTBEAT_TEXT`] bytes at a character boundary.
-fn cut(text: &str) -> String {
-    let mut end = text.len().min(MAX_HEARTBEAT_TEXT);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
 }
 
 /// A Kubernetes resource name: an optional DNS-subdomain prefix and `/`, then a name of

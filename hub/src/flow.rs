@@ -108,11 +108,8 @@ impl Window {
 /// The epoch of a cluster's next stream, from the one recorded on its ManagedCluster (none, or
 /// unreadable: 0). Epochs are claimed through the API server with the ManagedCluster's
 /// resourceVersion as a precondition, so every replica sees one order, not its clock's.
-pub fn next_epoch(recorded: Option<&str>) -> u64 {
-    recorded
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        .saturating_add(1)
+pub fn next_epoch(recorded: Option<u64>) -> u64 {
+    recorded.unwrap_or(0).saturating_add(1)
 }
 
 /// The epoch rule: a stream's messages count only while no newer stream of the same cluster
@@ -271,7 +268,18 @@ mod tests {
             (Some("garbage"), 1),
             (Some("18446744073709551615"), u64::MAX),
         ] {
-            assert_eq!(next_epoch(recorded), next, "{recorded:?}");
+            let mut mc = atoll_crds::clusters::ManagedCluster::new("c", Default::default());
+            if let Some(v) = recorded {
+                mc.metadata.annotations = Some(
+                    [(
+                        crate::backend::ANNOTATION_STREAM_EPOCH.to_string(),
+                        v.to_string(),
+                    )]
+                    .into(),
+                );
+            }
+            let got = next_epoch(crate::backend::recorded_epoch(&mc));
+            assert_eq!(got, next, "{recorded:?}");
         }
     }
 

@@ -157,14 +157,10 @@ pub fn cluster_close_reason(
              again with a bootstrap token)",
         ));
     }
-    let annotations = mc.annotations();
-    let newest = annotations
-        .get(crate::backend::ANNOTATION_STREAM_EPOCH)
-        .and_then(|v| v.parse::<u64>().ok());
-    if newest.is_some_and(|n| n > epoch) {
+    if crate::backend::newer_stream_recorded(mc, epoch) {
         return Some(superseded_status("on another hub replica"));
     }
-    let requested = annotations.get(ANNOTATION_ROTATE_TOKEN);
+    let requested = mc.annotations().get(ANNOTATION_ROTATE_TOKEN);
     if requested.is_some_and(|r| creds.rotation.as_ref() != Some(r)) {
         return Some(Status::unavailable(
             "an administrator asked for a new cluster token; reconnect to get it",

@@ -334,25 +334,6 @@ pub fn sha256_hex(token: &str) -> String {
     out
 }
 
-/// Whether `token` hashes to `stored_sha256_hex`, compared in constant time.
-pub fn verify_cluster_token(token: &str, stored_sha256_hex: &[u8]) -> bool {
-    let computed = sha256_hex(token);
-    let stored = trim_ascii(stored_sha256_hex);
-    constant_time_eq(computed.as_bytes(), stored)
-}
-
-fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |i| i + 1);
-    b.get(start..end).unwrap_or_default()
-}
-
 /// Constant-time equality: the time taken depends only on the lengths.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -501,16 +482,19 @@ mod tests {
 
     #[test]
     fn cluster_token_verifies_only_against_its_own_hash() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let verify = |token: &str, stored: &str| {
+            TokenRecord::from_data(&data(&[(CLUSTER_TOKEN_SHA256_KEY, stored)]))
+                .check(&sha256_hex(token), now)
+                .is_ok()
+        };
         let token = mint_cluster_token();
         let hash = sha256_hex(&token);
         assert_eq!(hash.len(), 64);
-        assert!(verify_cluster_token(&token, hash.as_bytes()));
-        assert!(verify_cluster_token(&token, format!("{hash}\n").as_bytes()));
-        assert!(!verify_cluster_token(
-            &mint_cluster_token(),
-            hash.as_bytes()
-        ));
-        assert!(!verify_cluster_token(&token, b""));
+        assert!(verify(&token, &hash));
+        assert!(verify(&token, &format!("{hash}\n")));
+        assert!(!verify(&mint_cluster_token(), &hash));
+        assert!(!verify(&token, ""));
     }
 
     #[test]

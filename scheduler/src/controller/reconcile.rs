@@ -689,22 +689,11 @@ async fn publish(sub: &Subscription, planned: &PlannedCondition, ctx: &Context) 
             EventType::Warning
         },
         reason: event_reason(planned).to_owned(),
-        note: Some(truncate(&planned.message, 1000)),
+        note: Some(atoll_runtime::text::truncate(&planned.message, 1000)),
         action: "Schedule".to_owned(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&event, &sub.object_ref(&())).await {
         tracing::warn!(error = %e, "publishing an Event failed");
     }
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
