@@ -20,6 +20,7 @@ use crate::model::{
     ANNOTATION_ADOPT, Description, LABEL_MANAGED_BY, MANAGED_BY_AGENT, ObjectRef, ObjectReport,
     Phase, Report,
 };
+use crate::prune::PrunePlan;
 use crate::{Error, drift};
 use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
 use futures::StreamExt;
@@ -27,7 +28,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -234,17 +235,6 @@ impl Applier {
             state.inventories_loaded = true;
         }
         Ok(())
-    }
-
-    /// The owner keys of every Description the applier knows, from memory and the inventory.
-    pub fn known_descriptions(&self) -> BTreeSet<String> {
-        let state = self.state();
-        state
-            .descriptions
-            .keys()
-            .chain(state.inventories.keys())
-            .cloned()
-            .collect()
     }
 
     /// The current report of a Description (statuses as last seen by the drift watchers).
@@ -879,14 +869,38 @@ impl Applier {
     /// After a snapshot: deletes the objects of every Description the applier knows (in memory
     /// or in its inventory) that is not in `keep` (owner keys). Returns the pruned keys.
     pub async fn prune_except(&self, keep: &HashSet<String>) -> Result<Vec<String>, Error> {
+        let plan = self.prune_plan(keep).await?;
+        Ok(self.prune(&plan).await)
+    }
+
+    /// What [`prune_except`](Applier::prune_except) would delete: the Descriptions the applier
+    /// knows (in memory or in its inventory) that are not in `keep`, with their object counts,
+    /// and how many objects it owns in all.
+    pub async fn prune_plan(&self, keep: &HashSet<String>) -> Result<PrunePlan, Error> {
         self.load_inventory().await?;
-        let stale: Vec<String> = self
-            .known_descriptions()
-            .into_iter()
-            .filter(|k| !keep.contains(k))
-            .collect();
+        let state = self.state();
+        let mut owned: BTreeMap<&str, usize> = BTreeMap::new();
+        for (key, d) in &state.descriptions {
+            owned.insert(key, d.objects.len());
+        }
+        for (key, inv) in &state.inventories {
+            let n = owned.entry(key).or_default();
+            *n = (*n).max(inv.objects.len());
+        }
+        Ok(PrunePlan {
+            owned_objects: owned.values().sum(),
+            stale: owned
+                .into_iter()
+                .filter(|(k, _)| !keep.contains(*k))
+                .map(|(k, n)| (k.to_owned(), n))
+                .collect(),
+        })
+    }
+
+    /// Deletes the objects of the plan's Descriptions. Returns the keys fully pruned.
+    pub async fn prune(&self, plan: &PrunePlan) -> Vec<String> {
         let mut pruned = Vec::new();
-        for key in stale {
+        for key in plan.stale.keys().cloned() {
             let Some((namespace, name)) = key.split_once('.') else {
                 continue;
             };
@@ -897,7 +911,7 @@ impl Applier {
                 tracing::warn!(description = %key, reason = %report.reason, "prune incomplete");
             }
         }
-        Ok(pruned)
+        pruned
     }
 
     /// Forgets a Description without touching the child (used when its objects were deleted

@@ -50,6 +50,13 @@ pub struct Args {
     /// status, and drift repair watches only these namespaces.
     #[arg(long, env = "ATOLL_NAMESPACES", default_value = "")]
     pub namespaces: String,
+    /// A prune after a snapshot (Descriptions the hub no longer has) that would delete more than
+    /// this percent of the objects the agent owns waits for confirmation: the ManagedCluster
+    /// shows a `PruneHeld` condition and an Event, and the annotation
+    /// `hub.atoll.io/confirm-prune=<id>` on it lets the prune go on. 100 turns the limit off.
+    #[arg(long, env = "ATOLL_MAX_PRUNE_PERCENT", default_value_t = crate::hub::DEFAULT_MAX_PRUNE_PERCENT,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_prune_percent: u32,
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -104,6 +111,7 @@ impl Args {
         let mut config = AgentConfig::new(&self.hub, &self.bootstrap_token, &self.cluster_name);
         config.cluster_labels = parse_labels(&self.cluster_labels)?;
         config.cluster_type = self.cluster_type.clone();
+        config.max_prune_percent = self.max_prune_percent;
         config.transport = match (&self.ca_file, self.insecure) {
             (Some(path), _) => Transport::Tls {
                 ca_pem: std::fs::read(path).map_err(|source| Error::ReadCaFile {

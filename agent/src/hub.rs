@@ -9,6 +9,7 @@ use crate::applier::{Applier, Notice};
 use crate::heartbeat;
 use crate::identity::{self, Credentials};
 use crate::model::{Description, Phase, Report};
+use crate::prune::{self, PruneHold};
 use crate::{Error, VERSION};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
 use atoll_runtime::text::truncate;
@@ -26,6 +27,8 @@ const STABLE_SESSION: Duration = Duration::from_secs(10);
 
 /// Largest hub message the agent accepts.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The default of [`AgentConfig::max_prune_percent`].
+pub const DEFAULT_MAX_PRUNE_PERCENT: u32 = 50;
 
 /// How the agent reaches the hub.
 #[derive(Clone, Debug)]
@@ -91,6 +94,9 @@ pub struct AgentConfig {
     pub default_heartbeat: Duration,
     /// How often a Description whose apply failed is applied again.
     pub retry_failed: Duration,
+    /// A prune after a snapshot that would delete more than this percent of the objects the
+    /// agent owns waits for confirmation (100: never waits).
+    pub max_prune_percent: u32,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -105,6 +111,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("backoff", &self.backoff)
             .field("default_heartbeat", &self.default_heartbeat)
             .field("retry_failed", &self.retry_failed)
+            .field("max_prune_percent", &self.max_prune_percent)
             .finish()
     }
 }
@@ -122,6 +129,7 @@ impl AgentConfig {
             backoff: Backoff::default(),
             default_heartbeat: Duration::from_secs(30),
             retry_failed: Duration::from_secs(30),
+            max_prune_percent: DEFAULT_MAX_PRUNE_PERCENT,
         }
     }
 
@@ -178,6 +186,9 @@ pub struct ConnectionState {
     /// The last Description message received, recorded when it arrives, before it is applied
     /// (so that delivery can be told apart from applying).
     pub last_received: Option<ReceivedDescription>,
+    /// The prune after the last snapshot, when it is held back for confirmation (reported in
+    /// heartbeats).
+    pub prune_hold: Option<PruneHold>,
 }
 
 /// A Description message as received from the hub.
@@ -465,17 +476,20 @@ impl Agent {
             Duration::from_secs(u64::from(welcome.heartbeat_seconds))
         };
         let current: Arc<Mutex<HashMap<String, (String, String)>>> = Arc::default();
-        let heartbeats = tokio::spawn(heartbeat_loop(
+        // Aborted however the session ends (also when its future is dropped at shutdown): the
+        // loop holds the applier, whose drift watchers must stop with the agent.
+        let heartbeats = AbortOnDrop(tokio::spawn(heartbeat_loop(
             self.child.clone(),
             self.applier.clone(),
             tx.clone(),
             current.clone(),
+            self.state.subscribe(),
             period,
-        ));
+        )));
         let result = self
             .follow(&welcome.namespace, &mut inbound, &tx, &current)
             .await;
-        heartbeats.abort();
+        drop(heartbeats);
         metrics.connected.set(0);
         result
     }
@@ -491,6 +505,42 @@ impl Agent {
                 at: std::time::Instant::now(),
             });
         });
+    }
+
+    /// Prunes the Descriptions the snapshot did not contain, unless that deletes more than the
+    /// limit allows and was not confirmed: then nothing is pruned and the hold is returned.
+    async fn prune_after_snapshot(
+        &self,
+        keep: &HashSet<String>,
+        confirmed: &str,
+    ) -> Option<PruneHold> {
+        let plan = match self.applier.prune_plan(keep).await {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::warn!(error = %e, "prune after snapshot failed");
+                return None;
+            }
+        };
+        if let Some(held) = prune::hold(&plan, self.config.max_prune_percent, confirmed) {
+            tracing::warn!(
+                id = %held.id,
+                descriptions = held.description_count,
+                objects = held.objects,
+                owned = held.owned_objects,
+                max_percent = held.max_percent,
+                "holding back a prune over the limit; confirm it with the annotation {}={} on the ManagedCluster",
+                atoll_crds::known::ANNOTATION_CONFIRM_PRUNE,
+                held.id,
+            );
+            self.applier.metrics().prune_held.set(1);
+            return Some(held);
+        }
+        self.applier.metrics().prune_held.set(0);
+        let pruned = self.applier.prune(&plan).await;
+        if !pruned.is_empty() {
+            tracing::info!(?pruned, "pruned Descriptions the hub no longer has");
+        }
+        None
     }
 
     async fn follow(
@@ -558,14 +608,22 @@ impl Agent {
                             }
                             removed.seq
                         }
+                        hub_message::Message::Withheld(withheld) => {
+                            // The hub has no version of it to send: keep what runs, and keep it
+                            // out of the prune after the snapshot.
+                            let key = atoll_crds::known::owned_by_description(namespace, &withheld.name);
+                            tracing::warn!(description = %key, reason = %withheld.reason, "the hub withholds this Description; keeping what runs for it");
+                            failed.remove(&key);
+                            lock(current).insert(key, (withheld.name.clone(), withheld.uid.clone()));
+                            withheld.seq
+                        }
                         hub_message::Message::SnapshotComplete(marker) => {
                             let keep: HashSet<String> = lock(current).keys().cloned().collect();
-                            match self.applier.prune_except(&keep).await {
-                                Ok(pruned) if !pruned.is_empty() => tracing::info!(?pruned, "pruned Descriptions the hub no longer has"),
-                                Ok(_) => {}
-                                Err(e) => tracing::warn!(error = %e, "prune after snapshot failed"),
-                            }
-                            self.state.send_modify(|s| s.snapshots += 1);
+                            let held = self.prune_after_snapshot(&keep, &marker.confirmed_prune).await;
+                            self.state.send_modify(|s| {
+                                s.snapshots += 1;
+                                s.prune_hold = held;
+                            });
                             marker.seq
                         }
                         hub_message::Message::Welcome(_) => continue,
@@ -615,6 +673,15 @@ impl Agent {
     }
 }
 
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -630,6 +697,7 @@ async fn heartbeat_loop(
     applier: Arc<Applier>,
     tx: mpsc::Sender<v1::AgentMessage>,
     current: Arc<Mutex<HashMap<String, (String, String)>>>,
+    state: watch::Receiver<ConnectionState>,
     period: Duration,
 ) {
     let mut ticker = tokio::time::interval(period);
@@ -637,11 +705,15 @@ async fn heartbeat_loop(
     loop {
         ticker.tick().await;
         match heartbeat::collect(&child).await {
-            Ok(hb) => send(&tx, heartbeat_message(&hb, period)).await,
+            Ok(hb) => {
+                let hold = state.borrow().prune_hold.clone();
+                send(&tx, heartbeat_message(&hb, period, hold.as_ref())).await;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "heartbeat collection failed");
                 let hb = heartbeat::Heartbeat::default();
-                send(&tx, heartbeat_message(&hb, period)).await;
+                let hold = state.borrow().prune_hold.clone();
+                send(&tx, heartbeat_message(&hb, period, hold.as_ref())).await;
             }
         }
         let keys: Vec<String> = lock(&current).keys().cloned().collect();
@@ -749,7 +821,12 @@ fn capped_status(status: Vec<u8>) -> Vec<u8> {
 }
 
 /// Converts a heartbeat into its protobuf message.
-pub fn heartbeat_message(hb: &heartbeat::Heartbeat, period: Duration) -> v1::AgentMessage {
+pub fn heartbeat_message(
+    hb: &heartbeat::Heartbeat,
+    period: Duration,
+    hold: Option<&PruneHold>,
+) -> v1::AgentMessage {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     v1::AgentMessage {
         message: Some(agent_message::Message::Heartbeat(v1::Heartbeat {
             k8s_version: hb.k8s_version.clone(),
@@ -766,6 +843,14 @@ pub fn heartbeat_message(hb: &heartbeat::Heartbeat, period: Duration) -> v1::Age
             livez: hb.livez,
             readyz: hb.readyz,
             heartbeat_seconds: u32::try_from(period.as_secs()).unwrap_or(u32::MAX),
+            prune_hold: hold.map(|h| v1::PruneHold {
+                id: h.id.clone(),
+                descriptions: h.descriptions.clone(),
+                description_count: count(h.description_count),
+                objects: count(h.objects),
+                owned_objects: count(h.owned_objects),
+                max_percent: h.max_percent,
+            }),
         })),
     }
 }

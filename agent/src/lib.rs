@@ -22,6 +22,7 @@ pub mod identity;
 pub mod inventory;
 pub mod metrics;
 pub mod model;
+pub mod prune;
 
 pub use applier::{Applier, Notice};
 pub use error::Error;

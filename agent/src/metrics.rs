@@ -32,6 +32,8 @@ pub struct Metrics {
     pub sessions: Counter,
     /// Refused or failed connection attempts, by gRPC code or error label.
     pub connect_failures: Family<ResultLabel, Counter>,
+    /// 1 while a prune after a snapshot is held back for confirmation.
+    pub prune_held: Gauge,
 }
 
 impl Default for Metrics {
@@ -44,6 +46,7 @@ impl Default for Metrics {
             connected: Gauge::default(),
             sessions: Counter::default(),
             connect_failures: Family::default(),
+            prune_held: Gauge::default(),
         }
     }
 }
@@ -54,6 +57,11 @@ impl Metrics {
         let m = Metrics::default();
         let r = registry.sub_registry_with_prefix("atoll_agent");
         r.register("applies", "Description applies by phase", m.applies.clone());
+        r.register(
+            "prune_held",
+            "1 while a prune after a snapshot is held back for confirmation",
+            m.prune_held.clone(),
+        );
         r.register(
             "apply_seconds",
             "How long applying a Description took",

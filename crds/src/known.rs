@@ -107,6 +107,13 @@ pub const CONDITION_READY: &str = "Ready";
 pub const CONDITION_CLUSTER_INIT: &str = "ClusterInit";
 /// Condition type on a Subscription: it has been scheduled.
 pub const CONDITION_SCHEDULED: &str = "Scheduled";
+/// ManagedCluster condition: the agent holds back a prune after a snapshot that would delete
+/// more than its limit allows (`True`), until it is confirmed with
+/// [`ANNOTATION_CONFIRM_PRUNE`].
+pub const CONDITION_PRUNE_HELD: &str = "PruneHeld";
+/// Annotation on a ManagedCluster confirming the prune its agent holds back; the value is the
+/// hold's id, as the `PruneHeld` condition's message gives it.
+pub const ANNOTATION_CONFIRM_PRUNE: &str = "hub.atoll.io/confirm-prune";
 /// Ready reason: the agent reports a healthy cluster.
 pub const REASON_MANAGED_CLUSTER_READY: &str = "ManagedClusterReady";
 /// Ready reason: the agent reports an unhealthy cluster.

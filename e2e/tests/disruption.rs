@@ -480,3 +480,159 @@ async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
     );
     wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready after").await;
 }
+
+/// `status|reason|message` of condition `type_` on the ManagedCluster `cluster`.
+async fn cluster_condition(f: &Fleet, ns: &str, cluster: &str, type_: &str) -> Option<String> {
+    let path = format!(
+        "{{range .status.conditions[?(@.type==\"{type_}\")]}}{{.status}}|{{.reason}}|{{.message}}{{end}}"
+    );
+    support::jsonpath(&f.parent, "managedcluster", Some(ns), cluster, &path)
+        .await
+        .ok()
+        .flatten()
+        .filter(|s| !s.is_empty())
+}
+
+#[tokio::test]
+async fn a_snapshot_that_would_prune_everything_waits_for_a_confirmation_on_the_managed_cluster() {
+    let Some(f) = fleet("prune safety limit", &[]).await else {
+        return;
+    };
+    apply_example(&f, "replication").await;
+    converge(&f, "the replication example", &greeting("hello from atoll")).await;
+    let ns1 = f.dedicated_namespace("child-1");
+
+    // While child-1's agent is down, its Descriptions vanish without it: the Subscription is
+    // deleted and their finalizers are cleared by hand (as a restore from an old backup would).
+    let agent = scenario::kill(&f.dir, "agent-child-1").await.unwrap();
+    wait_clusters(&f, "child-1=Unknown,child-2=True", "child-1 Ready=Unknown").await;
+    f.parent
+        .run(&[
+            "delete",
+            "subscription",
+            "web-everywhere",
+            "-n",
+            "demo",
+            "--wait=false",
+        ])
+        .await
+        .unwrap();
+    converge(
+        &f,
+        "child-2 cleaned up by its agent",
+        &[expect(
+            "child-2",
+            "namespace",
+            "",
+            "demo",
+            "{.metadata.name}",
+            None,
+        )],
+    )
+    .await;
+    eventually("child-1's Descriptions gone", CONVERGE, || async {
+        let names = f
+            .parent
+            .run(&["get", "descriptions", "-n", &ns1, "-o", "name"])
+            .await
+            .map_err(|e| e.to_string())?;
+        if names.trim().is_empty() {
+            return Ok(());
+        }
+        for d in names.lines() {
+            let _ = f
+                .parent
+                .run(&[
+                    "patch",
+                    d,
+                    "-n",
+                    &ns1,
+                    "--type=merge",
+                    "-p",
+                    r#"{"metadata":{"finalizers":null}}"#,
+                ])
+                .await;
+        }
+        Err(names)
+    })
+    .await;
+
+    // Back, the agent finds nothing for what it runs: the prune waits.
+    scenario::start_again(&f.dir, &agent, RESTART)
+        .await
+        .unwrap();
+    let (held, _) = eventually("PruneHeld=True on child-1", CONVERGE, || async {
+        let c = cluster_condition(&f, &ns1, "child-1", "PruneHeld").await;
+        match c {
+            Some(c) if c.starts_with("True|") => Ok(c),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let demo_in_child_1 = || {
+        support::jsonpath(
+            f.child("child-1"),
+            "namespace",
+            None,
+            "demo",
+            "{.metadata.name}",
+        )
+    };
+    assert_eq!(
+        demo_in_child_1().await.unwrap().as_deref(),
+        Some("demo"),
+        "nothing is pruned before the confirmation"
+    );
+    let reasons = f
+        .parent
+        .run(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &ns1,
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ])
+        .await
+        .unwrap();
+    assert!(reasons.contains("PruneHeld"), "events: {reasons}");
+
+    // The confirmation the condition asks for lets it go on.
+    let marker = "hub.atoll.io/confirm-prune=";
+    let id = held
+        .split_once(marker)
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {marker} in {held}"));
+    f.parent
+        .run(&[
+            "annotate",
+            "managedcluster",
+            "child-1",
+            "-n",
+            &ns1,
+            &format!("{marker}{id}"),
+        ])
+        .await
+        .unwrap();
+    converge(
+        &f,
+        "child-1 pruned after the confirmation",
+        &[expect(
+            "child-1",
+            "namespace",
+            "",
+            "demo",
+            "{.metadata.name}",
+            None,
+        )],
+    )
+    .await;
+    eventually("PruneHeld=False on child-1", CONVERGE, || async {
+        let c = cluster_condition(&f, &ns1, "child-1", "PruneHeld").await;
+        match c {
+            Some(c) if c.starts_with("False|") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}

@@ -120,6 +120,7 @@ async fn main() {
             livez: true,
             readyz: true,
             heartbeat_seconds: 10,
+            prune_hold: None,
         })),
     };
     // Warm-up round: first heartbeats flip Ready and read each cluster once.

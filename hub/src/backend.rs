@@ -17,9 +17,9 @@ use crate::token::{
 };
 use atoll_crds::clusters::{
     ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
-    ManagedClusterSpec, SyncMode,
+    ManagedClusterSpec, ManagedClusterStatus, SyncMode,
 };
-use atoll_crds::known;
+use atoll_crds::{conditions, known};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -229,6 +229,32 @@ impl KubeBackend {
         if let Err(e) = recorder.publish(&ev, &obj).await {
             tracing::debug!(error = %e, "publishing an Event failed");
         }
+    }
+
+    /// A Warning Event on the ManagedCluster when its agent starts holding a prune back (or
+    /// holds back another one), once per hold.
+    async fn prune_hold_event(&self, cached: Option<&ManagedCluster>, new: &ManagedClusterStatus) {
+        let held = |s: Option<&ManagedClusterStatus>| {
+            s.and_then(|s| conditions::get(&s.conditions, known::CONDITION_PRUNE_HELD))
+                .filter(|c| c.status == "True")
+                .map(|c| c.message.clone())
+        };
+        let Some(message) = held(Some(new)) else {
+            return;
+        };
+        let Some(mc) = cached else { return };
+        if held(mc.status.as_ref()).as_ref() == Some(&message) {
+            return;
+        }
+        tracing::warn!(cluster = %mc.name_any(), namespace = %mc.namespace().unwrap_or_default(), %message, "an agent holds back a prune");
+        self.event(
+            mc.object_ref(&()),
+            EventType::Warning,
+            "PruneHeld",
+            message,
+            "Prune",
+        )
+        .await;
     }
 
     async fn check_bootstrap(&self, hello: &AgentHello, t: &BootstrapToken) -> Result<(), Error> {
@@ -1117,6 +1143,7 @@ impl Backend for KubeBackend {
             ))?;
             drop(permit);
             this.inner.metrics.write("managedcluster_status");
+            this.prune_hold_event(cached.as_deref(), &st).await;
             // The cache may lag behind a taint just written (by this or another replica): on
             // any sign of a transition, read the cluster before clearing the taint.
             let steady = cached.as_ref().is_some_and(|mc| {
@@ -1213,5 +1240,11 @@ impl Backend for KubeBackend {
                 }
             });
         }
+    }
+
+    fn confirmed_prune(&self, session: &Session) -> String {
+        self.cached_cluster(session)
+            .map(|mc| crate::streams::prune_confirmation(&mc))
+            .unwrap_or_default()
     }
 }

@@ -221,7 +221,44 @@ pub struct ClusterHeartbeat {
     pub readyz: bool,
     /// The agent's heartbeat period, seconds.
     pub heartbeat_seconds: u32,
+    /// The prune after a snapshot the agent holds back for confirmation, if any.
+    pub prune_hold: Option<PruneHold>,
 }
+
+/// A prune the agent holds back because it would delete more than its limit allows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PruneHold {
+    /// What the confirmation annotation must say.
+    pub id: String,
+    /// Some of the Descriptions it would remove.
+    pub descriptions: Vec<String>,
+    /// How many Descriptions it would remove.
+    pub description_count: u32,
+    /// Objects it would delete.
+    pub objects: u32,
+    /// Objects the agent owns.
+    pub owned_objects: u32,
+    /// The agent's limit, percent.
+    pub max_percent: u32,
+}
+
+impl From<v1::PruneHold> for PruneHold {
+    fn from(h: v1::PruneHold) -> Self {
+        PruneHold {
+            id: h.id,
+            descriptions: h.descriptions,
+            description_count: h.description_count,
+            objects: h.objects,
+            owned_objects: h.owned_objects,
+            max_percent: h.max_percent,
+        }
+    }
+}
+
+/// Most Description names of a prune hold kept.
+pub const MAX_PRUNE_HOLD_NAMES: usize = 10;
+/// Longest prune hold id kept.
+pub const MAX_PRUNE_HOLD_ID: usize = 64;
 
 impl From<v1::Heartbeat> for ClusterHeartbeat {
     fn from(h: v1::Heartbeat) -> Self {
@@ -239,6 +276,7 @@ impl From<v1::Heartbeat> for ClusterHeartbeat {
             livez: h.livez,
             readyz: h.readyz,
             heartbeat_seconds: h.heartbeat_seconds,
+            prune_hold: h.prune_hold.map(PruneHold::from),
         }
     }
 }
@@ -319,6 +357,26 @@ impl ClusterHeartbeat {
             if text.len() > MAX_HEARTBEAT_TEXT {
                 *text = truncate(text, MAX_HEARTBEAT_TEXT);
                 notes.push(format!("{text:?}: cut to {MAX_HEARTBEAT_TEXT} bytes"));
+            }
+        }
+        if let Some(hold) = &mut self.prune_hold {
+            if hold.descriptions.len() > MAX_PRUNE_HOLD_NAMES {
+                hold.descriptions.truncate(MAX_PRUNE_HOLD_NAMES);
+                notes.push(format!(
+                    "prune hold: more than {MAX_PRUNE_HOLD_NAMES} Descriptions listed; the rest left out"
+                ));
+            }
+            for name in &mut hold.descriptions {
+                if name.len() > MAX_HEARTBEAT_TEXT {
+                    *name = truncate(name, MAX_HEARTBEAT_TEXT);
+                    notes.push(format!(
+                        "prune hold: a name cut to {MAX_HEARTBEAT_TEXT} bytes"
+                    ));
+                }
+            }
+            if hold.id.len() > MAX_PRUNE_HOLD_ID {
+                hold.id = truncate(&hold.id, MAX_PRUNE_HOLD_ID);
+                notes.push(format!("prune hold: id cut to {MAX_PRUNE_HOLD_ID} bytes"));
             }
         }
         (self, notes)
@@ -544,6 +602,13 @@ mod tests {
             ]),
             allocatable: (0..100).map(|i| (format!("r{i:03}"), "1".into())).collect(),
             heartbeat_seconds: 4_000_000_000,
+            prune_hold: Some(PruneHold {
+                id: "f".repeat(500),
+                descriptions: (0..50)
+                    .map(|i| format!("c.{i}{}", "x".repeat(300)))
+                    .collect(),
+                ..PruneHold::default()
+            }),
             ..ClusterHeartbeat::default()
         };
         let (b, notes) = hb.bounded(10);
@@ -556,6 +621,14 @@ mod tests {
         );
         assert_eq!(b.allocatable.len(), MAX_RESOURCES_PER_HEARTBEAT);
         assert_eq!(b.k8s_version.len(), MAX_HEARTBEAT_TEXT);
+        let hold = b.prune_hold.unwrap();
+        assert_eq!(hold.id.len(), MAX_PRUNE_HOLD_ID);
+        assert_eq!(hold.descriptions.len(), MAX_PRUNE_HOLD_NAMES);
+        assert!(
+            hold.descriptions
+                .iter()
+                .all(|d| d.len() <= MAX_HEARTBEAT_TEXT)
+        );
         assert!(notes.iter().any(|n| n.contains("too large")), "{notes:?}");
         // A well-behaved heartbeat passes unchanged, and a period of 0 means the hub's.
         let fine = ClusterHeartbeat {

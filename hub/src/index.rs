@@ -107,10 +107,20 @@ impl DescEntry {
         }
     }
 
-    /// Whether agents get this entry: it is within the limits, or it keeps an earlier version
-    /// that was.
+    /// Whether agents get this entry's objects: it is within the limits, it keeps an earlier
+    /// version that was, or it is being deleted (the agent deletes from its inventory, so the
+    /// objects are not needed). Other entries are sent as withheld.
     pub fn deliverable(&self) -> bool {
-        self.rejected.is_none() || !self.objects.is_empty()
+        self.deleting || self.rejected.is_none() || !self.objects.is_empty()
+    }
+
+    /// What a stream is sent for this entry.
+    fn change(self: &Arc<Self>) -> Change {
+        if self.deliverable() {
+            Change::Upsert(self.clone())
+        } else {
+            Change::Withheld(self.clone())
+        }
     }
 
     /// Whether the hub's finalizer is set.
@@ -147,6 +157,9 @@ impl DescEntry {
 pub enum Change {
     /// Send (or resend) this Description.
     Upsert(Arc<DescEntry>),
+    /// The Description exists but is over a limit with no earlier version within it: the agent
+    /// is told to keep what runs for it (and not to prune it after a snapshot).
+    Withheld(Arc<DescEntry>),
     /// The Description is gone from the parent.
     Removed {
         /// Its uid.
@@ -185,12 +198,10 @@ impl StreamQueue {
     fn load_snapshot(&self, entries: &BTreeMap<String, Arc<DescEntry>>) {
         let mut state = self.state.lock();
         state.pending.clear();
+        // Every Description is in the snapshot, withheld ones included: an entry left out would
+        // make the agent prune what runs for it.
         for (name, e) in entries {
-            if e.deliverable() {
-                state
-                    .pending
-                    .push(Arc::from(name.as_str()), Change::Upsert(e.clone()));
-            }
+            state.pending.push(Arc::from(name.as_str()), e.change());
         }
         state.snapshot_pending = true;
         drop(state);
@@ -270,7 +281,8 @@ impl Index {
     ///
     /// A Description over the limits keeps its last delivered version (objects and
     /// generation) in the index, so its agent keeps running that version rather than pruning
-    /// it; only a Description that never had a deliverable version is withheld entirely.
+    /// it; a Description without such a version (e.g. the hub restarted since) is sent as
+    /// withheld, and its agent keeps what runs.
     pub fn apply(&self, entry: DescEntry) -> Update {
         let mut entry = entry;
         let key = (entry.namespace.clone(), entry.name.clone());
@@ -292,11 +304,7 @@ impl Index {
         let deliver = previous.as_ref().is_none_or(|p| p.delivery_differs(&entry));
         if deliver {
             for s in &ns.subscribers {
-                if entry.deliverable() {
-                    s.push(&entry.name, Change::Upsert(entry.clone()));
-                } else if let Some(p) = &previous {
-                    s.push(&entry.name, Change::Removed { uid: p.uid.clone() });
-                }
+                s.push(&entry.name, entry.change());
             }
         }
         let old_sub = previous.as_ref().and_then(|p| p.subscription());
@@ -519,6 +527,7 @@ mod tests {
             .map(|n| match n {
                 Next::Change(name, Change::Upsert(e)) => format!("up:{name}:{}", e.generation),
                 Next::Change(name, Change::Removed { .. }) => format!("rm:{name}"),
+                Next::Change(name, Change::Withheld(_)) => format!("withheld:{name}"),
                 Next::SnapshotComplete => "marker".into(),
             })
             .collect()
@@ -698,8 +707,12 @@ mod tests {
             let idx = Index::new();
             idx.apply(e);
             let q = idx.subscribe("c1");
-            let got = drain(&q);
-            assert_eq!(got.len(), if rejected { 1 } else { 2 }, "{got:?}");
+            let expected = if rejected {
+                "withheld:apps.web"
+            } else {
+                "up:apps.web:0"
+            };
+            assert_eq!(drain(&q), vec![expected, "marker"]);
         }
     }
 }

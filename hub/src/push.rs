@@ -224,6 +224,7 @@ fn domain_heartbeat(h: &heartbeat::Heartbeat, period: Duration) -> ClusterHeartb
         livez: h.livez,
         readyz: h.readyz,
         heartbeat_seconds: u32::try_from(period.as_secs()).unwrap_or(u32::MAX),
+        prune_hold: None,
     }
 }
 
@@ -475,6 +476,11 @@ impl PushManager {
                     let r = applier.apply(&desc).await;
                     self.write(session, &r).await;
                 }
+            }
+            Next::Change(name, Change::Withheld(e)) => {
+                // Over a limit with no version to run: keep what runs for it.
+                tracing::warn!(namespace = %ns, description = %name, reason = ?e.rejected, "push mode: Description withheld; keeping what runs for it");
+                keep.insert(known::owned_by_description(ns, &name));
             }
             Next::Change(name, Change::Removed { uid }) => {
                 keep.remove(&known::owned_by_description(ns, &name));

@@ -113,6 +113,7 @@ pub struct RunningHub {
     pub index: Arc<Index>,
     /// The controllers.
     pub controllers: Arc<Controllers>,
+    streams: Arc<OpenStreams>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), Error>>,
     background: Vec<JoinHandle<()>>,
@@ -124,6 +125,10 @@ impl RunningHub {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+        // Open streams would keep a graceful shutdown waiting: tell their agents to reconnect.
+        self.streams.close_all(|| {
+            tonic::Status::unavailable("the hub is shutting down; reconnect to another replica")
+        });
         for t in &self.background {
             t.abort();
         }
@@ -177,8 +182,8 @@ pub async fn start(
         backend.clone(),
         Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
     );
-    let service =
-        HubService::new(backend, index.clone(), config.stream, metrics).with_open_streams(streams);
+    let service = HubService::new(backend, index.clone(), config.stream, metrics)
+        .with_open_streams(streams.clone());
     let incoming = server::bind(config.server.listen)?;
     let addr = incoming.local_addr().map_err(|e| Error::ServeGrpc {
         addr: config.server.listen.to_string(),
@@ -207,6 +212,7 @@ pub async fn start(
         addr,
         index,
         controllers,
+        streams,
         shutdown: Some(tx),
         server,
         background,

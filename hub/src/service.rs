@@ -51,6 +51,12 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Error>> + Send;
     /// The cluster's newest stream ended.
     fn disconnected(&self, session: &Session) -> impl Future<Output = ()> + Send;
+    /// The prune confirmation on the cluster's ManagedCluster (`hub.atoll.io/confirm-prune`),
+    /// empty when absent; sent with each snapshot marker.
+    fn confirmed_prune(&self, session: &Session) -> String {
+        let _ = session;
+        String::new()
+    }
 }
 
 /// Stream settings.
@@ -295,6 +301,9 @@ impl<B: Backend> HubService<B> {
         self.metrics.streams.inc();
         self.index.wait_synced().await;
         let queue = self.index.subscribe(&session.namespace);
+        let prune_confirmation = self
+            .streams
+            .follow_prune_confirmation(&session, self.backend.confirmed_prune(&session));
         let mut state = StreamState {
             window: Window::new(self.config.window),
             seq: 0,
@@ -303,6 +312,7 @@ impl<B: Backend> HubService<B> {
         let ends = StreamEnds {
             close,
             renewal: Box::pin(renewal(renew_at)),
+            prune_confirmation,
         };
         let end = self
             .pump(&session, &mut inbound, &tx, &queue, &mut state, ends)
@@ -334,11 +344,24 @@ impl<B: Backend> HubService<B> {
                 st.seq += 1;
                 let seq = st.seq;
                 let msg = match next {
-                    Next::SnapshotComplete => Out::SnapshotComplete(v1::SnapshotComplete { seq }),
+                    Next::SnapshotComplete => Out::SnapshotComplete(v1::SnapshotComplete {
+                        seq,
+                        confirmed_prune: self.backend.confirmed_prune(session),
+                    }),
                     Next::Change(name, Change::Upsert(e)) => {
                         st.window.sent(seq);
                         st.sent.insert(name);
                         Out::Upsert(upsert(seq, &e))
+                    }
+                    Next::Change(name, Change::Withheld(e)) => {
+                        st.window.sent(seq);
+                        st.sent.insert(name.clone());
+                        Out::Withheld(v1::DescriptionWithheld {
+                            seq,
+                            name: name.to_string(),
+                            uid: e.uid.clone(),
+                            reason: e.rejected.clone().unwrap_or_default(),
+                        })
                     }
                     Next::Change(name, Change::Removed { uid }) => {
                         st.window.sent(seq);
@@ -365,6 +388,10 @@ impl<B: Backend> HubService<B> {
                     Err(e) => return Err(inbound_error(&e)),
                 },
                 () = queue.notified() => {}
+                () = ends.prune_confirmation.notified() => {
+                    // The marker of a fresh snapshot carries the new confirmation.
+                    self.index.resync(&session.namespace, queue);
+                }
                 () = tx.closed() => return Ok(()),
                 status = &mut ends.close => {
                     return Err(status.unwrap_or_else(|_| Status::unavailable("the hub closed the stream")));
@@ -466,6 +493,8 @@ impl<B: Backend> HubService<B> {
 struct StreamEnds {
     close: CloseSignal,
     renewal: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Not an end: the ManagedCluster's prune confirmation changed, send a fresh snapshot.
+    prune_confirmation: Arc<tokio::sync::Notify>,
 }
 
 /// Resolves at `at` (never when `None`).

@@ -86,7 +86,63 @@ pub fn status_from_heartbeat(
             Time(now),
         ),
     );
+    let held_before = conditions::get(&s.conditions, known::CONDITION_PRUNE_HELD).is_some();
+    if let Some((status, reason, message)) = prune_held_from_heartbeat(hb, held_before) {
+        conditions::set(
+            &mut s.conditions,
+            conditions::new(
+                known::CONDITION_PRUNE_HELD,
+                status,
+                reason,
+                &message,
+                None,
+                Time(now),
+            ),
+        );
+    }
     s
+}
+
+/// Reason of `PruneHeld=True`.
+pub const REASON_PRUNE_OVER_LIMIT: &str = "PruneOverLimit";
+/// Reason of `PruneHeld=False`, once a hold is over (confirmed, or no longer needed).
+pub const REASON_NO_PRUNE_HELD: &str = "NoPruneHeld";
+
+/// The PruneHeld condition a heartbeat implies: `True` with what is held and how to confirm it
+/// when the agent holds a prune back; `False` when it holds none and the condition was there
+/// (`held_before`), so that its end is seen; nothing when there never was a hold.
+pub fn prune_held_from_heartbeat(
+    hb: &ClusterHeartbeat,
+    held_before: bool,
+) -> Option<(&'static str, &'static str, String)> {
+    match &hb.prune_hold {
+        Some(h) => {
+            let more = h.description_count as usize > h.descriptions.len();
+            Some((
+                "True",
+                REASON_PRUNE_OVER_LIMIT,
+                format!(
+                    "the agent holds back a prune of {} Description(s) the hub no longer has ({}{}): \
+                     {} of the {} objects it owns, over its limit of {}%; if that is intended, \
+                     confirm it with the annotation {}={} on this ManagedCluster",
+                    h.description_count,
+                    h.descriptions.join(", "),
+                    if more { ", …" } else { "" },
+                    h.objects,
+                    h.owned_objects,
+                    h.max_percent,
+                    known::ANNOTATION_CONFIRM_PRUNE,
+                    h.id,
+                ),
+            ))
+        }
+        None if held_before => Some((
+            "False",
+            REASON_NO_PRUNE_HELD,
+            "the agent holds no prune back".to_string(),
+        )),
+        None => None,
+    }
 }
 
 /// The ManagedCluster status once its agent's stream ended: `Ready=Unknown`
@@ -389,6 +445,48 @@ mod tests {
             heartbeat_seconds: 10,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_held_prune_shows_as_a_condition_that_says_how_to_confirm_it_and_clears_after() {
+        let now = ts("2026-01-01T00:00:00Z");
+        let quiet = status_from_heartbeat(&hb(true, true, true), None, now);
+        assert!(
+            conditions::get(&quiet.conditions, known::CONDITION_PRUNE_HELD).is_none(),
+            "no condition while there never was a hold"
+        );
+        let mut held = hb(true, true, true);
+        held.prune_hold = Some(crate::domain::PruneHold {
+            id: "abc123".into(),
+            descriptions: vec!["c.a".into(), "c.b".into()],
+            description_count: 3,
+            objects: 6,
+            owned_objects: 8,
+            max_percent: 50,
+        });
+        let s = status_from_heartbeat(&held, Some(&quiet), now);
+        let c = conditions::get(&s.conditions, known::CONDITION_PRUNE_HELD).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", REASON_PRUNE_OVER_LIMIT)
+        );
+        for part in [
+            "3 Description(s)",
+            "c.a, c.b, …",
+            "6 of the 8",
+            "50%",
+            "hub.atoll.io/confirm-prune=abc123",
+        ] {
+            assert!(c.message.contains(part), "{part} in {}", c.message);
+        }
+        let later = ts("2026-01-01T00:01:00Z");
+        let s = status_from_heartbeat(&hb(true, true, true), Some(&s), later);
+        let c = conditions::get(&s.conditions, known::CONDITION_PRUNE_HELD).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", REASON_NO_PRUNE_HELD)
+        );
+        assert_eq!(c.last_transition_time.0, later);
     }
 
     #[test]

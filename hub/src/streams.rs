@@ -13,7 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use tokio::sync::oneshot;
+use std::sync::Arc;
+use tokio::sync::{Notify, oneshot};
 use tonic::Status;
 
 /// What is known of one open stream.
@@ -22,6 +23,9 @@ struct OpenStream {
     namespace: String,
     credentials: Credentials,
     close: oneshot::Sender<Status>,
+    /// The ManagedCluster's prune confirmation as this stream last sent it, and the signal that
+    /// makes the stream send a fresh snapshot (carrying the new value) when it changes.
+    prune: Option<(String, Arc<Notify>)>,
 }
 
 /// The open streams of this replica, by cluster id.
@@ -32,6 +36,14 @@ pub struct OpenStreams {
 
 /// Resolves when the hub closes the stream, with the status to end it with.
 pub type CloseSignal = oneshot::Receiver<Status>;
+
+/// The prune confirmation on a ManagedCluster (`hub.atoll.io/confirm-prune`), empty when absent.
+pub fn prune_confirmation(mc: &ManagedCluster) -> String {
+    mc.annotations()
+        .get(atoll_crds::known::ANNOTATION_CONFIRM_PRUNE)
+        .cloned()
+        .unwrap_or_default()
+}
 
 /// The status a stream replaced by a newer one of its cluster ends with.
 pub fn superseded_status(where_: &str) -> Status {
@@ -59,8 +71,24 @@ impl OpenStreams {
             namespace: session.namespace.clone(),
             credentials,
             close: tx,
+            prune: None,
         });
         rx
+    }
+
+    /// Follows the ManagedCluster's prune confirmation (`hub.atoll.io/confirm-prune`, now
+    /// `current`) for an open stream: the returned signal fires when it changes, so that the
+    /// stream sends a fresh snapshot whose marker carries the new value.
+    pub fn follow_prune_confirmation(&self, session: &Session, current: String) -> Arc<Notify> {
+        let notify = Arc::new(Notify::new());
+        let mut map = self.by_cluster.lock();
+        if let Some(s) = map
+            .get_mut(&session.cluster_id)
+            .and_then(|v| v.iter_mut().find(|s| s.epoch == session.epoch))
+        {
+            s.prune = Some((current, notify.clone()));
+        }
+        notify
     }
 
     /// Forgets a stream that ended.
@@ -111,10 +139,28 @@ impl OpenStreams {
         closed
     }
 
+    /// Closes every open stream with `status()`; returns how many.
+    pub fn close_all(&self, status: impl Fn() -> Status) -> usize {
+        self.close_where(None, |_, _, _| Some(status()))
+    }
+
     /// A ManagedCluster changed or was deleted (`deleted`): closes the streams of its cluster
     /// that [`cluster_close_reason`] says must end.
     pub fn cluster_changed(&self, mc: &ManagedCluster, deleted: bool) -> usize {
         let ns = mc.namespace().unwrap_or_default();
+        if !deleted {
+            let confirmed = prune_confirmation(mc);
+            let mut map = self.by_cluster.lock();
+            for s in map.get_mut(&mc.spec.cluster_id).into_iter().flatten() {
+                if s.namespace == ns
+                    && let Some((seen, resync)) = &mut s.prune
+                    && *seen != confirmed
+                {
+                    seen.clone_from(&confirmed);
+                    resync.notify_one();
+                }
+            }
+        }
         self.close_where(Some(&mc.spec.cluster_id), |epoch, namespace, creds| {
             (namespace == ns)
                 .then(|| cluster_close_reason(mc, deleted, epoch, creds))
@@ -248,6 +294,47 @@ mod tests {
 
     fn closed(rx: &mut CloseSignal) -> Option<Code> {
         rx.try_recv().ok().map(|s| s.code())
+    }
+
+    /// Whether `n` was notified (a permit is stored), without waiting.
+    fn notified(n: &Notify) -> bool {
+        use std::future::Future;
+        let fut = std::pin::pin!(n.notified());
+        let waker = std::task::Waker::noop();
+        fut.poll(&mut std::task::Context::from_waker(waker))
+            .is_ready()
+    }
+
+    #[test]
+    fn a_changed_prune_confirmation_asks_the_stream_for_a_fresh_snapshot_once() {
+        let streams = OpenStreams::default();
+        let s = session("a", "ns-a", 1);
+        let _close = streams.open(&s, creds("t", None));
+        let resync = streams.follow_prune_confirmation(&s, String::new());
+        let confirm = |id: &str| {
+            mc(
+                "a",
+                "ns-a",
+                &[(atoll_crds::known::ANNOTATION_CONFIRM_PRUNE, id)],
+            )
+        };
+        streams.cluster_changed(&mc("a", "ns-a", &[]), false);
+        assert!(!notified(&resync), "a status write is no reason to resync");
+        streams.cluster_changed(&confirm("abc"), false);
+        assert!(notified(&resync));
+        streams.cluster_changed(&confirm("abc"), false);
+        assert!(!notified(&resync), "the same confirmation again");
+        streams.cluster_changed(
+            &mc(
+                "b",
+                "ns-a",
+                &[(atoll_crds::known::ANNOTATION_CONFIRM_PRUNE, "x")],
+            ),
+            false,
+        );
+        assert!(!notified(&resync), "another cluster's annotation");
+        streams.cluster_changed(&confirm("def"), false);
+        assert!(notified(&resync));
     }
 
     #[test]

@@ -298,6 +298,7 @@ fn upsert_name(m: &Out) -> String {
     match m {
         Out::Upsert(u) => format!("up:{}:{}", u.name, u.generation),
         Out::Removed(r) => format!("rm:{}", r.name),
+        Out::Withheld(w) => format!("withheld:{}", w.name),
         Out::SnapshotComplete(_) => "marker".into(),
         Out::Welcome(_) => "welcome".into(),
     }
@@ -308,6 +309,7 @@ fn seq_of(m: &Out) -> u64 {
         Out::Upsert(u) => u.seq,
         Out::Removed(r) => r.seq,
         Out::SnapshotComplete(s) => s.seq,
+        Out::Withheld(w) => w.seq,
         Out::Welcome(_) => 0,
     }
 }

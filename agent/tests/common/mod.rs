@@ -106,6 +106,7 @@ impl hub_server::Hub for TestHub {
             message: Some(hub_message::Message::SnapshotComplete(
                 v1::SnapshotComplete {
                     seq: self.next_seq(),
+                    confirmed_prune: String::new(),
                 },
             )),
         });
