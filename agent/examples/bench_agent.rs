@@ -72,6 +72,7 @@ fn bulk(generation: i64, value: &str) -> atoll_agent::Description {
         name: "default.bulk".into(),
         uid: "uid-bulk".into(),
         generation,
+        orphan: false,
         objects: (0..OBJECTS)
             .map(|i| cm(&format!("cm-{i}"), value))
             .collect(),

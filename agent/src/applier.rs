@@ -21,6 +21,7 @@ use crate::model::{
     Phase, Report,
 };
 use crate::prune::PrunePlan;
+use crate::scope::Scope;
 use crate::{Error, drift};
 use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
 use futures::StreamExt;
@@ -75,6 +76,8 @@ struct DescState {
     name: String,
     uid: String,
     generation: i64,
+    /// Its objects are orphaned, not deleted, when they leave the cluster.
+    orphan: bool,
     /// Every object of the Description, in order, with its error when it could not be applied
     /// (also the unparsable ones, which have no [`Desired`] entry).
     objects: Vec<(ObjectRef, Option<String>)>,
@@ -87,6 +90,8 @@ pub(crate) struct State {
     /// Inventories read from the cluster (and kept current): owner key → inventory.
     inventories: HashMap<String, Inventory>,
     inventories_loaded: bool,
+    /// The registration the applier answers for; `None` (Push mode, tests): every Description.
+    scope: Option<Scope>,
 }
 
 /// One object prepared for applying.
@@ -204,6 +209,13 @@ impl Applier {
     /// The field manager.
     pub fn field_manager(&self) -> &str {
         &self.field_manager
+    }
+
+    /// Answers for the Descriptions of `scope` from now on: inventories of other dedicated
+    /// namespaces (another agent sharing the state namespace) are never pruned, and a
+    /// Description takes over the objects of its namesake in an earlier registration.
+    pub fn set_scope(&self, scope: Scope) {
+        self.state().scope = Some(scope);
     }
 
     pub(crate) fn notify(&self, notice: Notice) {
@@ -344,6 +356,7 @@ impl Applier {
                 description: key.clone(),
                 uid: desc.uid.clone(),
                 objects: union,
+                orphan: desc.orphan,
             };
             if let Err(e) = self.store.write(&inv).await {
                 return failure_report(desc, &e.to_string());
@@ -390,6 +403,10 @@ impl Applier {
             if desired.contains(&entry.object) {
                 continue;
             }
+            if desc.orphan {
+                tracing::info!(object = %entry.object, description = %key, "orphaning an object the Description no longer has");
+                continue;
+            }
             if let Err(e) = self.delete_object(&key, &entry.object, false).await {
                 tracing::warn!(object = %entry.object, error = %e, "prune failed; keeping it in the inventory");
                 kept.push(entry.clone());
@@ -434,6 +451,7 @@ impl Applier {
                     name: desc.name.clone(),
                     uid: desc.uid.clone(),
                     generation: desc.generation,
+                    orphan: desc.orphan,
                     objects: order,
                 },
             );
@@ -443,6 +461,7 @@ impl Applier {
             description: key.clone(),
             uid: desc.uid.clone(),
             objects: new_entries,
+            orphan: desc.orphan,
         };
         let changed = self.state().inventories.get(&key) != Some(&inv);
         if changed {
@@ -525,14 +544,13 @@ impl Applier {
                 allowed: allowed.iter().cloned().collect::<Vec<_>>().join(", "),
             });
         }
-        // Ownership: ours already (applied before by this Description), or check the live object.
-        if let Some(d) = self.state().objects.get(&object)
-            && d.owner != key
-        {
+        // Ownership: ours already (applied before by this Description, or by its namesake in an
+        // earlier registration), or check the live object.
+        if let Some(owner) = self.foreign_owner(key, &object) {
             return Err(Error::OwnershipConflict {
                 object: object.to_string(),
                 description: key.to_owned(),
-                owner: d.owner.clone(),
+                owner,
             });
         }
         let owned_before = prior.is_some();
@@ -549,7 +567,7 @@ impl Applier {
                         .is_some_and(|v| v == "true")
                         || (self.adopt_existing && owner.is_none());
                     // Ours already when an earlier run applied it and its inventory was lost.
-                    if owner.map(String::as_str) != Some(key) && !adopt {
+                    if self.owner_keeps(key, &object, owner, adopt) {
                         return Err(Error::OwnershipConflict {
                             object: object.to_string(),
                             description: key.to_owned(),
@@ -622,6 +640,42 @@ impl Applier {
             yielded,
             status: live.data.get("status").filter(|s| !s.is_null()).cloned(),
         })
+    }
+
+    /// The Description other than `key` this run applied `object` for, unless `key` succeeds it.
+    fn foreign_owner(&self, key: &str, object: &ObjectRef) -> Option<String> {
+        let state = self.state();
+        let owner = &state.objects.get(object)?.owner;
+        (owner != key && !state.scope.as_ref().is_some_and(|s| s.succeeds(key, owner)))
+            .then(|| owner.clone())
+    }
+
+    /// Whether the live object's `owner` (its annotation) keeps it from Description `key`:
+    /// `owner` still lists it in its inventory (an adopt annotation left on an object adopted
+    /// earlier must not hand it on after a restart), or nobody invited `key` to adopt it. A
+    /// Description succeeding `owner` from an earlier registration takes it over.
+    fn owner_keeps(
+        &self,
+        key: &str,
+        object: &ObjectRef,
+        owner: Option<&String>,
+        adopt: bool,
+    ) -> bool {
+        let Some(owner) = owner else {
+            return !adopt;
+        };
+        if owner == key {
+            return false;
+        }
+        let state = self.state();
+        if state.scope.as_ref().is_some_and(|s| s.succeeds(key, owner)) {
+            return false;
+        }
+        let listed = state
+            .inventories
+            .get(owner)
+            .is_some_and(|inv| inv.objects.iter().any(|e| e.object == *object));
+        listed || !adopt
     }
 
     pub(crate) fn api(&self, kind: &Kind, namespace: &str) -> Api<DynamicObject> {
@@ -783,9 +837,13 @@ impl Applier {
         if let Err(e) = self.load_inventory().await {
             return deletion_report(name, uid, 0, vec![], Some(e.to_string()));
         }
-        let (generation, mut refs) = {
+        let (generation, orphan, mut refs) = {
             let mut state = self.state();
-            let generation = state.descriptions.remove(&key).map_or(0, |d| d.generation);
+            let removed = state.descriptions.remove(&key);
+            let generation = removed.as_ref().map_or(0, |d| d.generation);
+            // The inventory remembers the policy when the agent restarted since the last apply.
+            let orphan = removed.is_some_and(|d| d.orphan)
+                || state.inventories.get(&key).is_some_and(|i| i.orphan);
             let mut refs: Vec<ObjectRef> = state
                 .objects
                 .iter()
@@ -796,8 +854,12 @@ impl Applier {
             if let Some(inv) = state.inventories.get(&key) {
                 refs.extend(inv.objects.iter().map(|e| e.object.clone()));
             }
-            (generation, refs)
+            (generation, orphan, refs)
         };
+        if orphan {
+            tracing::info!(description = %key, objects = refs.len(), "deletion policy Orphan: leaving the objects running, unmanaged");
+            refs.clear();
+        }
         refs.sort();
         refs.dedup();
         // Namespaced objects and custom resources before namespaces and CRDs.
@@ -874,27 +936,56 @@ impl Applier {
     }
 
     /// What [`prune_except`](Applier::prune_except) would delete: the Descriptions the applier
-    /// knows (in memory or in its inventory) that are not in `keep`, with their object counts,
-    /// and how many objects it owns in all.
+    /// knows (in memory or in its inventory) that are not in `keep`, with the objects each would
+    /// delete, and how many objects it owns in all.
     pub async fn prune_plan(&self, keep: &HashSet<String>) -> Result<PrunePlan, Error> {
         self.load_inventory().await?;
         let state = self.state();
-        let mut owned: BTreeMap<&str, usize> = BTreeMap::new();
+        // Each Description's objects (memory and inventory), and whether it orphans them.
+        let mut owned: BTreeMap<&str, (HashSet<&ObjectRef>, bool)> = BTreeMap::new();
         for (key, d) in &state.descriptions {
-            owned.insert(key, d.objects.len());
+            let (objects, orphan) = owned.entry(key).or_default();
+            objects.extend(d.objects.iter().map(|(o, _)| o));
+            *orphan |= d.orphan;
         }
         for (key, inv) in &state.inventories {
-            let n = owned.entry(key).or_default();
-            *n = (*n).max(inv.objects.len());
+            let (objects, orphan) = owned.entry(key).or_default();
+            objects.extend(inv.objects.iter().map(|e| &e.object));
+            *orphan |= inv.orphan;
         }
-        Ok(PrunePlan {
-            owned_objects: owned.values().sum(),
-            stale: owned
-                .into_iter()
-                .filter(|(k, _)| !keep.contains(*k))
-                .map(|(k, n)| (k.to_owned(), n))
-                .collect(),
-        })
+        // Another agent's Descriptions (a shared state namespace) are not ours to prune.
+        if let Some(scope) = &state.scope {
+            owned.retain(|key, _| scope.covers(key));
+        }
+        // An object a kept Description holds (taken over from an earlier registration) is
+        // not deleted with the stale one.
+        let kept: HashSet<&ObjectRef> = owned
+            .iter()
+            .filter(|(key, _)| keep.contains(**key))
+            .flat_map(|(_, (objects, _))| objects.iter().copied())
+            .collect();
+        let owned_objects = owned
+            .values()
+            .flat_map(|(objects, _)| objects.iter().copied())
+            .collect::<HashSet<_>>()
+            .len();
+        let mut plan = PrunePlan {
+            owned_objects,
+            ..PrunePlan::default()
+        };
+        for (key, (objects, orphan)) in owned.iter().filter(|(k, _)| !keep.contains(**k)) {
+            // Orphaned Descriptions are removed but delete nothing.
+            let deleted = if *orphan {
+                0
+            } else {
+                objects.iter().filter(|o| !kept.contains(**o)).count()
+            };
+            if state.scope.as_ref().is_some_and(|s| s.is_earlier(key)) {
+                plan.earlier_registration_objects += deleted;
+            }
+            plan.stale.insert((*key).to_owned(), deleted);
+        }
+        Ok(plan)
     }
 
     /// Deletes the objects of the plan's Descriptions. Returns the keys fully pruned.

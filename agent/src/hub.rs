@@ -11,6 +11,7 @@ use crate::identity::{self, Credentials};
 use crate::model::{Description, Phase, Report};
 use crate::prune::{self, PruneHold};
 use crate::{Error, VERSION};
+use atoll_crds::apps::DeletionPolicy;
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
 use atoll_runtime::text::truncate;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -436,7 +437,21 @@ impl Agent {
             }
             Err(status) => return Ok(SessionEnd::Refused(status)),
         };
-        if !welcome.cluster_token.is_empty() || !using_stored {
+        // Earlier registrations of this cluster with this hub: their Descriptions' objects are
+        // taken over by this registration's namesakes and never pruned unasked.
+        let previous = match &stored {
+            Some(creds) => crate::scope::previous_namespaces(
+                &creds.previous_namespaces,
+                &creds.namespace,
+                creds.hub_url == self.config.hub_url && creds.cluster_id == cluster_id,
+                &welcome.namespace,
+            ),
+            None => Vec::new(),
+        };
+        let moved = stored
+            .as_ref()
+            .is_some_and(|c| c.namespace != welcome.namespace);
+        if !welcome.cluster_token.is_empty() || !using_stored || moved {
             let token = if welcome.cluster_token.is_empty() {
                 stored.as_ref().map(|c| c.token.clone()).unwrap_or_default()
             } else {
@@ -448,6 +463,7 @@ impl Agent {
                     hub_url: self.config.hub_url.clone(),
                     namespace: welcome.namespace.clone(),
                     cluster_id: cluster_id.clone(),
+                    previous_namespaces: previous.clone(),
                 };
                 identity::store(
                     &self.child,
@@ -456,9 +472,11 @@ impl Agent {
                     self.applier.field_manager(),
                 )
                 .await?;
-                tracing::info!(namespace = %welcome.namespace, secret = %format!("{state_namespace}/{}", identity::PARENT_SECRET), "stored the cluster token");
+                tracing::info!(namespace = %welcome.namespace, ?previous, secret = %format!("{state_namespace}/{}", identity::PARENT_SECRET), "stored the cluster token");
             }
         }
+        self.applier
+            .set_scope(crate::scope::Scope::new(&welcome.namespace, previous));
         tracing::info!(namespace = %welcome.namespace, cluster = %welcome.managed_cluster_name, epoch = welcome.epoch, "connected to the hub");
         let metrics = self.applier.metrics().clone();
         metrics.connected.set(1);
@@ -557,6 +575,8 @@ impl Agent {
         // Descriptions whose last apply failed: applied again periodically (an object may have
         // been adopted, a CRD installed, a transient error passed).
         let mut failed: HashMap<String, Description> = HashMap::new();
+        // The confirmation the last snapshot carried, for a held prune planned again later.
+        let mut confirmed_prune = String::new();
         let mut reapply = tokio::time::interval(self.config.retry_failed);
         reapply.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -593,6 +613,13 @@ impl Agent {
                                     failed.insert(key, desc);
                                 }
                                 send(tx, report_message(&report)).await;
+                                // A held prune may be moot now (this Description took over what
+                                // an earlier registration's namesake ran): plan it again.
+                                if self.state.borrow().prune_hold.is_some() {
+                                    let keep: HashSet<String> = lock(current).keys().cloned().collect();
+                                    let held = self.prune_after_snapshot(&keep, &confirmed_prune).await;
+                                    self.state.send_modify(|s| s.prune_hold = held);
+                                }
                             }
                             seq
                         }
@@ -619,7 +646,8 @@ impl Agent {
                         }
                         hub_message::Message::SnapshotComplete(marker) => {
                             let keep: HashSet<String> = lock(current).keys().cloned().collect();
-                            let held = self.prune_after_snapshot(&keep, &marker.confirmed_prune).await;
+                            confirmed_prune = marker.confirmed_prune.clone();
+                            let held = self.prune_after_snapshot(&keep, &confirmed_prune).await;
                             self.state.send_modify(|s| {
                                 s.snapshots += 1;
                                 s.prune_hold = held;
@@ -733,6 +761,11 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
         name: up.name.clone(),
         uid: up.uid.clone(),
         generation: up.generation,
+        orphan: DeletionPolicy::from_label(
+            up.labels
+                .get(atoll_crds::known::LABEL_DELETION_POLICY)
+                .map(String::as_str),
+        ) == DeletionPolicy::Orphan,
         objects: up
             .objects
             .iter()
@@ -850,6 +883,7 @@ pub fn heartbeat_message(
                 objects: count(h.objects),
                 owned_objects: count(h.owned_objects),
                 max_percent: h.max_percent,
+                earlier_registration_objects: count(h.earlier_registration_objects),
             }),
         })),
     }

@@ -30,6 +30,9 @@ pub struct Credentials {
     pub namespace: String,
     /// The cluster id it was minted for.
     pub cluster_id: String,
+    /// Dedicated namespaces of this cluster's earlier registrations with the same hub, oldest
+    /// first: their Descriptions' objects may be taken over, never pruned unasked.
+    pub previous_namespaces: Vec<String>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -39,6 +42,7 @@ impl std::fmt::Debug for Credentials {
             .field("hub_url", &self.hub_url)
             .field("namespace", &self.namespace)
             .field("cluster_id", &self.cluster_id)
+            .field("previous_namespaces", &self.previous_namespaces)
             .finish()
     }
 }
@@ -56,7 +60,7 @@ impl std::fmt::Display for Credentials {
 
 /// Encodes credentials as the Secret in `namespace`.
 pub fn to_secret(creds: &Credentials, namespace: &str) -> Secret {
-    let data = BTreeMap::from([
+    let mut data = BTreeMap::from([
         (
             "token".to_owned(),
             ByteString(creds.token.as_bytes().to_vec()),
@@ -74,6 +78,12 @@ pub fn to_secret(creds: &Credentials, namespace: &str) -> Secret {
             ByteString(creds.cluster_id.as_bytes().to_vec()),
         ),
     ]);
+    if !creds.previous_namespaces.is_empty() {
+        data.insert(
+            "previous-namespaces".to_owned(),
+            ByteString(creds.previous_namespaces.join(",").into_bytes()),
+        );
+    }
     Secret {
         metadata: ObjectMeta {
             name: Some(PARENT_SECRET.to_owned()),
@@ -113,6 +123,11 @@ pub fn from_secret(secret: &Secret) -> Option<Credentials> {
         hub_url: get("hub-url"),
         namespace: get("namespace"),
         cluster_id: get("cluster-id"),
+        previous_namespaces: get("previous-namespaces")
+            .split(',')
+            .filter(|ns| !ns.is_empty())
+            .map(str::to_owned)
+            .collect(),
     })
 }
 
@@ -168,6 +183,7 @@ mod tests {
                 hub_url: "https://hub:443".into(),
                 namespace: "clusternet-abcde".into(),
                 cluster_id: "uid-1".into(),
+                previous_namespaces: vec!["clusternet-old1".into(), "clusternet-old2".into()],
             },
             Credentials {
                 token: "s3cr3t-other".into(),

@@ -17,6 +17,9 @@ pub const LABEL_INVENTORY: &str = "apps.clusternet.io/inventory";
 /// Label selector of every inventory ConfigMap.
 pub const INVENTORY_SELECTOR: &str = "apps.clusternet.io/inventory=true";
 
+/// Data key of an inventory ConfigMap recording an `Orphan` deletion policy.
+const DATA_DELETION_POLICY: &str = "deletionPolicy";
+
 /// One object a Description applied.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -38,6 +41,9 @@ pub struct Inventory {
     pub uid: String,
     /// The objects.
     pub objects: Vec<Entry>,
+    /// The Description's objects are orphaned, not deleted, when they leave the cluster (kept
+    /// here so that a Description that vanished while the agent was away is still orphaned).
+    pub orphan: bool,
 }
 
 /// The ConfigMap name of a Description's inventory: stable, short and valid whatever the
@@ -65,11 +71,20 @@ pub fn to_config_map(inventory: &Inventory, namespace: &str) -> ConfigMap {
             )])),
             ..ObjectMeta::default()
         },
-        data: Some(BTreeMap::from([
-            ("description".to_owned(), inventory.description.clone()),
-            ("uid".to_owned(), inventory.uid.clone()),
-            ("objects".to_owned(), objects),
-        ])),
+        data: Some({
+            let mut data = BTreeMap::from([
+                ("description".to_owned(), inventory.description.clone()),
+                ("uid".to_owned(), inventory.uid.clone()),
+                ("objects".to_owned(), objects),
+            ]);
+            if inventory.orphan {
+                data.insert(
+                    DATA_DELETION_POLICY.to_owned(),
+                    atoll_crds::known::DELETION_POLICY_ORPHAN.to_owned(),
+                );
+            }
+            data
+        }),
         ..ConfigMap::default()
     }
 }
@@ -83,6 +98,8 @@ pub fn from_config_map(cm: &ConfigMap) -> Option<Inventory> {
         description,
         uid: data.get("uid").cloned().unwrap_or_default(),
         objects,
+        orphan: data.get(DATA_DELETION_POLICY).map(String::as_str)
+            == Some(atoll_crds::known::DELETION_POLICY_ORPHAN),
     })
 }
 
@@ -195,10 +212,12 @@ mod tests {
                 description: "clusternet-abcde.default.web".into(),
                 uid: "u-1".into(),
                 objects: vec![],
+                orphan: false,
             },
             Inventory {
                 description: "clusternet-abcde.default.web".into(),
                 uid: "u-2".into(),
+                orphan: true,
                 objects: vec![
                     Entry {
                         object: ObjectRef {

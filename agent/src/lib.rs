@@ -7,6 +7,7 @@
 //! - [`hub`]: the hub client ([`Agent`]): identity, token, connection, snapshot, deltas, acks,
 //!   reports and heartbeats.
 //! - [`heartbeat`]: what a heartbeat carries.
+//! - [`scope`]: which Descriptions of the child's inventories are this registration's.
 
 #![warn(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod inventory;
 pub mod metrics;
 pub mod model;
 pub mod prune;
+pub mod scope;
 
 pub use applier::{Applier, Notice};
 pub use error::Error;

@@ -25,6 +25,9 @@ pub struct Description {
     pub generation: i64,
     /// The rendered objects (`spec.raw`).
     pub objects: Vec<Value>,
+    /// The Subscription's `deletionPolicy` is `Orphan`: objects leaving the cluster (the
+    /// Description deleted or pruned, an object dropped from it) are left running, unmanaged.
+    pub orphan: bool,
 }
 
 impl Description {

@@ -13,10 +13,14 @@ pub const MAX_LISTED: usize = 10;
 /// What a prune after a snapshot would remove.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PrunePlan {
-    /// Owner keys of the Descriptions to remove, with how many objects each owns.
+    /// Owner keys of the Descriptions to remove, with how many objects each would delete (none
+    /// for a Description whose deletion policy is `Orphan`).
     pub stale: BTreeMap<String, usize>,
     /// Objects the agent owns in all, the stale ones included.
     pub owned_objects: usize,
+    /// Of the objects to delete, those applied for an earlier registration of the cluster
+    /// (another dedicated namespace) that no Description of this one took over.
+    pub earlier_registration_objects: usize,
 }
 
 impl PrunePlan {
@@ -55,11 +59,14 @@ pub struct PruneHold {
     pub owned_objects: usize,
     /// The limit, percent of the owned objects.
     pub max_percent: u32,
+    /// Objects of an earlier registration it would delete: such a prune always waits.
+    pub earlier_registration_objects: usize,
 }
 
-/// Whether `plan` must wait: it deletes more than `max_percent` of the owned objects and
-/// `confirmed` (the ManagedCluster's confirm annotation, empty when absent) is not its id. A
-/// limit of 100 or more never holds.
+/// Whether `plan` must wait: it deletes more than `max_percent` of the owned objects, or any
+/// object of an earlier registration (the new one may not have been given its Descriptions
+/// yet), and `confirmed` (the ManagedCluster's confirm annotation, empty when absent) is not
+/// its id. A limit of 100 or more never holds.
 pub fn hold(plan: &PrunePlan, max_percent: u32, confirmed: &str) -> Option<PruneHold> {
     let objects = plan.objects();
     if objects == 0 || max_percent >= 100 {
@@ -68,7 +75,7 @@ pub fn hold(plan: &PrunePlan, max_percent: u32, confirmed: &str) -> Option<Prune
     // objects / owned > max / 100, in integers.
     let over = (objects as u128) * 100 > (plan.owned_objects as u128) * u128::from(max_percent);
     let id = plan.id();
-    if !over || confirmed == id {
+    if !(over || plan.earlier_registration_objects > 0) || confirmed == id {
         return None;
     }
     Some(PruneHold {
@@ -77,6 +84,7 @@ pub fn hold(plan: &PrunePlan, max_percent: u32, confirmed: &str) -> Option<Prune
         objects,
         owned_objects: plan.owned_objects,
         max_percent,
+        earlier_registration_objects: plan.earlier_registration_objects,
         id,
     })
 }
@@ -89,6 +97,7 @@ mod tests {
         PrunePlan {
             stale: stale.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect(),
             owned_objects: owned,
+            earlier_registration_objects: 0,
         }
     }
 
@@ -114,6 +123,18 @@ mod tests {
     }
 
     #[test]
+    fn a_prune_of_an_earlier_registrations_objects_always_waits_unless_the_limit_is_off() {
+        let p = PrunePlan {
+            earlier_registration_objects: 1,
+            ..plan(&[("old.a", 1)], 100)
+        };
+        let h = hold(&p, 50, "").unwrap();
+        assert_eq!(h.earlier_registration_objects, 1);
+        assert!(hold(&p, 50, &p.id()).is_none(), "confirmed");
+        assert!(hold(&p, 100, "").is_none(), "limit off");
+    }
+
+    #[test]
     fn a_confirmation_covers_only_the_set_it_was_given_for() {
         let first = plan(&[("c.a", 3), ("c.b", 3)], 6);
         let second = plan(&[("c.a", 3), ("c.b", 3), ("c.c", 1)], 7);
@@ -128,6 +149,7 @@ mod tests {
         let p = PrunePlan {
             stale: stale.into_iter().collect(),
             owned_objects: 25,
+            earlier_registration_objects: 0,
         };
         let h = hold(&p, 50, "").unwrap();
         assert_eq!(h.descriptions.len(), MAX_LISTED);

@@ -1,12 +1,14 @@
 //! The applier against a child devcluster.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use atoll_agent::{Applier, Description, Phase};
+use atoll_agent::scope::Scope;
+use atoll_agent::{Applier, Description, Phase, prune};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,7 @@ fn desc(name: &str, generation: i64, objects: Vec<Value>) -> Description {
         name: name.into(),
         uid: format!("uid-{name}"),
         generation,
+        orphan: false,
         objects,
     }
 }
@@ -254,6 +257,232 @@ async fn objects_a_description_no_longer_contains_are_pruned_even_after_a_restar
         cms.get_opt("a").await.unwrap().is_some(),
         "a is not ours any more"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_orphan_policy_objects_leaving_the_cluster_keep_running_unmanaged() {
+    let (_cluster, client) = child().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let orphan = |name: &str, generation, objects| Description {
+        orphan: true,
+        ..desc(name, generation, objects)
+    };
+    {
+        let first = Applier::new(client.clone(), "atoll-agent");
+        let report = first
+            .apply(&orphan(
+                "default.app",
+                1,
+                vec![cm("default", "a", "1"), cm("default", "b", "1")],
+            ))
+            .await;
+        assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+        let report = first
+            .apply(&orphan("default.gone", 1, vec![cm("default", "g", "1")]))
+            .await;
+        assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+        // An object dropped from the Description stays.
+        let report = first
+            .apply(&orphan("default.app", 2, vec![cm("default", "a", "2")]))
+            .await;
+        assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+        assert!(cms.get_opt("b").await.unwrap().is_some(), "b orphaned");
+    }
+    // After a restart the policy comes from the inventory: a snapshot without default.gone
+    // removes its inventory, deletes nothing and is never held as a mass deletion.
+    let second = Applier::new(client.clone(), "atoll-agent");
+    let keep = std::collections::HashSet::from(["clusternet-abcde.default.app".to_owned()]);
+    let plan = second.prune_plan(&keep).await.unwrap();
+    assert_eq!(plan.objects(), 0, "{plan:?}");
+    let pruned = second.prune(&plan).await;
+    assert_eq!(pruned, vec!["clusternet-abcde.default.gone".to_owned()]);
+    assert!(cms.get_opt("g").await.unwrap().is_some(), "g orphaned");
+    assert_eq!(inventories(&client).await.len(), 1);
+    // Deleting the Description removes its inventory and leaves its objects.
+    let report = second.delete(NS, "default.app", "uid-default.app").await;
+    assert!(report.deleted, "{}", report.reason);
+    assert!(cms.get_opt("a").await.unwrap().is_some(), "a orphaned");
+    assert!(inventories(&client).await.is_empty(), "inventories removed");
+    // The same Description under the default policy deletes what it delivers.
+    let report = second
+        .apply(&desc("default.app", 3, vec![cm("default", "a", "3")]))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let report = second.delete(NS, "default.app", "uid-default.app").await;
+    assert!(report.deleted, "{}", report.reason);
+    assert!(cms.get_opt("a").await.unwrap().is_none(), "a deleted");
+}
+
+fn in_namespace(namespace: &str, name: &str, objects: Vec<Value>) -> Description {
+    Description {
+        namespace: namespace.into(),
+        ..desc(name, 1, objects)
+    }
+}
+
+fn owner_of(cm: &ConfigMap) -> Option<String> {
+    cm.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(OWNER).cloned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_re_registering_into_another_namespace_the_new_description_takes_over_and_nothing_running_is_pruned()
+ {
+    let (_cluster, client) = child().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    {
+        let old = Applier::new(client.clone(), "atoll-agent");
+        old.set_scope(Scope::new("clusternet-old", []));
+        for (name, cm_name) in [("default.web", "web"), ("default.gone", "gone")] {
+            let report = old
+                .apply(&in_namespace(
+                    "clusternet-old",
+                    name,
+                    vec![cm("default", cm_name, "1")],
+                ))
+                .await;
+            assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+        }
+    }
+    let web_uid = cms.get("web").await.unwrap().metadata.uid;
+    // The agent restarted and registered again into clusternet-new; its new Descriptions have
+    // not arrived: the prune of what the old registration runs waits, whatever the limit.
+    let new = Applier::new(client.clone(), "atoll-agent");
+    new.set_scope(Scope::new("clusternet-new", ["clusternet-old".to_owned()]));
+    let plan = new.prune_plan(&HashSet::new()).await.unwrap();
+    assert_eq!(plan.earlier_registration_objects, 2, "{plan:?}");
+    assert!(prune::hold(&plan, 99, "").is_some());
+    // The new registration's namesake takes the object over in place.
+    let report = new
+        .apply(&in_namespace(
+            "clusternet-new",
+            "default.web",
+            vec![cm("default", "web", "2")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let web = cms.get("web").await.unwrap();
+    assert_eq!(web.metadata.uid, web_uid, "never recreated");
+    assert_eq!(
+        owner_of(&web).as_deref(),
+        Some("clusternet-new.default.web")
+    );
+    // Now only what nobody took over would be deleted; once confirmed, the old inventories go
+    // and the object taken over stays.
+    let keep = HashSet::from(["clusternet-new.default.web".to_owned()]);
+    let plan = new.prune_plan(&keep).await.unwrap();
+    assert_eq!(plan.objects(), 1, "{plan:?}");
+    assert_eq!(plan.earlier_registration_objects, 1);
+    let pruned = new.prune(&plan).await;
+    assert_eq!(pruned.len(), 2, "{pruned:?}");
+    assert!(
+        cms.get_opt("gone").await.unwrap().is_none(),
+        "confirmed prune"
+    );
+    assert_eq!(cms.get("web").await.unwrap().metadata.uid, web_uid);
+    assert_eq!(inventories(&client).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_sharing_a_state_namespace_never_prune_each_others_descriptions() {
+    let (_cluster, client) = child().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let first = Applier::new(client.clone(), "atoll-agent");
+    first.set_scope(Scope::new("clusternet-first", []));
+    let second = Applier::new(client.clone(), "atoll-agent");
+    second.set_scope(Scope::new("clusternet-second", []));
+    let report = first
+        .apply(&in_namespace(
+            "clusternet-first",
+            "default.a",
+            vec![cm("default", "a", "1")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let report = second
+        .apply(&in_namespace(
+            "clusternet-second",
+            "default.b",
+            vec![cm("default", "b", "1")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    // Each agent's snapshot holds only its own Description.
+    for (applier, own) in [
+        (&first, "clusternet-first.default.a"),
+        (&second, "clusternet-second.default.b"),
+    ] {
+        let plan = applier
+            .prune_plan(&HashSet::from([own.to_owned()]))
+            .await
+            .unwrap();
+        assert!(plan.stale.is_empty(), "{plan:?}");
+        assert!(applier.prune(&plan).await.is_empty());
+    }
+    assert!(cms.get_opt("a").await.unwrap().is_some());
+    assert!(cms.get_opt("b").await.unwrap().is_some());
+    // And neither takes the other's object.
+    let report = second
+        .apply(&in_namespace(
+            "clusternet-second",
+            "default.a",
+            vec![cm("default", "a", "2")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Failure);
+    assert!(
+        report.reason.contains("clusternet-first.default.a"),
+        "{}",
+        report.reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_object_is_not_taken_by_a_second_description_after_a_restart() {
+    let (_cluster, client) = child().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut existing = cm("default", "shared", "0");
+    existing["metadata"]["annotations"] = json!({"apps.clusternet.io/adopt": "true"});
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(existing).unwrap(),
+    )
+    .await
+    .unwrap();
+    let first = Applier::new(client.clone(), "atoll-agent");
+    let report = first
+        .apply(&desc(
+            "default.first",
+            1,
+            vec![cm("default", "shared", "1")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "adopted: {}", report.reason);
+    drop(first);
+    // After a restart the applier remembers nothing but the inventories; the adopt annotation
+    // is still on the object.
+    let restarted = Applier::new(client.clone(), "atoll-agent");
+    let report = restarted
+        .apply(&desc(
+            "default.second",
+            1,
+            vec![cm("default", "shared", "2")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Failure, "{}", report.reason);
+    assert!(
+        report.reason.contains("clusternet-abcde.default.first"),
+        "{}",
+        report.reason
+    );
+    let shared = cms.get("shared").await.unwrap();
+    assert_eq!(
+        owner_of(&shared).as_deref(),
+        Some("clusternet-abcde.default.first")
+    );
+    assert_eq!(shared.data.unwrap()["k"], "1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

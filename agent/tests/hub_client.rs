@@ -60,6 +60,7 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
             name: "default.stale".into(),
             uid: "uid-stale".into(),
             generation: 1,
+            orphan: false,
             objects: vec![cm("stale")],
         })
         .await;

@@ -14,6 +14,8 @@ use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::known;
+
 /// API group of every kind in this module.
 pub const GROUP: &str = "apps.clusternet.io";
 /// API version of every kind in this module.
@@ -148,6 +150,37 @@ pub struct SubscriptionSpec {
     /// the parent cluster, and HelmCharts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feeds: Vec<Feed>,
+
+    /// What happens to the objects in a child cluster when they leave it: when the Subscription
+    /// is deleted, the cluster is no longer selected, or a feed is removed. `Delete` (default)
+    /// deletes them; `Orphan` leaves them running, no longer managed (they keep their
+    /// ownership annotation, so a Subscription that delivers them again takes them back). An
+    /// atoll extension; Clusternet has no such field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "DeletionPolicy", extend("default" = "Delete"))]
+    pub deletion_policy: Option<DeletionPolicy>,
+}
+
+/// What happens to a Subscription's objects in a child cluster when they leave it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum DeletionPolicy {
+    /// The agent deletes them.
+    #[default]
+    Delete,
+    /// The agent leaves them running and stops managing them.
+    Orphan,
+}
+
+impl DeletionPolicy {
+    /// The policy a Description's [`known::LABEL_DELETION_POLICY`] label value stands for: only
+    /// `Orphan` is ever written, anything else (or no label) means `Delete`.
+    pub fn from_label(value: Option<&str>) -> Self {
+        if value == Some(known::DELETION_POLICY_ORPHAN) {
+            Self::Orphan
+        } else {
+            Self::Delete
+        }
+    }
 }
 
 fn require_subscribers_and_feeds(schema: &mut Schema) {

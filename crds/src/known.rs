@@ -55,6 +55,11 @@ pub const LABEL_CONFIG_UID: &str = "apps.clusternet.io/config.uid";
 pub const LABEL_SUBS_NAME: &str = "apps.clusternet.io/subs.name";
 /// Label: namespace of the Subscription an object was generated for.
 pub const LABEL_SUBS_NAMESPACE: &str = "apps.clusternet.io/subs.namespace";
+/// Label on a Description: its Subscription's `deletionPolicy`, set only when it is `Orphan`
+/// (the agent then leaves the Description's objects running when they leave the cluster).
+pub const LABEL_DELETION_POLICY: &str = "apps.atoll.dev/deletion-policy";
+/// Value of [`LABEL_DELETION_POLICY`] for `Orphan`.
+pub const DELETION_POLICY_ORPHAN: &str = "Orphan";
 /// Label: uid of the Subscription an object was generated for.
 pub const LABEL_SUBS_UID: &str = "apps.clusternet.io/subs.uid";
 /// Prefix of node labels aggregated onto ManagedClusters.

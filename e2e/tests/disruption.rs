@@ -636,3 +636,169 @@ async fn a_snapshot_that_would_prune_everything_waits_for_a_confirmation_on_the_
     })
     .await;
 }
+
+/// `namespace/name` of every ManagedCluster, space-separated.
+async fn managed_clusters(f: &Fleet) -> Result<String, String> {
+    f.parent
+        .run(&[
+            "get",
+            "managedclusters",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+        ])
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// `uid` of an object in a child, empty when it is absent.
+async fn child_uid(f: &Fleet, kind: &str, ns: Option<&str>, name: &str) -> String {
+    support::jsonpath(f.child("child-1"), kind, ns, name, "{.metadata.uid}")
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn re_registering_into_another_dedicated_namespace_keeps_every_workload_running() {
+    let Some(f) = fleet("re-registration into another namespace", &[]).await else {
+        return;
+    };
+    apply_example(&f, "replication").await;
+    converge(&f, "the replication example", &greeting("hello from atoll")).await;
+    let old_ns = f.dedicated_namespace("child-1");
+    let uids = [
+        child_uid(&f, "namespace", None, "demo").await,
+        child_uid(&f, "configmap", Some("demo"), "web-config").await,
+        child_uid(&f, "deployment", Some("demo"), "web").await,
+    ];
+    assert!(uids.iter().all(|u| !u.is_empty()), "{uids:?}");
+
+    // The parent forgets child-1 while its agent is down, as a restore from a backup taken
+    // before it registered would: its dedicated namespace goes, Descriptions included, and no
+    // agent is told to delete anything.
+    let agent = scenario::kill(&f.dir, "agent-child-1").await.unwrap();
+    wait_clusters(&f, "child-1=Unknown,child-2=True", "child-1 Ready=Unknown").await;
+    f.parent
+        .run(&["delete", "namespace", &old_ns, "--wait=false"])
+        .await
+        .unwrap();
+    eventually("child-1's dedicated namespace gone", CONVERGE, || async {
+        if let Ok(names) = f
+            .parent
+            .run(&["get", "descriptions", "-n", &old_ns, "-o", "name"])
+            .await
+        {
+            for d in names.lines() {
+                let _ = f
+                    .parent
+                    .run(&[
+                        "patch",
+                        d,
+                        "-n",
+                        &old_ns,
+                        "--type=merge",
+                        "-p",
+                        r#"{"metadata":{"finalizers":null}}"#,
+                    ])
+                    .await;
+            }
+        }
+        match support::jsonpath(&f.parent, "namespace", None, &old_ns, "{.metadata.name}").await? {
+            None => Ok(()),
+            Some(_) => Err(format!("{old_ns} still there")),
+        }
+    })
+    .await;
+
+    // Back, the agent's token is unknown: it registers again (this fleet's hub approves
+    // automatically) into a new dedicated namespace, and the scheduler delivers the same
+    // Subscription there.
+    scenario::start_again(&f.dir, &agent, RESTART)
+        .await
+        .unwrap();
+    let (new_ns, _) = eventually(
+        "child-1 registered into a new namespace",
+        CONVERGE,
+        || async {
+            let clusters = managed_clusters(&f).await?;
+            clusters
+                .split_whitespace()
+                .find_map(|c| c.strip_suffix("/child-1"))
+                .filter(|ns| *ns != old_ns)
+                .map(str::to_owned)
+                .ok_or(clusters)
+        },
+    )
+    .await;
+    let owner = format!("{new_ns}.demo.web-everywhere");
+    eventually(
+        "the new registration's Description owns the objects",
+        CONVERGE,
+        || async {
+            let got = support::jsonpath(
+                f.child("child-1"),
+                "configmap",
+                Some("demo"),
+                "web-config",
+                "{.metadata.annotations.apps\\.clusternet\\.io/owned-by-description}",
+            )
+            .await?;
+            if got.as_deref() == Some(owner.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("{got:?}"))
+            }
+        },
+    )
+    .await;
+    // The old registration's inventories go once nothing of theirs is left to delete, and no
+    // prune is held.
+    eventually(
+        "only the new registration's inventory left",
+        CONVERGE,
+        || async {
+            let descriptions = f
+                .child("child-1")
+                .run(&[
+                    "get",
+                    "configmaps",
+                    "-n",
+                    "clusternet-system",
+                    "-l",
+                    "apps.clusternet.io/inventory=true",
+                    "-o",
+                    "jsonpath={.items[*].data.description}",
+                ])
+                .await
+                .map_err(|e| e.to_string())?;
+            if descriptions.trim() == owner {
+                Ok(())
+            } else {
+                Err(descriptions)
+            }
+        },
+    )
+    .await;
+    eventually("no prune held on child-1", CONVERGE, || async {
+        match cluster_condition(&f, &new_ns, "child-1", "PruneHeld").await {
+            None => Ok(()),
+            Some(c) if c.starts_with("False|") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    // Nothing was deleted and created again on the way.
+    let after = [
+        child_uid(&f, "namespace", None, "demo").await,
+        child_uid(&f, "configmap", Some("demo"), "web-config").await,
+        child_uid(&f, "deployment", Some("demo"), "web").await,
+    ];
+    assert_eq!(after, uids, "the same objects run");
+    converge(
+        &f,
+        "the example still everywhere",
+        &greeting("hello from atoll"),
+    )
+    .await;
+}

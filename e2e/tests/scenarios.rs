@@ -460,6 +460,106 @@ async fn deleting_a_subscription_removes_its_objects_from_every_child() {
     f.delete("delete").await;
 }
 
+const ORPHAN: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-orphan}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: keeper, namespace: e2e-orphan}
+data: {a: b}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: keeper, namespace: e2e-orphan}
+spec:
+  deletionPolicy: Orphan
+  subscribers: [{clusterAffinity: {matchLabels: {env: prod}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-orphan}
+    - {apiVersion: v1, kind: ConfigMap, name: keeper, namespace: e2e-orphan}
+"#;
+
+#[tokio::test]
+async fn with_the_orphan_policy_deleting_a_subscription_leaves_its_objects_in_every_child() {
+    let Some(f) = fleet("orphan").await else {
+        return;
+    };
+    let explained = f
+        .parent
+        .run(&["explain", "subscription.spec.deletionPolicy"])
+        .await
+        .unwrap();
+    assert!(explained.contains("Orphan"), "{explained}");
+    f.apply("orphan", ORPHAN).await.unwrap();
+    let present: Vec<Expect> = CHILDREN
+        .into_iter()
+        .map(|c| {
+            expect(
+                c,
+                "configmap",
+                "e2e-orphan",
+                "keeper",
+                "{.data.a}",
+                Some("b"),
+            )
+        })
+        .collect();
+    converge(&f, "the objects in every child", &present).await;
+
+    f.parent
+        .run(&[
+            "delete",
+            "subscription",
+            "keeper",
+            "-n",
+            "e2e-orphan",
+            "--timeout=60s",
+        ])
+        .await
+        .unwrap();
+    // A Description goes only once its agent reported the deletion done.
+    eventually(
+        "no Description of the Subscription left",
+        CONVERGE,
+        || async {
+            let descs = f
+                .parent
+                .run(&["get", "desc", "-A", "-o", "name"])
+                .await
+                .map_err(|e| e.to_string())?;
+            if descs.contains("e2e-orphan.keeper") {
+                Err(descs)
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    for c in CHILDREN {
+        let child = f.child(c);
+        let value = jsonpath(
+            child,
+            "configmap",
+            Some("e2e-orphan"),
+            "keeper",
+            "{.data.a}",
+        )
+        .await;
+        assert_eq!(value, Ok(Some("b".to_owned())), "{c} kept the ConfigMap");
+        let ns = jsonpath(child, "namespace", None, "e2e-orphan", "{.status.phase}").await;
+        assert_eq!(ns, Ok(Some("Active".to_owned())), "{c} kept the namespace");
+    }
+    f.delete("orphan").await;
+    for c in CHILDREN {
+        f.child(c)
+            .run(&["delete", "namespace", "e2e-orphan", "--wait=false"])
+            .await
+            .unwrap();
+    }
+}
+
 const MOVE: &str = r#"
 apiVersion: v1
 kind: Namespace

@@ -240,6 +240,8 @@ pub struct PruneHold {
     pub owned_objects: u32,
     /// The agent's limit, percent.
     pub max_percent: u32,
+    /// Objects of an earlier registration of the cluster it would delete.
+    pub earlier_registration_objects: u32,
 }
 
 impl From<v1::PruneHold> for PruneHold {
@@ -251,6 +253,7 @@ impl From<v1::PruneHold> for PruneHold {
             objects: h.objects,
             owned_objects: h.owned_objects,
             max_percent: h.max_percent,
+            earlier_registration_objects: h.earlier_registration_objects,
         }
     }
 }

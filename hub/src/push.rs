@@ -9,6 +9,7 @@ use crate::domain::{ClusterHeartbeat, ObjectReport, Report, Session};
 use crate::index::{Change, Index, Next};
 use crate::service::Backend;
 use atoll_agent::{Applier, heartbeat, model};
+use atoll_crds::apps::DeletionPolicy;
 use atoll_crds::clusters::{
     ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, SyncMode,
     check_registered,
@@ -467,6 +468,11 @@ impl PushManager {
                         name: name.to_string(),
                         uid: e.uid.clone(),
                         generation: e.generation,
+                        orphan: DeletionPolicy::from_label(
+                            e.labels
+                                .get(known::LABEL_DELETION_POLICY)
+                                .map(String::as_str),
+                        ) == DeletionPolicy::Orphan,
                         objects: e
                             .objects
                             .iter()

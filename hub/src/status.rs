@@ -105,6 +105,9 @@ pub fn status_from_heartbeat(
 
 /// Reason of `PruneHeld=True`.
 pub const REASON_PRUNE_OVER_LIMIT: &str = "PruneOverLimit";
+/// Reason of `PruneHeld=True` when the prune would delete objects an earlier registration of
+/// the cluster applied (it re-registered into another dedicated namespace).
+pub const REASON_PRUNE_OF_EARLIER_REGISTRATION: &str = "PruneOfEarlierRegistration";
 /// Reason of `PruneHeld=False`, once a hold is over (confirmed, or no longer needed).
 pub const REASON_NO_PRUNE_HELD: &str = "NoPruneHeld";
 
@@ -118,19 +121,33 @@ pub fn prune_held_from_heartbeat(
     match &hb.prune_hold {
         Some(h) => {
             let more = h.description_count as usize > h.descriptions.len();
+            let (reason, why) = if h.earlier_registration_objects > 0 {
+                (
+                    REASON_PRUNE_OF_EARLIER_REGISTRATION,
+                    format!(
+                        "{} of them applied for an earlier registration of this cluster and \
+                         taken over by no Description of this one",
+                        h.earlier_registration_objects
+                    ),
+                )
+            } else {
+                (
+                    REASON_PRUNE_OVER_LIMIT,
+                    format!("over its limit of {}%", h.max_percent),
+                )
+            };
             Some((
                 "True",
-                REASON_PRUNE_OVER_LIMIT,
+                reason,
                 format!(
                     "the agent holds back a prune of {} Description(s) the hub no longer has ({}{}): \
-                     {} of the {} objects it owns, over its limit of {}%; if that is intended, \
+                     {} of the {} objects it owns, {why}; if that is intended, \
                      confirm it with the annotation {}={} on this ManagedCluster",
                     h.description_count,
                     h.descriptions.join(", "),
                     if more { ", …" } else { "" },
                     h.objects,
                     h.owned_objects,
-                    h.max_percent,
                     known::ANNOTATION_CONFIRM_PRUNE,
                     h.id,
                 ),
@@ -463,6 +480,7 @@ mod tests {
             objects: 6,
             owned_objects: 8,
             max_percent: 50,
+            earlier_registration_objects: 0,
         });
         let s = status_from_heartbeat(&held, Some(&quiet), now);
         let c = conditions::get(&s.conditions, known::CONDITION_PRUNE_HELD).unwrap();
@@ -479,6 +497,19 @@ mod tests {
         ] {
             assert!(c.message.contains(part), "{part} in {}", c.message);
         }
+        let mut earlier = held.clone();
+        if let Some(h) = earlier.prune_hold.as_mut() {
+            h.earlier_registration_objects = 2;
+        }
+        let e = status_from_heartbeat(&earlier, Some(&quiet), now);
+        let c = conditions::get(&e.conditions, known::CONDITION_PRUNE_HELD).unwrap();
+        assert_eq!(c.reason, REASON_PRUNE_OF_EARLIER_REGISTRATION);
+        assert!(
+            c.message
+                .contains("2 of them applied for an earlier registration"),
+            "{}",
+            c.message
+        );
         let later = ts("2026-01-01T00:01:00Z");
         let s = status_from_heartbeat(&hb(true, true, true), Some(&s), later);
         let c = conditions::get(&s.conditions, known::CONDITION_PRUNE_HELD).unwrap();

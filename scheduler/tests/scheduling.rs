@@ -340,6 +340,38 @@ async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
 }
 
 #[tokio::test]
+async fn the_orphan_deletion_policy_is_labelled_on_every_description_and_removed_with_it() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    let _scheduler = start_scheduler(client).await;
+    let policy_labels = || async {
+        descriptions_of(client, "default", "web")
+            .await
+            .iter()
+            .map(|d| {
+                d.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(atoll_crds::known::LABEL_DELETION_POLICY).cloned())
+            })
+            .collect::<Vec<_>>()
+    };
+    apply(client, web_sub(json!({"deletionPolicy": "Orphan"}))).await;
+    eventually("both Descriptions labelled Orphan", WAIT, || async {
+        (policy_labels().await == vec![Some("Orphan".to_owned()); 2]).then_some(())
+    })
+    .await;
+    apply(client, web_sub(json!({"deletionPolicy": "Delete"}))).await;
+    eventually("the label gone with the policy", WAIT, || async {
+        (policy_labels().await == vec![None; 2]).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
     let parent = parent().await;
     let client = &parent.client;

@@ -55,14 +55,12 @@ fn edited_by_someone_else(description: &PartialObjectMeta<Description>) -> bool 
         .any(|spec| SCHEDULER_SPEC_FIELDS.iter().any(|f| spec.get(f).is_some()))
 }
 
-/// Fingerprint of the labels the scheduler sets on a Description (the keys of `wanted`, read
-/// from `labels`), so that a label edit by someone else is seen as a difference.
-pub fn labels_fingerprint(
-    labels: &BTreeMap<String, String>,
-    wanted: &BTreeMap<String, String>,
-) -> u64 {
+/// Fingerprint of the labels the scheduler sets on a Description ([`SCHEDULER_LABELS`], present
+/// or not), so that a label edit by someone else, or one the scheduler drops, is seen as a
+/// difference.
+pub fn labels_fingerprint(labels: &BTreeMap<String, String>) -> u64 {
     let mut hasher = DefaultHasher::new();
-    for key in wanted.keys() {
+    for key in SCHEDULER_LABELS {
         (key, labels.get(key)).hash(&mut hasher);
     }
     hasher.finish()
@@ -114,10 +112,6 @@ fn record_of(
 ) -> Option<(DescriptionKey, DescriptionRecord)> {
     let labels = description.labels();
     let subscription_uid = labels.get(known::LABEL_SUBS_UID)?.clone();
-    let owned: BTreeMap<String, String> = SCHEDULER_LABELS
-        .iter()
-        .map(|k| ((*k).to_owned(), String::new()))
-        .collect();
     Some((
         (
             description.namespace().unwrap_or_default(),
@@ -129,7 +123,7 @@ fn record_of(
                 .annotations()
                 .get(known::ANNOTATION_RENDER_HASH)
                 .cloned(),
-            labels: labels_fingerprint(labels, &owned),
+            labels: labels_fingerprint(labels),
             deleting: description.metadata.deletion_timestamp.is_some(),
             edited: edited_by_someone_else(description),
         },
@@ -137,13 +131,14 @@ fn record_of(
 }
 
 /// The label keys the scheduler sets on every Description.
-pub const SCHEDULER_LABELS: [&str; 6] = [
+pub const SCHEDULER_LABELS: [&str; 7] = [
     known::LABEL_SUBS_NAME,
     known::LABEL_SUBS_NAMESPACE,
     known::LABEL_SUBS_UID,
     known::LABEL_CLUSTER_ID,
     known::LABEL_CLUSTER_NAME,
     known::LABEL_CREATED_BY,
+    known::LABEL_DELETION_POLICY,
 ];
 
 impl DescriptionIndex {
@@ -337,19 +332,25 @@ mod tests {
     }
 
     #[test]
-    fn label_fingerprint_sees_a_changed_or_missing_scheduler_label_only() {
-        let wanted: BTreeMap<String, String> = [
-            ("a".to_owned(), "1".to_owned()),
-            ("b".to_owned(), "2".to_owned()),
+    fn label_fingerprint_sees_a_changed_added_or_missing_scheduler_label_only() {
+        let mut labels: BTreeMap<String, String> = [
+            (known::LABEL_SUBS_NAME.to_owned(), "web".to_owned()),
+            (known::LABEL_SUBS_UID.to_owned(), "u1".to_owned()),
         ]
         .into();
-        let mut labels = wanted.clone();
-        let base = labels_fingerprint(&labels, &wanted);
+        let base = labels_fingerprint(&labels);
         labels.insert("other".to_owned(), "x".to_owned());
-        assert_eq!(labels_fingerprint(&labels, &wanted), base);
-        labels.insert("b".to_owned(), "3".to_owned());
-        assert_ne!(labels_fingerprint(&labels, &wanted), base);
-        labels.remove("b");
-        assert_ne!(labels_fingerprint(&labels, &wanted), base);
+        assert_eq!(labels_fingerprint(&labels), base);
+        labels.insert(known::LABEL_SUBS_UID.to_owned(), "u2".to_owned());
+        assert_ne!(labels_fingerprint(&labels), base);
+        labels.remove(known::LABEL_SUBS_UID);
+        assert_ne!(labels_fingerprint(&labels), base);
+        labels.insert(known::LABEL_SUBS_UID.to_owned(), "u1".to_owned());
+        labels.insert(known::LABEL_DELETION_POLICY.to_owned(), "Orphan".to_owned());
+        assert_ne!(
+            labels_fingerprint(&labels),
+            base,
+            "a label only sometimes set counts"
+        );
     }
 }

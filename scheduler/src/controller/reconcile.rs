@@ -8,7 +8,8 @@ use crate::Error;
 use crate::error::KubeError;
 use crate::placement::{self, ClusterInfo};
 use atoll_crds::apps::{
-    Description, Globalization, Localization, Manifest, Subscription, SubscriptionStatus,
+    DeletionPolicy, Description, Globalization, Localization, Manifest, Subscription,
+    SubscriptionStatus,
 };
 use atoll_crds::atoll::FeedGrant;
 use atoll_crds::clusters::{
@@ -344,7 +345,7 @@ async fn ensure_finalizer(sub: &Subscription, ctx: &Context) -> Result<(), Error
 
 /// The labels every Description of `sub` for `cluster` carries.
 fn description_labels(sub: &Subscription, cluster: &ClusterInfo) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let mut labels = BTreeMap::from([
         (known::LABEL_SUBS_NAME.to_owned(), sub.name_any()),
         (
             known::LABEL_SUBS_NAMESPACE.to_owned(),
@@ -360,7 +361,14 @@ fn description_labels(sub: &Subscription, cluster: &ClusterInfo) -> BTreeMap<Str
             known::LABEL_CREATED_BY.to_owned(),
             known::CREATED_BY_SCHEDULER.to_owned(),
         ),
-    ])
+    ]);
+    if sub.spec.deletion_policy == Some(DeletionPolicy::Orphan) {
+        labels.insert(
+            known::LABEL_DELETION_POLICY.to_owned(),
+            known::DELETION_POLICY_ORPHAN.to_owned(),
+        );
+    }
+    labels
 }
 
 /// The server-side apply body of a Description, borrowing the rendered objects (serialised
@@ -413,8 +421,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
                 waiting = true;
                 continue;
             }
-            let labels_match =
-                existing.labels == super::index::labels_fingerprint(&labels, &labels);
+            let labels_match = existing.labels == super::index::labels_fingerprint(&labels);
             // An edit by someone else is undone by applying the rendered content again.
             if labels_match
                 && !existing.edited
