@@ -38,6 +38,17 @@ pub const REPLICAS_PATH: &str = "/spec/replicas";
 pub const ANNOTATION_KUBECTL_LAST_APPLIED: &str =
     "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Annotations the parent's own controllers write on feeds, describing the parent's state (the
+/// Deployment controller's rollout revision, the DaemonSet controller's template generation).
+/// They are stripped: a child's controllers write their own, and the parent's changing them must
+/// not re-render (and re-write) every Description of the feed.
+pub const PARENT_CONTROLLER_ANNOTATIONS: [&str; 4] = [
+    "deployment.kubernetes.io/revision",
+    "deployment.kubernetes.io/desired-replicas",
+    "deployment.kubernetes.io/max-replicas",
+    "deprecated.daemonset.template.generation",
+];
+
 /// Where the replica count of a divisible kind lives: `/spec/replicas` for apps/v1 Deployment,
 /// StatefulSet and ReplicaSet; `None` for every other kind (not divisible).
 pub fn replica_path(api_version: &str, kind: &str) -> Option<&'static str> {
@@ -274,8 +285,8 @@ pub fn place_replicas(doc: &mut Value, divided: DividedReplicas) -> Result<(), E
 /// `metadata.{uid, resourceVersion, generation, creationTimestamp, deletionTimestamp,
 /// deletionGracePeriodSeconds, managedFields, selfLink, ownerReferences}`, plus the
 /// `kubectl.kubernetes.io/last-applied-configuration` and
-/// `clusternet.io/last-applied-configuration` annotations (an emptied `annotations` map is
-/// removed too).
+/// `clusternet.io/last-applied-configuration` annotations and those of
+/// [`PARENT_CONTROLLER_ANNOTATIONS`] (an emptied `annotations` map is removed too).
 pub fn strip_server_fields(doc: &mut Value) {
     let Some(obj) = doc.as_object_mut() else {
         return;
@@ -301,6 +312,9 @@ pub fn strip_server_fields(doc: &mut Value) {
         Some(annotations) => {
             annotations.remove(ANNOTATION_KUBECTL_LAST_APPLIED);
             annotations.remove(atoll_crds::known::ANNOTATION_LAST_APPLIED_CONFIG);
+            for annotation in PARENT_CONTROLLER_ANNOTATIONS {
+                annotations.remove(annotation);
+            }
             annotations.is_empty()
         }
         None => false,

@@ -304,6 +304,15 @@ fn rendering_strips_server_fields_and_status() {
 }
 
 #[test]
+fn what_the_parents_controllers_annotate_on_a_feed_changes_nothing_rendered() {
+    let before = render(&deployment(), &[], None).unwrap();
+    let mut annotated = deployment();
+    annotated["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!("2");
+    annotated["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = json!("1");
+    assert_eq!(render(&annotated, &[], None).unwrap(), before);
+}
+
+#[test]
 fn divided_replicas_are_placed_after_every_override() {
     let sets = vec![set(
         OverrideKind::Localization,
