@@ -372,6 +372,71 @@ async fn the_orphan_deletion_policy_is_labelled_on_every_description_and_removed
 }
 
 #[tokio::test]
+async fn a_feed_change_rendering_does_not_see_starts_no_pass() {
+    let parent = parent().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 1)).await;
+    let metrics = atoll_scheduler::controller::Metrics::default();
+    let _scheduler = start_scheduler_with_metrics(client, metrics.clone()).await;
+    apply(client, web_sub(json!({}))).await;
+    wait_replicas(client, vec![("clusternet-a", 1)]).await;
+    // Settled: no pass for a second.
+    let settled = eventually("the scheduler idle", WAIT, || async {
+        let before = metrics.reconciles.get();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (metrics.reconciles.get() == before).then_some(before)
+    })
+    .await;
+
+    // What the parent's Deployment controller writes: status, and its revision annotation.
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client.clone(), "default");
+    let merge = |patch| kube::api::Patch::Merge(patch);
+    let params = kube::api::PatchParams::default();
+    for n in 1..=3 {
+        deployments
+            .patch_status(
+                "web",
+                &params,
+                &merge(json!({"status": {"observedGeneration": n, "replicas": n}})),
+            )
+            .await
+            .unwrap();
+    }
+    deployments
+        .patch(
+            "web",
+            &params,
+            &merge(
+                json!({"metadata": {"annotations": {"deployment.kubernetes.io/revision": "1"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        metrics.reconciles.get(),
+        settled,
+        "a pass for status or a revision"
+    );
+
+    // A change the children see makes a pass.
+    deployments
+        .patch(
+            "web",
+            &params,
+            &merge(json!({"metadata": {"labels": {"tier": "web"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("a pass for a new label", WAIT, || async {
+        (metrics.reconciles.get() > settled).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
     let parent = parent().await;
     let client = &parent.client;

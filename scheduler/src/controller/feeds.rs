@@ -168,6 +168,7 @@ impl FeedWatches {
         let triggers = self.triggers.clone();
         let api_version = resource.api_version.clone();
         let kind = resource.kind.clone();
+        let resource_of = (api_version.clone(), kind.clone());
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(|object: &mut DynamicObject| object.metadata.managed_fields = None)
@@ -176,12 +177,16 @@ impl FeedWatches {
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             let mut listed = false;
+            let mut prints = ContentPrints::default();
             while let Some(event) = stream.next().await {
                 match event {
+                    Ok(watcher::Event::Init) => prints.init(),
+                    Ok(watcher::Event::InitApply(object)) => prints.init_apply(&object),
                     // A (re-)list may hide changes made while the watch was down (the watch
                     // expired, or the API server restarted): every Subscription with a feed of
                     // this kind needs a pass.
                     Ok(event @ watcher::Event::InitDone) => {
+                        prints.init_done();
                         epoch.bump();
                         if !super::is_relist(&event, &mut listed) {
                             continue;
@@ -192,23 +197,22 @@ impl FeedWatches {
                             }
                         }
                     }
-                    Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
-                        epoch.bump();
-                        let namespace = object.namespace().unwrap_or_default();
-                        let name = object.name_any();
-                        for sub in subscriptions_naming(
-                            &subscriptions,
-                            &api_version,
-                            &kind,
-                            &namespace,
-                            &name,
-                        ) {
-                            if triggers.send(sub).await.is_err() {
+                    // A change of nothing rendering sees (status, say) needs no pass.
+                    Ok(watcher::Event::Apply(object)) => {
+                        if prints.changed(&object) {
+                            epoch.bump();
+                            if !notify(&subscriptions, &triggers, &resource_of, &object).await {
                                 return;
                             }
                         }
                     }
-                    Ok(_) => {}
+                    Ok(watcher::Event::Delete(object)) => {
+                        prints.forget(&object);
+                        epoch.bump();
+                        if !notify(&subscriptions, &triggers, &resource_of, &object).await {
+                            return;
+                        }
+                    }
                     Err(e) => tracing::warn!(%api_version, %kind, error = %e, "feed watch failed"),
                 }
             }
@@ -314,6 +318,85 @@ impl FeedWatches {
 
 /// The feed kinds that Subscriptions not being deleted name: the kinds whose watches are
 /// still needed.
+/// Sends every Subscription naming `object` (of kind `(api_version, kind)`) to be reconciled.
+/// False when the controller stopped listening.
+async fn notify(
+    subscriptions: &Store<Subscription>,
+    triggers: &mpsc::Sender<ObjectRef<Subscription>>,
+    (api_version, kind): &(String, String),
+    object: &DynamicObject,
+) -> bool {
+    let namespace = object.namespace().unwrap_or_default();
+    for sub in subscriptions_naming(
+        subscriptions,
+        api_version,
+        kind,
+        &namespace,
+        &object.name_any(),
+    ) {
+        if triggers.send(sub).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// What each feed object of one kind renders to, as a fingerprint: a watch event that changes
+/// only what rendering strips (the parent's controllers writing status, a rollout revision) needs
+/// no pass of its Subscriptions. Feeds are shared by many Subscriptions of many clusters each, so
+/// a Deployment's status churning in the parent would otherwise re-render them all.
+#[derive(Default)]
+struct ContentPrints {
+    current: HashMap<(String, String), u64>,
+    /// Filled during a (re-)list, swapped in when it completes (objects deleted meanwhile go).
+    relisting: Option<HashMap<(String, String), u64>>,
+}
+
+impl ContentPrints {
+    fn init(&mut self) {
+        self.relisting = Some(HashMap::new());
+    }
+
+    fn init_apply(&mut self, object: &DynamicObject) {
+        if let Some(relisting) = &mut self.relisting {
+            relisting.insert(object_key(object), content_fingerprint(object));
+        }
+    }
+
+    fn init_done(&mut self) {
+        if let Some(relisted) = self.relisting.take() {
+            self.current = relisted;
+        }
+    }
+
+    /// Records a watched change of `object`: whether what it renders to changed. Being deleted
+    /// (a deletionTimestamp) is a change.
+    fn changed(&mut self, object: &DynamicObject) -> bool {
+        let print = content_fingerprint(object);
+        let before = self.current.insert(object_key(object), print);
+        object.metadata.deletion_timestamp.is_some() || before != Some(print)
+    }
+
+    /// Forgets a deleted object.
+    fn forget(&mut self, object: &DynamicObject) {
+        self.current.remove(&object_key(object));
+    }
+}
+
+fn object_key(object: &DynamicObject) -> (String, String) {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+/// A hash of `object` as rendering sees it (server fields and status stripped).
+fn content_fingerprint(object: &DynamicObject) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut doc = serde_json::to_value(object).unwrap_or(Value::Null);
+    crate::overrides::strip_server_fields(&mut doc);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    doc.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
 pub fn named_kinds(subscriptions: &[Arc<Subscription>]) -> HashSet<GroupVersionKind> {
     subscriptions
         .iter()
@@ -519,5 +602,67 @@ mod tests {
             names(subscriptions_naming(&store, "v1", "ConfigMap", "apps", "z")),
             ["b"]
         );
+    }
+
+    fn deployment(patch: serde_json::Value) -> DynamicObject {
+        let mut doc = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "apps", "resourceVersion": "1", "generation": 1},
+            "spec": {"replicas": 3},
+        });
+        json_patch::merge(&mut doc, &patch);
+        serde_json::from_value(doc).unwrap()
+    }
+
+    #[test]
+    fn only_changes_rendering_sees_make_a_feed_changed() {
+        let mut prints = ContentPrints::default();
+        assert!(
+            prints.changed(&deployment(serde_json::json!({}))),
+            "first sight"
+        );
+        let not_rendered = [
+            serde_json::json!({"metadata": {"resourceVersion": "2"}, "status": {"readyReplicas": 3}}),
+            serde_json::json!({"metadata": {"resourceVersion": "3", "annotations": {"deployment.kubernetes.io/revision": "1"}}}),
+        ];
+        for patch in not_rendered {
+            assert!(!prints.changed(&deployment(patch.clone())), "{patch}");
+        }
+        let rendered = [
+            serde_json::json!({"spec": {"replicas": 4}}),
+            serde_json::json!({"spec": {"replicas": 4}, "metadata": {"labels": {"tier": "web"}}}),
+            serde_json::json!({"spec": {"replicas": 4}, "metadata": {"labels": {"tier": "web"}, "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        ];
+        for patch in rendered {
+            assert!(prints.changed(&deployment(patch.clone())), "{patch}");
+        }
+        prints.forget(&deployment(serde_json::json!({})));
+        assert!(
+            prints.changed(&deployment(serde_json::json!({}))),
+            "seen again after a deletion"
+        );
+    }
+
+    #[test]
+    fn a_relist_replaces_the_fingerprints_so_objects_deleted_meanwhile_are_forgotten() {
+        let mut prints = ContentPrints::default();
+        prints.changed(&deployment(serde_json::json!({})));
+        prints.init();
+        prints.init_apply(&deployment(
+            serde_json::json!({"metadata": {"name": "api"}}),
+        ));
+        assert!(
+            !prints.changed(&deployment(serde_json::json!({}))),
+            "old prints serve until done"
+        );
+        prints.init_done();
+        assert_eq!(prints.current.len(), 1);
+        assert!(
+            prints.changed(&deployment(serde_json::json!({}))),
+            "web was gone from the list"
+        );
+        assert!(!prints.changed(&deployment(
+            serde_json::json!({"metadata": {"name": "api"}})
+        )));
     }
 }
