@@ -181,6 +181,17 @@ impl DescriptionIndex {
         false
     }
 
+    /// Records a Description the scheduler has just written, before its watch event arrives:
+    /// a pass meanwhile (another input changed) must not see it missing or outdated and write
+    /// it again. Its watch event, or someone else's edit after it, replaces the record.
+    pub fn record_write(&self, key: DescriptionKey, record: DescriptionRecord) {
+        let mut inner = self.0.write();
+        if let Some(relisting) = inner.relisting.as_mut() {
+            relisting.insert(key.clone(), record.clone());
+        }
+        inner.maps.insert(key, record);
+    }
+
     /// Whether the first list has been seen.
     pub fn is_synced(&self) -> bool {
         self.0.read().synced
@@ -225,6 +236,42 @@ mod tests {
 
     fn key(ns: &str, name: &str) -> DescriptionKey {
         (ns.to_owned(), name.to_owned())
+    }
+
+    #[test]
+    fn a_write_is_known_before_its_watch_event_and_survives_a_relist_in_progress() {
+        let index = DescriptionIndex::default();
+        let written = |hash: &str| DescriptionRecord {
+            subscription_uid: "u1".to_owned(),
+            render_hash: Some(hash.to_owned()),
+            labels: 0,
+            deleting: false,
+            edited: false,
+        };
+        index.record_write(key("c1", "default.web"), written("h1"));
+        assert_eq!(index.get("c1", "default.web"), Some(written("h1")));
+        assert_eq!(index.of("u1"), vec![key("c1", "default.web")]);
+
+        index.observe(&Event::Init);
+        index.record_write(key("c2", "default.web"), written("h1"));
+        index.observe(&Event::InitDone);
+        assert_eq!(index.get("c2", "default.web"), Some(written("h1")));
+        assert_eq!(
+            index.get("c1", "default.web"),
+            None,
+            "not in the relist: gone"
+        );
+
+        // The watch event of someone else's later edit replaces the record.
+        index.observe(&Event::Apply(desc("c2", "default.web", "u1", "h9")));
+        assert_eq!(
+            index
+                .get("c2", "default.web")
+                .unwrap()
+                .render_hash
+                .as_deref(),
+            Some("h9")
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! parent should hold, and writes Descriptions and status with server-side apply.
 
 use super::feeds::{FeedProblem, FeedWatches};
+use super::index::DescriptionRecord;
 use super::metrics::{ErrorLabels, Metrics};
 use super::plan::{self, Plan, PlannedCondition, ResolvedFeed, Unresolved};
 use crate::Error;
@@ -449,10 +450,18 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         // metadata only and drop it.
         let request = kube::core::Request::new(Description::url_path(&(), Some(&namespace)))
             .patch_metadata(&name, &params, &Patch::Apply(&description));
-        writes.push((format!("{namespace}/{name}"), request));
+        let written = DescriptionRecord {
+            subscription_uid: sub.uid().unwrap_or_default(),
+            render_hash: Some(hash.clone()),
+            labels: super::index::labels_fingerprint(&labels),
+            deleting: false,
+            edited: false,
+        };
+        writes.push(((namespace, name.clone()), request, written));
     }
     stream::iter(writes)
-        .map(|(target, request)| async move {
+        .map(|(key, request, written)| async move {
+            let target = format!("{}/{}", key.0, key.1);
             let request = request.map_err(|e| {
                 api_error("apply Description", target.clone())(kube::Error::BuildRequest(e))
             })?;
@@ -460,6 +469,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
                 .request_text(request)
                 .await
                 .map_err(api_error("apply Description", target))?;
+            ctx.stores.descriptions.record_write(key, written);
             ctx.metrics.descriptions_written.inc();
             Ok::<(), Error>(())
         })
