@@ -11,7 +11,6 @@ use crate::identity::{self, Credentials};
 use crate::model::{Description, Phase, Report};
 use crate::prune::{self, PruneHold};
 use crate::{Error, VERSION};
-use atoll_crds::apps::DeletionPolicy;
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
 use atoll_runtime::text::truncate;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -761,11 +760,7 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
         name: up.name.clone(),
         uid: up.uid.clone(),
         generation: up.generation,
-        orphan: DeletionPolicy::from_label(
-            up.labels
-                .get(atoll_crds::known::LABEL_DELETION_POLICY)
-                .map(String::as_str),
-        ) == DeletionPolicy::Orphan,
+        orphan: crate::model::orphans(up.labels.get(atoll_crds::known::LABEL_DELETION_POLICY)),
         objects: up
             .objects
             .iter()

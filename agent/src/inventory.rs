@@ -98,8 +98,7 @@ pub fn from_config_map(cm: &ConfigMap) -> Option<Inventory> {
         description,
         uid: data.get("uid").cloned().unwrap_or_default(),
         objects,
-        orphan: data.get(DATA_DELETION_POLICY).map(String::as_str)
-            == Some(atoll_crds::known::DELETION_POLICY_ORPHAN),
+        orphan: crate::model::orphans(data.get(DATA_DELETION_POLICY)),
     })
 }
 

@@ -1,6 +1,7 @@
 //! Domain types of the agent: what a Description asks for and what the agent reports back.
 //! Free of protobuf types; the hub client converts at its gRPC edge.
 
+use atoll_crds::apps::DeletionPolicy;
 use serde_json::Value;
 use std::fmt;
 
@@ -28,6 +29,12 @@ pub struct Description {
     /// The Subscription's `deletionPolicy` is `Orphan`: objects leaving the cluster (the
     /// Description deleted or pruned, an object dropped from it) are left running, unmanaged.
     pub orphan: bool,
+}
+
+/// Whether a Description whose deletion-policy label (or inventory record) is `value` orphans
+/// its objects; see [`DeletionPolicy::from_label`].
+pub fn orphans(value: Option<&String>) -> bool {
+    DeletionPolicy::from_label(value.map(String::as_str)) == DeletionPolicy::Orphan
 }
 
 impl Description {

@@ -9,7 +9,6 @@ use crate::domain::{ClusterHeartbeat, ObjectReport, Report, Session};
 use crate::index::{Change, Index, Next};
 use crate::service::Backend;
 use atoll_agent::{Applier, heartbeat, model};
-use atoll_crds::apps::DeletionPolicy;
 use atoll_crds::clusters::{
     ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, SyncMode,
     check_registered,
@@ -468,11 +467,7 @@ impl PushManager {
                         name: name.to_string(),
                         uid: e.uid.clone(),
                         generation: e.generation,
-                        orphan: DeletionPolicy::from_label(
-                            e.labels
-                                .get(known::LABEL_DELETION_POLICY)
-                                .map(String::as_str),
-                        ) == DeletionPolicy::Orphan,
+                        orphan: model::orphans(e.labels.get(known::LABEL_DELETION_POLICY)),
                         objects: e
                             .objects
                             .iter()

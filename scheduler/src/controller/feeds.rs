@@ -168,7 +168,6 @@ impl FeedWatches {
         let triggers = self.triggers.clone();
         let api_version = resource.api_version.clone();
         let kind = resource.kind.clone();
-        let resource_of = (api_version.clone(), kind.clone());
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(|object: &mut DynamicObject| object.metadata.managed_fields = None)
@@ -201,7 +200,9 @@ impl FeedWatches {
                     Ok(watcher::Event::Apply(object)) => {
                         if prints.changed(&object) {
                             epoch.bump();
-                            if !notify(&subscriptions, &triggers, &resource_of, &object).await {
+                            if !notify(&subscriptions, &triggers, &api_version, &kind, &object)
+                                .await
+                            {
                                 return;
                             }
                         }
@@ -209,7 +210,7 @@ impl FeedWatches {
                     Ok(watcher::Event::Delete(object)) => {
                         prints.forget(&object);
                         epoch.bump();
-                        if !notify(&subscriptions, &triggers, &resource_of, &object).await {
+                        if !notify(&subscriptions, &triggers, &api_version, &kind, &object).await {
                             return;
                         }
                     }
@@ -316,14 +317,13 @@ impl FeedWatches {
     }
 }
 
-/// The feed kinds that Subscriptions not being deleted name: the kinds whose watches are
-/// still needed.
-/// Sends every Subscription naming `object` (of kind `(api_version, kind)`) to be reconciled.
+/// Sends every Subscription naming `object` (of `api_version` and `kind`) to be reconciled.
 /// False when the controller stopped listening.
 async fn notify(
     subscriptions: &Store<Subscription>,
     triggers: &mpsc::Sender<ObjectRef<Subscription>>,
-    (api_version, kind): &(String, String),
+    api_version: &str,
+    kind: &str,
     object: &DynamicObject,
 ) -> bool {
     let namespace = object.namespace().unwrap_or_default();
@@ -397,6 +397,8 @@ fn content_fingerprint(object: &DynamicObject) -> u64 {
     hasher.finish()
 }
 
+/// The feed kinds that Subscriptions not being deleted name: the kinds whose watches are
+/// still needed.
 pub fn named_kinds(subscriptions: &[Arc<Subscription>]) -> HashSet<GroupVersionKind> {
     subscriptions
         .iter()

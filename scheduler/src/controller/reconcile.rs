@@ -415,6 +415,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         let hash = &rendered.hash;
         let namespace = cluster_plan.cluster.namespace.clone();
         let labels = description_labels(sub, &cluster_plan.cluster);
+        let labels_print = super::index::labels_fingerprint(&labels);
         if let Some(existing) = ctx.stores.descriptions.get(&namespace, &name) {
             if existing.deleting {
                 // It is being removed (e.g. the cluster was unbound a moment ago); write it anew
@@ -422,7 +423,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
                 waiting = true;
                 continue;
             }
-            let labels_match = existing.labels == super::index::labels_fingerprint(&labels);
+            let labels_match = existing.labels == labels_print;
             // An edit by someone else is undone by applying the rendered content again.
             if labels_match
                 && !existing.edited
@@ -453,7 +454,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         let written = DescriptionRecord {
             subscription_uid: sub.uid().unwrap_or_default(),
             render_hash: Some(hash.clone()),
-            labels: super::index::labels_fingerprint(&labels),
+            labels: labels_print,
             deleting: false,
             edited: false,
         };
