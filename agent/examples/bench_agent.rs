@@ -1,6 +1,6 @@
 //! The issue-5 agent benchmarks, release build:
 //!
-//! 1. **Apply throughput**: the real [`atoll_agent::Applier`] against a child devcluster served
+//! 1. **Apply throughput**: the real [`atoll_applier::Applier`] against a child devcluster served
 //!    by a runtime thread of its own applies one Description of 1,000 small ConfigMaps: first as
 //!    generation 1 (every object created), then generation 2 with changed data (every object
 //!    updated), then generation 2 again (nothing changed). Each round uses a fresh devcluster and
@@ -21,7 +21,7 @@
 //! directory).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use atoll_agent::{Applier, Phase};
+use atoll_applier::{Applier, Phase};
 use atoll_bench::{
     BOOTSTRAP_TOKEN, OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, status_kib,
 };
@@ -66,8 +66,8 @@ fn cm(name: &str, value: &str) -> Value {
            "metadata": {"name": name, "namespace": "default"}, "data": {"k": value}})
 }
 
-fn bulk(generation: i64, value: &str) -> atoll_agent::Description {
-    atoll_agent::Description {
+fn bulk(generation: i64, value: &str) -> atoll_applier::Description {
+    atoll_applier::Description {
         namespace: "clusternet-bench".into(),
         name: "default.bulk".into(),
         uid: "uid-bulk".into(),
@@ -96,7 +96,7 @@ fn all_secs(v: &[Duration]) -> String {
 }
 
 /// Times one apply and checks that every object was applied.
-async fn timed_apply(applier: &Applier, d: &atoll_agent::Description) -> Duration {
+async fn timed_apply(applier: &Applier, d: &atoll_applier::Description) -> Duration {
     let t = Instant::now();
     let report = applier.apply(d).await;
     let elapsed = t.elapsed();
@@ -191,11 +191,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
+    atoll_testkit::eventually(what, timeout, || {
         for (name, child, err) in procs.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!(
@@ -204,12 +200,9 @@ where
                 );
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        check()
+    })
+    .await
 }
 
 fn spawn(bin: &Path, args: &[String], dir: &Path, name: &str) -> tokio::process::Child {

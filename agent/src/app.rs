@@ -1,9 +1,10 @@
-//! Command-line flags of `atoll-agent` and the process wiring behind `main`.
+//! The `atoll-agent` process: its command-line flags and the wiring behind `main`.
 
 use crate::Error;
-use crate::applier::Applier;
 use crate::hub::{Agent, AgentConfig, Transport};
+use atoll_applier::Applier;
 use atoll_runtime::args::{AdminArgs, ClientArgs, TelemetryArgs};
+use atoll_runtime::process::Process;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -128,29 +129,20 @@ impl Args {
 }
 
 /// Runs the agent until SIGINT/SIGTERM.
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    atoll_runtime::telemetry::init(&args.telemetry)?;
+pub async fn run(args: Args) -> Result<(), Error> {
     let config = args.agent_config()?;
-    let child = atoll_runtime::client::client(&args.client).await?;
-    let readiness = atoll_runtime::admin::Readiness::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(crate::metrics::Metrics::register(&mut registry));
-    let registry = Arc::new(registry);
-    let (addr, admin) =
-        atoll_runtime::admin::serve(args.admin.admin_listen, registry, readiness.clone()).await?;
-    tracing::info!(%addr, "admin server listening");
-    tokio::spawn(async move {
-        if let Err(e) = admin.await {
-            tracing::error!(error = %e, "admin server stopped");
-        }
-    });
+    let mut process = Process::start(&args.telemetry, &args.client).await?;
+    let (metrics, applier_metrics) = crate::metrics::Metrics::register(process.registry());
+    let child = process.client();
+    let readiness = process.readiness();
     let applier = Arc::new(
         Applier::new(child.clone(), atoll_crds::known::FIELD_MANAGER_AGENT)
             .with_adopt_existing(args.adopt_existing)
             .with_allowed_namespaces(parse_namespaces(&args.namespaces))
-            .with_metrics(metrics),
+            .with_metrics(applier_metrics),
     );
-    let agent = Agent::new(child, config, applier);
+    let agent = Agent::new(child, config, applier).with_metrics(metrics);
+    // Ready while connected to the hub.
     let mut state = agent.subscribe();
     tokio::spawn(async move {
         while state.changed().await.is_ok() {
@@ -158,31 +150,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             readiness.set(connected);
         }
     });
-    agent.run(shutdown_signal()).await?;
-    tracing::info!("agent stopped");
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
+    process
+        .run(&args.admin, |shutdown| agent.run(shutdown.requested()))
+        .await
 }
 
 #[cfg(test)]

@@ -5,12 +5,12 @@
 //! Built so that many agents can share one process: no global state, no threads of its own (a
 //! few tokio tasks per agent), and only the Descriptions' objects in memory.
 
-use crate::applier::{Applier, Notice};
-use crate::heartbeat;
 use crate::identity::{self, Credentials};
-use crate::model::{Description, Phase, Report};
-use crate::prune::{self, PruneHold};
 use crate::{Error, VERSION};
+use atoll_applier::heartbeat;
+use atoll_applier::model::{Description, Phase, Report};
+use atoll_applier::prune::{self, PruneHold};
+use atoll_applier::{Applier, Notice};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
 use atoll_runtime::text::truncate;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -226,6 +226,7 @@ pub struct Agent {
     child: kube::Client,
     config: AgentConfig,
     applier: Arc<Applier>,
+    metrics: Arc<crate::metrics::Metrics>,
     channel: Option<Channel>,
     notices: mpsc::UnboundedReceiver<Notice>,
     state: watch::Sender<ConnectionState>,
@@ -245,12 +246,19 @@ impl Agent {
             child,
             config,
             applier,
+            metrics: Arc::default(),
             channel: None,
             notices,
             state: watch::channel(ConnectionState::default()).0,
             cluster_id: None,
             presented_stored: false,
         }
+    }
+
+    /// Counts its hub connection into these metrics (by default, unregistered ones).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Uses this channel instead of dialing `hub_url` (tests, in-process fleets).
@@ -312,16 +320,13 @@ impl Agent {
                             "stream closed by the hub".to_owned()
                         }
                     };
-                    crate::metrics::Metrics::count(
-                        &self.applier.metrics().connect_failures,
-                        "dropped",
-                    );
+                    atoll_applier::metrics::count(&self.metrics.connect_failures, "dropped");
                     self.state.send_modify(|s| s.last_error = Some(reason));
                 }
                 Ok(SessionEnd::Refused(status)) => {
                     let message = status.message().to_owned();
-                    crate::metrics::Metrics::count(
-                        &self.applier.metrics().connect_failures,
+                    atoll_applier::metrics::count(
+                        &self.metrics.connect_failures,
                         &format!("{:?}", status.code()),
                     );
                     match status.code() {
@@ -352,10 +357,7 @@ impl Agent {
                     });
                 }
                 Err(e) => {
-                    crate::metrics::Metrics::count(
-                        &self.applier.metrics().connect_failures,
-                        e.metric_label(),
-                    );
+                    atoll_applier::metrics::count(&self.metrics.connect_failures, e.label());
                     tracing::warn!(error = %e, "hub session failed");
                     self.state.send_modify(|s| {
                         s.connected = false;
@@ -439,7 +441,7 @@ impl Agent {
         // Earlier registrations of this cluster with this hub: their Descriptions' objects are
         // taken over by this registration's namesakes and never pruned unasked.
         let previous = match &stored {
-            Some(creds) => crate::scope::previous_namespaces(
+            Some(creds) => atoll_applier::scope::previous_namespaces(
                 &creds.previous_namespaces,
                 &creds.namespace,
                 creds.hub_url == self.config.hub_url && creds.cluster_id == cluster_id,
@@ -474,10 +476,12 @@ impl Agent {
                 tracing::info!(namespace = %welcome.namespace, ?previous, secret = %format!("{state_namespace}/{}", identity::PARENT_SECRET), "stored the cluster token");
             }
         }
-        self.applier
-            .set_scope(crate::scope::Scope::new(&welcome.namespace, previous));
+        self.applier.set_scope(atoll_applier::scope::Scope::new(
+            &welcome.namespace,
+            previous,
+        ));
         tracing::info!(namespace = %welcome.namespace, cluster = %welcome.managed_cluster_name, epoch = welcome.epoch, "connected to the hub");
-        let metrics = self.applier.metrics().clone();
+        let metrics = self.metrics.clone();
         metrics.connected.set(1);
         metrics.sessions.inc();
         self.state.send_modify(|s| {
@@ -549,10 +553,10 @@ impl Agent {
                 atoll_crds::known::ANNOTATION_CONFIRM_PRUNE,
                 held.id,
             );
-            self.applier.metrics().prune_held.set(1);
+            self.metrics.prune_held.set(1);
             return Some(held);
         }
-        self.applier.metrics().prune_held.set(0);
+        self.metrics.prune_held.set(0);
         let pruned = self.applier.prune(&plan).await;
         if !pruned.is_empty() {
             tracing::info!(?pruned, "pruned Descriptions the hub no longer has");
@@ -760,7 +764,9 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
         name: up.name.clone(),
         uid: up.uid.clone(),
         generation: up.generation,
-        orphan: crate::model::orphans(up.labels.get(atoll_crds::known::LABEL_DELETION_POLICY)),
+        orphan: atoll_applier::model::orphans(
+            up.labels.get(atoll_crds::known::LABEL_DELETION_POLICY),
+        ),
         objects: up
             .objects
             .iter()
@@ -887,7 +893,7 @@ pub fn heartbeat_message(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ObjectRef, ObjectReport, Phase};
+    use atoll_applier::model::{ObjectRef, ObjectReport, Phase};
 
     #[test]
     fn backoff_grows_exponentially_up_to_the_cap_with_jitter() {

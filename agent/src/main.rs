@@ -1,8 +1,8 @@
-//! `atoll-agent`: see `atoll_agent::cli`.
+//! `atoll-agent`: see `atoll_agent::app`.
 
 use clap::Parser;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    atoll_agent::cli::run(atoll_agent::cli::Args::parse()).await
+    Ok(atoll_agent::app::run(atoll_agent::app::Args::parse()).await?)
 }

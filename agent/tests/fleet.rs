@@ -7,8 +7,10 @@
 mod common;
 
 use atoll_agent::hub::Backoff;
-use atoll_agent::{Agent, AgentConfig, Applier};
-use common::{BOOTSTRAP, TestHub, cm, serve};
+use atoll_agent::{Agent, AgentConfig};
+use atoll_applier::Applier;
+use atoll_testkit::BOOTSTRAP_TOKEN;
+use common::{TestHub, cm, serve};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,7 +54,7 @@ async fn a_fleet_of_agents_shares_one_process_with_little_memory_each() {
     let mut stops = Vec::with_capacity(n);
     for i in 0..n {
         let client = child.client().await.unwrap();
-        let mut config = AgentConfig::new(&url, BOOTSTRAP, &format!("sim-{i}"));
+        let mut config = AgentConfig::new(&url, BOOTSTRAP_TOKEN, &format!("sim-{i}"));
         config.backoff = Backoff {
             initial: Duration::from_millis(100),
             max: Duration::from_secs(2),

@@ -6,9 +6,9 @@ fn assert_send<T: Send>(_: T) {}
 
 #[allow(dead_code)]
 async fn every_public_future_is_send(
-    applier: atoll_agent::Applier,
+    applier: atoll_applier::Applier,
     agent: atoll_agent::Agent,
-    d: atoll_agent::Description,
+    d: atoll_applier::Description,
     client: kube::Client,
 ) {
     assert_send(applier.apply(&d));
@@ -19,13 +19,13 @@ async fn every_public_future_is_send(
     assert_send(atoll_agent::identity::load(&client, "ns"));
     let creds = atoll_agent::identity::Credentials::default();
     assert_send(atoll_agent::identity::store(&client, "ns", &creds, "x"));
-    assert_send(atoll_agent::heartbeat::collect(&client));
+    assert_send(atoll_applier::heartbeat::collect(&client));
     assert_send(agent.run(async {}));
 }
 
 #[test]
 fn agent_and_applier_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
-    check::<atoll_agent::Applier>();
+    check::<atoll_applier::Applier>();
     check::<atoll_agent::Agent>();
 }

@@ -4,15 +4,20 @@
 mod common;
 
 use atoll_agent::hub::Backoff;
-use atoll_agent::{Agent, AgentConfig, Applier, Description};
+use atoll_agent::{Agent, AgentConfig};
+use atoll_applier::{Applier, Description};
 use atoll_proto::v1::{self, agent_message, hub_message};
-use common::{BOOTSTRAP, NS, TestHub, cm, eventually, serve, upsert};
+use atoll_testkit::{BOOTSTRAP_TOKEN, eventually};
+use common::{NS, TestHub, cm, serve, upsert};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// How long a test waits for a condition.
+const WAIT: Duration = Duration::from_secs(20);
 
 fn start_agent(
     client: kube::Client,
@@ -21,7 +26,7 @@ fn start_agent(
     tokio::sync::watch::Receiver<atoll_agent::hub::ConnectionState>,
     tokio::sync::oneshot::Sender<()>,
 ) {
-    let mut config = AgentConfig::new(url, BOOTSTRAP, "child-1");
+    let mut config = AgentConfig::new(url, BOOTSTRAP_TOKEN, "child-1");
     config.backoff = Backoff {
         initial: Duration::from_millis(50),
         max: Duration::from_millis(200),
@@ -64,7 +69,7 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
             objects: vec![cm("stale")],
         })
         .await;
-    assert_eq!(stale.phase, atoll_agent::Phase::Success);
+    assert_eq!(stale.phase, atoll_applier::Phase::Success);
 
     let hub = TestHub::default();
     hub.descriptions
@@ -75,18 +80,18 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
     let (_state, _stop) = start_agent(client.clone(), &url);
 
     // Snapshot (seq 1) and marker (seq 2) are acknowledged; the stale Description is pruned.
-    eventually("acks of the snapshot and marker", || async {
+    eventually("acks of the snapshot and marker", WAIT, || async {
         hub.acked(1) && hub.acked(2)
     })
     .await;
     assert!(cms.get_opt("web").await.unwrap().is_some());
-    eventually("the stale object to be pruned", || async {
+    eventually("the stale object to be pruned", WAIT, || async {
         cms.get_opt("stale").await.unwrap().is_none()
     })
     .await;
     assert_eq!(stored_token(&client).await.as_deref(), Some("ct-1"));
     let hello = hub.hellos.lock().unwrap()[0].clone();
-    assert_eq!(hello.token, BOOTSTRAP);
+    assert_eq!(hello.token, BOOTSTRAP_TOKEN);
     assert_eq!(hello.protocol_version, v1::ProtocolVersion::V1 as i32);
     let kube_system = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .get("kube-system")
@@ -105,7 +110,10 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
     assert_eq!(report.objects.len(), 1);
 
     // Heartbeats carry node counts, sums and health.
-    eventually("a heartbeat", || async { !hub.heartbeats().is_empty() }).await;
+    eventually("a heartbeat", WAIT, || async {
+        !hub.heartbeats().is_empty()
+    })
+    .await;
     let hb = hub.heartbeats()[0].clone();
     let nodes = hb.node_statistics.unwrap();
     assert_eq!((nodes.ready_nodes, nodes.not_ready_nodes), (2, 0));
@@ -116,13 +124,15 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
     // Deltas: a new Description, a deletion, a removal.
     hub.push(upsert(3, "default.api", 1, &[cm("api")], false))
         .await;
-    eventually("the new Description to be applied and acked", || async {
-        hub.acked(3) && cms.get_opt("api").await.unwrap().is_some()
-    })
+    eventually(
+        "the new Description to be applied and acked",
+        WAIT,
+        || async { hub.acked(3) && cms.get_opt("api").await.unwrap().is_some() },
+    )
     .await;
     hub.push(upsert(4, "default.web", 2, &[cm("web")], true))
         .await;
-    eventually("the deletion to be confirmed", || async {
+    eventually("the deletion to be confirmed", WAIT, || async {
         hub.acked(4) && hub.reports("default.web").iter().any(|r| r.deleted)
     })
     .await;
@@ -138,15 +148,17 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
         })),
     })
     .await;
-    eventually("the removed Description's objects to be pruned", || async {
-        hub.acked(5) && cms.get_opt("api").await.unwrap().is_none()
-    })
+    eventually(
+        "the removed Description's objects to be pruned",
+        WAIT,
+        || async { hub.acked(5) && cms.get_opt("api").await.unwrap().is_none() },
+    )
     .await;
 
     // A status change is reported without waiting for the next heartbeat.
     hub.push(upsert(6, "default.more", 1, &[cm("more")], false))
         .await;
-    eventually("ack 6", || async { hub.acked(6) }).await;
+    eventually("ack 6", WAIT, || async { hub.acked(6) }).await;
     let before = hub.reports("default.more").len();
     let patch = json!({"data": {"k": "drifted"}});
     cms.patch(
@@ -156,7 +168,7 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
     )
     .await
     .unwrap();
-    eventually("drift repaired", || async {
+    eventually("drift repaired", WAIT, || async {
         cms.get("more")
             .await
             .unwrap()
@@ -167,19 +179,19 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
             == Some("v")
     })
     .await;
-    eventually("a report after the repair", || async {
+    eventually("a report after the repair", WAIT, || async {
         hub.reports("default.more").len() > before
     })
     .await;
 
     // Someone deletes the inventory: the agent rewrites it and asks for a fresh snapshot.
     let inventories: Api<ConfigMap> = Api::namespaced(client.clone(), "clusternet-system");
-    let name = atoll_agent::inventory::config_map_name(&format!("{NS}.default.more"));
+    let name = atoll_applier::inventory::config_map_name(&format!("{NS}.default.more"));
     inventories
         .delete(&name, &Default::default())
         .await
         .unwrap();
-    eventually("a ResyncRequest", || async {
+    eventually("a ResyncRequest", WAIT, || async {
         hub.received
             .lock()
             .unwrap()
@@ -187,7 +199,7 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
             .any(|m| matches!(m, agent_message::Message::Resync(_)))
     })
     .await;
-    eventually("the inventory to be rewritten", || async {
+    eventually("the inventory to be rewritten", WAIT, || async {
         inventories.get_opt(&name).await.unwrap().is_some()
     })
     .await;
@@ -232,7 +244,10 @@ async fn agent_reconnects_with_its_stored_cluster_token_and_falls_back_to_bootst
         .iter()
         .map(|h| h.token.clone())
         .collect();
-    assert_eq!(tokens, vec![BOOTSTRAP, "ct-1", "ct-1", BOOTSTRAP]);
+    assert_eq!(
+        tokens,
+        vec![BOOTSTRAP_TOKEN, "ct-1", "ct-1", BOOTSTRAP_TOKEN]
+    );
     assert_eq!(stored_token(&client).await.as_deref(), Some("ct-2"));
     assert!(state.borrow_and_update().epoch >= 3);
 }
@@ -253,7 +268,7 @@ async fn a_failed_description_is_applied_again_until_it_succeeds() {
         .insert("default.app".into(), vec![cm("taken")]);
     let url = serve(hub.clone()).await;
     let (_state, _stop) = start_agent(client.clone(), &url);
-    eventually("a Failure report for the conflict", || async {
+    eventually("a Failure report for the conflict", WAIT, || async {
         hub.reports("default.app")
             .iter()
             .any(|r| r.phase == "Failure")
@@ -279,7 +294,7 @@ async fn a_failed_description_is_applied_again_until_it_succeeds() {
     )
     .await
     .unwrap();
-    eventually("a Success report after the retry", || async {
+    eventually("a Success report after the retry", WAIT, || async {
         hub.reports("default.app")
             .last()
             .is_some_and(|r| r.phase == "Success")

@@ -709,7 +709,7 @@ pub struct DescriptionStatus {
 }
 
 /// The deployment phase of a Description.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum DescriptionPhase {
     /// Not deployed yet.
     Pending,
@@ -726,7 +726,41 @@ pub enum DescriptionPhase {
     /// A Helm release was superseded.
     Superseded,
     /// The state is not known.
+    #[default]
     Unknown,
+}
+
+impl DescriptionPhase {
+    /// Clusternet's spelling, as the status and the hub protocol carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DescriptionPhase::Pending => "Pending",
+            DescriptionPhase::Success => "Success",
+            DescriptionPhase::Failure => "Failure",
+            DescriptionPhase::Installing => "Installing",
+            DescriptionPhase::Upgrading => "Upgrading",
+            DescriptionPhase::Uninstalling => "Uninstalling",
+            DescriptionPhase::Superseded => "Superseded",
+            DescriptionPhase::Unknown => "Unknown",
+        }
+    }
+
+    /// The phase spelled `s`; [`DescriptionPhase::Unknown`] for a spelling it does not know
+    /// (a newer agent's phase reads as not known rather than failing the report).
+    pub fn parse(s: &str) -> DescriptionPhase {
+        [
+            DescriptionPhase::Pending,
+            DescriptionPhase::Success,
+            DescriptionPhase::Failure,
+            DescriptionPhase::Installing,
+            DescriptionPhase::Upgrading,
+            DescriptionPhase::Uninstalling,
+            DescriptionPhase::Superseded,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+        .unwrap_or(DescriptionPhase::Unknown)
+    }
 }
 
 /// The observed status of one deployed object.
@@ -845,6 +879,28 @@ impl<'de> Deserialize<'de> for Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_phase_is_spelled_as_serde_spells_it_and_parses_back() {
+        let all = [
+            DescriptionPhase::Pending,
+            DescriptionPhase::Success,
+            DescriptionPhase::Failure,
+            DescriptionPhase::Installing,
+            DescriptionPhase::Upgrading,
+            DescriptionPhase::Uninstalling,
+            DescriptionPhase::Superseded,
+            DescriptionPhase::Unknown,
+        ];
+        for phase in all {
+            assert_eq!(
+                serde_json::to_value(phase).unwrap(),
+                serde_json::json!(phase.as_str())
+            );
+            assert_eq!(DescriptionPhase::parse(phase.as_str()), phase);
+        }
+        assert_eq!(DescriptionPhase::parse("Sucess"), DescriptionPhase::Unknown);
+    }
 
     #[test]
     fn feed_key_includes_the_namespace_only_when_set() {

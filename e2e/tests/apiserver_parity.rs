@@ -730,19 +730,20 @@ spec:
         None,
     )
     .await;
-    let (out, _) = support::eventually("2/2 ready", Duration::from_secs(60), || {
-        let t = t.clone();
-        let ns = ns.clone();
-        async move {
-            let out = t.ok(&["get", "deploy", "web", "-n", &ns], None).await;
-            if row(&out, 0, "web")[1] == "2/2" {
-                Ok(out)
-            } else {
-                Err(out)
+    let (out, _) = support::POLL
+        .eventually_timed("2/2 ready", Duration::from_secs(60), || {
+            let t = t.clone();
+            let ns = ns.clone();
+            async move {
+                let out = t.ok(&["get", "deploy", "web", "-n", &ns], None).await;
+                if row(&out, 0, "web")[1] == "2/2" {
+                    Ok(out)
+                } else {
+                    Err(out)
+                }
             }
-        }
-    })
-    .await;
+        })
+        .await;
     assert_eq!(
         out.lines()
             .next()
@@ -1115,17 +1116,18 @@ async fn kube_watcher_and_reflector(t: Arc<Target>, ns: String) {
     api.delete("before", &DeleteParams::default())
         .await
         .unwrap();
-    support::eventually("the store loses `before`", Duration::from_secs(10), || {
-        let names: Vec<String> = reader.state().iter().map(|c| c.name_any()).collect();
-        async move {
-            if names.contains(&"before".to_string()) {
-                Err(format!("{names:?}"))
-            } else {
-                Ok(())
+    support::POLL
+        .eventually_timed("the store loses `before`", Duration::from_secs(10), || {
+            let names: Vec<String> = reader.state().iter().map(|c| c.name_any()).collect();
+            async move {
+                if names.contains(&"before".to_string()) {
+                    Err(format!("{names:?}"))
+                } else {
+                    Ok(())
+                }
             }
-        }
-    })
-    .await;
+        })
+        .await;
     driver.abort();
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use atoll_e2e::plan::Backend;
 use atoll_e2e::scenario;
-use support::{CONVERGE, Expect, Fleet, clusters_ready, converge, eventually, expect, secs};
+use support::{CONVERGE, Expect, Fleet, POLL, clusters_ready, converge, expect, secs};
 
 const HUB_ENV: [(&str, &str); 0] = [];
 
@@ -58,11 +58,12 @@ fn api(child1: Option<&str>, child2: Option<&str>) -> Vec<Expect> {
 }
 
 async fn wait_clusters(f: &Fleet, want: &str, what: &str) -> Duration {
-    let ((), took) = eventually(what, CONVERGE, || async {
-        let got = clusters_ready(f).await?;
-        if got == want { Ok(()) } else { Err(got) }
-    })
-    .await;
+    let ((), took) = POLL
+        .eventually_timed(what, CONVERGE, || async {
+            let got = clusters_ready(f).await?;
+            if got == want { Ok(()) } else { Err(got) }
+        })
+        .await;
     took
 }
 
@@ -432,19 +433,20 @@ async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
         ])
         .await
         .unwrap();
-    let (_, took) = eventually("child-1's token rotated", CONVERGE, || async {
-        let rotation = cluster_token_data(&f, &ns1, "rotation").await?;
-        let token = agents_token(&f, "child-1").await;
-        if rotation.as_deref() == Some(b64("e2e-1").as_str()) && token != token_before {
-            Ok(())
-        } else {
-            Err(format!(
-                "rotation={rotation:?}, agent's token changed={}",
-                token != token_before
-            ))
-        }
-    })
-    .await;
+    let (_, took) = POLL
+        .eventually_timed("child-1's token rotated", CONVERGE, || async {
+            let rotation = cluster_token_data(&f, &ns1, "rotation").await?;
+            let token = agents_token(&f, "child-1").await;
+            if rotation.as_deref() == Some(b64("e2e-1").as_str()) && token != token_before {
+                Ok(())
+            } else {
+                Err(format!(
+                    "rotation={rotation:?}, agent's token changed={}",
+                    token != token_before
+                ))
+            }
+        })
+        .await;
     eprintln!(
         "FIGURE rotate-token annotation -> the agent holds a new token: {}",
         secs(took)
@@ -464,16 +466,17 @@ async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
         .run(&["delete", "secret", "cluster-token", "-n", &ns2])
         .await
         .unwrap();
-    let (_, took) = eventually("child-2 registered again", CONVERGE, || async {
-        let hash = cluster_token_data(&f, &ns2, "sha256").await?;
-        let token = agents_token(&f, "child-2").await;
-        if hash.is_some() && hash != hash2 && token != token2 {
-            Ok(())
-        } else {
-            Err(format!("hash={hash:?}"))
-        }
-    })
-    .await;
+    let (_, took) = POLL
+        .eventually_timed("child-2 registered again", CONVERGE, || async {
+            let hash = cluster_token_data(&f, &ns2, "sha256").await?;
+            let token = agents_token(&f, "child-2").await;
+            if hash.is_some() && hash != hash2 && token != token2 {
+                Ok(())
+            } else {
+                Err(format!("hash={hash:?}"))
+            }
+        })
+        .await;
     eprintln!(
         "FIGURE cluster-token deleted -> the agent registered again: {}",
         secs(took)
@@ -530,7 +533,7 @@ async fn a_snapshot_that_would_prune_everything_waits_for_a_confirmation_on_the_
         )],
     )
     .await;
-    eventually("child-1's Descriptions gone", CONVERGE, || async {
+    POLL.eventually_timed("child-1's Descriptions gone", CONVERGE, || async {
         let names = f
             .parent
             .run(&["get", "descriptions", "-n", &ns1, "-o", "name"])
@@ -561,14 +564,15 @@ async fn a_snapshot_that_would_prune_everything_waits_for_a_confirmation_on_the_
     scenario::start_again(&f.dir, &agent, RESTART)
         .await
         .unwrap();
-    let (held, _) = eventually("PruneHeld=True on child-1", CONVERGE, || async {
-        let c = cluster_condition(&f, &ns1, "child-1", "PruneHeld").await;
-        match c {
-            Some(c) if c.starts_with("True|") => Ok(c),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    let (held, _) = POLL
+        .eventually_timed("PruneHeld=True on child-1", CONVERGE, || async {
+            let c = cluster_condition(&f, &ns1, "child-1", "PruneHeld").await;
+            match c {
+                Some(c) if c.starts_with("True|") => Ok(c),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
     let demo_in_child_1 = || {
         support::jsonpath(
             f.child("child-1"),
@@ -627,7 +631,7 @@ async fn a_snapshot_that_would_prune_everything_waits_for_a_confirmation_on_the_
         )],
     )
     .await;
-    eventually("PruneHeld=False on child-1", CONVERGE, || async {
+    POLL.eventually_timed("PruneHeld=False on child-1", CONVERGE, || async {
         let c = cluster_condition(&f, &ns1, "child-1", "PruneHeld").await;
         match c {
             Some(c) if c.starts_with("False|") => Ok(()),
@@ -683,7 +687,7 @@ async fn re_registering_into_another_dedicated_namespace_keeps_every_workload_ru
         .run(&["delete", "namespace", &old_ns, "--wait=false"])
         .await
         .unwrap();
-    eventually("child-1's dedicated namespace gone", CONVERGE, || async {
+    POLL.eventually_timed("child-1's dedicated namespace gone", CONVERGE, || async {
         if let Ok(names) = f
             .parent
             .run(&["get", "descriptions", "-n", &old_ns, "-o", "name"])
@@ -717,22 +721,23 @@ async fn re_registering_into_another_dedicated_namespace_keeps_every_workload_ru
     scenario::start_again(&f.dir, &agent, RESTART)
         .await
         .unwrap();
-    let (new_ns, _) = eventually(
-        "child-1 registered into a new namespace",
-        CONVERGE,
-        || async {
-            let clusters = managed_clusters(&f).await?;
-            clusters
-                .split_whitespace()
-                .find_map(|c| c.strip_suffix("/child-1"))
-                .filter(|ns| *ns != old_ns)
-                .map(str::to_owned)
-                .ok_or(clusters)
-        },
-    )
-    .await;
+    let (new_ns, _) = POLL
+        .eventually_timed(
+            "child-1 registered into a new namespace",
+            CONVERGE,
+            || async {
+                let clusters = managed_clusters(&f).await?;
+                clusters
+                    .split_whitespace()
+                    .find_map(|c| c.strip_suffix("/child-1"))
+                    .filter(|ns| *ns != old_ns)
+                    .map(str::to_owned)
+                    .ok_or(clusters)
+            },
+        )
+        .await;
     let owner = format!("{new_ns}.demo.web-everywhere");
-    eventually(
+    POLL.eventually_timed(
         "the new registration's Description owns the objects",
         CONVERGE,
         || async {
@@ -754,7 +759,7 @@ async fn re_registering_into_another_dedicated_namespace_keeps_every_workload_ru
     .await;
     // The old registration's inventories go once nothing of theirs is left to delete, and no
     // prune is held.
-    eventually(
+    POLL.eventually_timed(
         "only the new registration's inventory left",
         CONVERGE,
         || async {
@@ -780,7 +785,7 @@ async fn re_registering_into_another_dedicated_namespace_keeps_every_workload_ru
         },
     )
     .await;
-    eventually("no prune held on child-1", CONVERGE, || async {
+    POLL.eventually_timed("no prune held on child-1", CONVERGE, || async {
         match cluster_condition(&f, &new_ns, "child-1", "PruneHeld").await {
             None => Ok(()),
             Some(c) if c.starts_with("False|") => Ok(()),

@@ -485,30 +485,31 @@ async fn the_hub_may_change_a_descriptions_finalizers_but_not_its_spec_labels_or
     fleet.apply("perm", SUBSCRIPTION).await.unwrap();
     let desc = "e2e-perm.perm";
     // The hub's own finalizer patch went through: its finalizer is on the Description.
-    support::eventually(
-        "the hub's finalizer on the Description",
-        Duration::from_secs(60),
-        || async {
-            let f = k
-                .run(&[
-                    "get",
-                    "description",
-                    desc,
-                    "-n",
-                    &ns,
-                    "-o",
-                    "jsonpath={.metadata.finalizers}",
-                ])
-                .await
-                .map_err(|e| e.to_string())?;
-            if f.contains(atoll_crds::known::FINALIZER) {
-                Ok(())
-            } else {
-                Err(f)
-            }
-        },
-    )
-    .await;
+    support::POLL
+        .eventually_timed(
+            "the hub's finalizer on the Description",
+            Duration::from_secs(60),
+            || async {
+                let f = k
+                    .run(&[
+                        "get",
+                        "description",
+                        desc,
+                        "-n",
+                        &ns,
+                        "-o",
+                        "jsonpath={.metadata.finalizers}",
+                    ])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if f.contains(atoll_crds::known::FINALIZER) {
+                    Ok(())
+                } else {
+                    Err(f)
+                }
+            },
+        )
+        .await;
     let patch = |p: &'static str| {
         vec![
             "patch",
@@ -720,7 +721,7 @@ spec:
 "#;
 
 /// The fleet's agent of child-2 runs without `--namespaces` (the flag's own refusal is pinned
-/// in `agent/tests/applier.rs`), so here the API server's 403 is what it meets.
+/// in `applier/tests/applier.rs`), so here the API server's 403 is what it meets.
 #[tokio::test]
 async fn an_agent_denied_an_object_reports_it_in_the_description_and_applies_the_rest() {
     let Some(fleet) = fleet("narrower agent reports").await else {
@@ -728,31 +729,32 @@ async fn an_agent_denied_an_object_reports_it_in_the_description_and_applies_the
     };
     let ns = fleet.dedicated_namespace("child-2");
     fleet.apply("narrow", NARROW_SUBSCRIPTION).await.unwrap();
-    let (reason, _) = support::eventually(
-        "the Description of child-2 to report the forbidden object",
-        Duration::from_secs(60),
-        || async {
-            let out = fleet
-                .parent
-                .run(&[
-                    "get",
-                    "description",
-                    "shop.narrow",
-                    "-n",
-                    &ns,
-                    "-o",
-                    "jsonpath={.status.phase} {.status.reason}",
-                ])
-                .await
-                .map_err(|e| e.to_string())?;
-            if out.starts_with("Failure ") {
-                Ok(out)
-            } else {
-                Err(out)
-            }
-        },
-    )
-    .await;
+    let (reason, _) = support::POLL
+        .eventually_timed(
+            "the Description of child-2 to report the forbidden object",
+            Duration::from_secs(60),
+            || async {
+                let out = fleet
+                    .parent
+                    .run(&[
+                        "get",
+                        "description",
+                        "shop.narrow",
+                        "-n",
+                        &ns,
+                        "-o",
+                        "jsonpath={.status.phase} {.status.reason}",
+                    ])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if out.starts_with("Failure ") {
+                    Ok(out)
+                } else {
+                    Err(out)
+                }
+            },
+        )
+        .await;
     assert!(
         reason.contains("ConfigMap e2e-outside/outside") && reason.contains("forbidden"),
         "{reason}"

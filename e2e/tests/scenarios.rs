@@ -10,7 +10,7 @@ mod support;
 
 use std::sync::{Mutex, Weak};
 
-use support::{CONVERGE, Expect, Fleet, condition, converge, eventually, expect, jsonpath, secs};
+use support::{CONVERGE, Expect, Fleet, POLL, condition, converge, expect, jsonpath, secs};
 
 static FLEET: Mutex<Weak<Fleet>> = Mutex::new(Weak::new());
 
@@ -192,30 +192,31 @@ async fn every_example_lands_with_its_replicas_localization_and_globalization_pe
         "Localization not rendered: {desc}"
     );
     // Printer columns answer the first question.
-    let ((), _) = eventually(
-        "kubectl get subs shows 3 clusters ready",
-        CONVERGE,
-        || async {
-            let table = f
-                .parent
-                .run(&["get", "subs", "-n", "demo"])
-                .await
-                .map_err(|e| e.to_string())?;
-            let row: Vec<String> = table
-                .lines()
-                .find(|l| l.starts_with("web-everywhere"))
-                .map(|l| l.split_whitespace().map(String::from).collect())
-                .unwrap_or_default();
-            if table.contains("STRATEGY")
-                && row.get(1..4) == Some(&["Replication".into(), "3".into(), "3".into()][..])
-            {
-                Ok(())
-            } else {
-                Err(table)
-            }
-        },
-    )
-    .await;
+    let ((), _) = POLL
+        .eventually_timed(
+            "kubectl get subs shows 3 clusters ready",
+            CONVERGE,
+            || async {
+                let table = f
+                    .parent
+                    .run(&["get", "subs", "-n", "demo"])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let row: Vec<String> = table
+                    .lines()
+                    .find(|l| l.starts_with("web-everywhere"))
+                    .map(|l| l.split_whitespace().map(String::from).collect())
+                    .unwrap_or_default();
+                if table.contains("STRATEGY")
+                    && row.get(1..4) == Some(&["Replication".into(), "3".into(), "3".into()][..])
+                {
+                    Ok(())
+                } else {
+                    Err(table)
+                }
+            },
+        )
+        .await;
 
     for dir in ["examples/localization"] {
         f.parent
@@ -520,7 +521,7 @@ async fn with_the_orphan_policy_deleting_a_subscription_leaves_its_objects_in_ev
         .await
         .unwrap();
     // A Description goes only once its agent reported the deletion done.
-    eventually(
+    POLL.eventually_timed(
         "no Description of the Subscription left",
         CONVERGE,
         || async {
@@ -782,8 +783,8 @@ spec:
     f.apply("bad-override", &broken(r#"[{"op": "replace", "path": "#))
         .await
         .unwrap();
-    let ((status, reason, message), took) =
-        eventually("OverridesApplied=False", CONVERGE, || async {
+    let ((status, reason, message), took) = POLL
+        .eventually_timed("OverridesApplied=False", CONVERGE, || async {
             let c = condition(&f, ns, "patched", "OverridesApplied").await?;
             if c.0 == "False" {
                 Ok(c)
@@ -812,19 +813,20 @@ spec:
             "{want} not in describe:\n{describe}"
         );
     }
-    let ((), _) = eventually("an Event naming the override", CONVERGE, || async {
-        let events = f
-            .parent
-            .run(&["get", "events", "-n", ns])
-            .await
-            .map_err(|e| e.to_string())?;
-        if events.contains("size-override") && events.contains("subscription/patched") {
-            Ok(())
-        } else {
-            Err(events)
-        }
-    })
-    .await;
+    let ((), _) = POLL
+        .eventually_timed("an Event naming the override", CONVERGE, || async {
+            let events = f
+                .parent
+                .run(&["get", "events", "-n", ns])
+                .await
+                .map_err(|e| e.to_string())?;
+            if events.contains("size-override") && events.contains("subscription/patched") {
+                Ok(())
+            } else {
+                Err(events)
+            }
+        })
+        .await;
     converge(
         &f,
         "the healthy Subscription next to it",
@@ -870,15 +872,16 @@ spec:
 "#
     );
     f.apply("missing", &sub).await.unwrap();
-    let ((_, reason, message), took) = eventually("FeedsResolved=False", CONVERGE, || async {
-        let c = condition(&f, ns, "waiting", "FeedsResolved").await?;
-        if c.0 == "False" {
-            Ok(c)
-        } else {
-            Err(format!("{c:?}"))
-        }
-    })
-    .await;
+    let ((_, reason, message), took) = POLL
+        .eventually_timed("FeedsResolved=False", CONVERGE, || async {
+            let c = condition(&f, ns, "waiting", "FeedsResolved").await?;
+            if c.0 == "False" {
+                Ok(c)
+            } else {
+                Err(format!("{c:?}"))
+            }
+        })
+        .await;
     eprintln!("FIGURE missing feed -> FeedsResolved=False: {}", secs(took));
     assert!(!reason.is_empty());
     assert!(
@@ -977,24 +980,25 @@ async fn a_hand_edit_of_a_description_is_undone_and_the_child_keeps_the_feed() {
         .await
         .unwrap();
     // The scheduler's resync is 5 minutes; the repair must come from its watch.
-    let (_, restored) = eventually(
-        "the Description restored",
-        std::time::Duration::from_secs(30),
-        || async {
-            let got = jsonpath(
-                &f.parent,
-                "desc",
-                Some(&ns1),
-                "e2e-handedit.kept",
-                "{.spec.raw[1].data.a}",
-            )
-            .await?;
-            (got.as_deref() == Some("b"))
-                .then_some(())
-                .ok_or(format!("{got:?}"))
-        },
-    )
-    .await;
+    let (_, restored) = POLL
+        .eventually_timed(
+            "the Description restored",
+            std::time::Duration::from_secs(30),
+            || async {
+                let got = jsonpath(
+                    &f.parent,
+                    "desc",
+                    Some(&ns1),
+                    "e2e-handedit.kept",
+                    "{.spec.raw[1].data.a}",
+                )
+                .await?;
+                (got.as_deref() == Some("b"))
+                    .then_some(())
+                    .ok_or(format!("{got:?}"))
+            },
+        )
+        .await;
     let settled = converge(&f, "the ConfigMap still b in every child", &kept("b")).await;
     eprintln!(
         "FIGURE hand edit of a Description undone in the parent after {}; children settled {} later",
@@ -1046,15 +1050,16 @@ spec:
 
 /// Waits for `FeedsResolved=False` on the borrower; returns its reason and message.
 async fn refused(f: &Fleet, what: &str) -> (String, String) {
-    let ((_, reason, message), took) = eventually(what, CONVERGE, || async {
-        let c = condition(f, BORROWER_NS, "borrower", "FeedsResolved").await?;
-        if c.0 == "False" {
-            Ok(c)
-        } else {
-            Err(format!("{c:?}"))
-        }
-    })
-    .await;
+    let ((_, reason, message), took) = POLL
+        .eventually_timed(what, CONVERGE, || async {
+            let c = condition(f, BORROWER_NS, "borrower", "FeedsResolved").await?;
+            if c.0 == "False" {
+                Ok(c)
+            } else {
+                Err(format!("{c:?}"))
+            }
+        })
+        .await;
     eprintln!("FIGURE {what}: {}", secs(took));
     (reason, message)
 }
@@ -1080,19 +1085,20 @@ async fn a_secret_of_another_namespace_is_refused_until_a_feed_grant_allows_it_a
     ] {
         assert!(message.contains(&want), "{want} not in {message}");
     }
-    let ((), _) = eventually("a FeedNotGranted Event", CONVERGE, || async {
-        let events = f
-            .parent
-            .run(&["get", "events", "-n", BORROWER_NS])
-            .await
-            .map_err(|e| e.to_string())?;
-        if events.contains("FeedNotGranted") && events.contains("subscription/borrower") {
-            Ok(())
-        } else {
-            Err(events)
-        }
-    })
-    .await;
+    let ((), _) = POLL
+        .eventually_timed("a FeedNotGranted Event", CONVERGE, || async {
+            let events = f
+                .parent
+                .run(&["get", "events", "-n", BORROWER_NS])
+                .await
+                .map_err(|e| e.to_string())?;
+            if events.contains("FeedNotGranted") && events.contains("subscription/borrower") {
+                Ok(())
+            } else {
+                Err(events)
+            }
+        })
+        .await;
     // No Description carries the Secret, and no child has it.
     let descriptions = f
         .parent

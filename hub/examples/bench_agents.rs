@@ -28,7 +28,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use atoll_agent::hub::{Backoff, ConnectionState};
-use atoll_agent::{Agent, AgentConfig, Applier};
+use atoll_agent::{Agent, AgentConfig};
+use atoll_applier::Applier;
 use atoll_bench::{
     BOOTSTRAP_TOKEN, OwnRuntimeCluster, binary, cpu_seconds, free_port, loadavg, log, percentile,
     rss_kib,
@@ -119,21 +120,20 @@ fn received_at(states: &States, ns: &str, generation: i64) -> Option<Instant> {
 
 /// Waits until every agent received `generation` (at most 5 min).
 async fn wait_delivered(states: &States, generation: i64) {
-    let t = Instant::now();
-    loop {
-        let missing = states
-            .keys()
-            .filter(|ns| received_at(states, ns, generation).is_none())
-            .count();
-        if missing == 0 {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(300),
-            "{missing} agents did not receive generation {generation} within 5 min"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("every agent to receive generation {generation}");
+    atoll_testkit::Poll::every(Duration::from_millis(20))
+        .eventually(&what, Duration::from_secs(300), || async {
+            let missing = states
+                .keys()
+                .filter(|ns| received_at(states, ns, generation).is_none())
+                .count();
+            if missing == 0 {
+                Ok(())
+            } else {
+                Err(format!("{missing} agents without it"))
+            }
+        })
+        .await;
 }
 
 /// Per namespace: the delivery time of `generation` from `start(ns)`, sorted.

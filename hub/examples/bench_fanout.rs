@@ -18,8 +18,9 @@
     clippy::manual_async_fn
 )]
 
+use atoll_applier::model::Report;
 use atoll_hub::Error;
-use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, Report, Session};
+use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, Session};
 use atoll_hub::index::{DescEntry, Index};
 use atoll_hub::metrics::Metrics;
 use atoll_hub::server::hub_server;

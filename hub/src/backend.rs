@@ -3,9 +3,7 @@
 //! cluster token), and the status writes of connected streams.
 
 use crate::Error;
-use crate::domain::{
-    Admission, AgentHello, ClusterHeartbeat, Credentials, Report, SecretString, Session,
-};
+use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Credentials, SecretString, Session};
 use crate::flow;
 use crate::index::DescEntry;
 use crate::metrics::Metrics;
@@ -15,6 +13,7 @@ use crate::token::{
     self, ANNOTATION_ROTATE_TOKEN, BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, CLUSTER_TOKEN_SECRET,
     TokenMatch, TokenRecord, TokenRejection,
 };
+use atoll_applier::model::Report;
 use atoll_crds::clusters::{
     ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
     ManagedClusterSpec, ManagedClusterStatus, SyncMode,
@@ -129,10 +128,10 @@ const CALLS_IN_FLIGHT: usize = 32;
 pub(crate) fn api_err(operation: &str, object: &str) -> impl FnOnce(kube::Error) -> Error {
     let operation = operation.to_string();
     let object = object.to_string();
-    move |e| Error::CallApiServer {
+    move |source| Error::CallApiServer {
         operation,
         object,
-        message: e.to_string(),
+        source,
     }
 }
 
@@ -409,10 +408,10 @@ impl KubeBackend {
                     Err(kube::Error::Api(s)) if s.code == 409 => self
                         .crr(&hello.cluster_id)
                         .await?
-                        .ok_or_else(|| Error::CallApiServer {
+                        .ok_or_else(|| Error::WriteParentObject {
                             operation: "create ClusterRegistrationRequest".into(),
                             object: name.clone(),
-                            message: "conflict, then not found".into(),
+                            reason: "it already existed, then was gone on reading".into(),
                         })?,
                     Err(e) => return Err(api_err("create ClusterRegistrationRequest", &name)(e)),
                 }
@@ -592,10 +591,10 @@ impl KubeBackend {
                 Err(e) => return Err(api_err("create Namespace", &name)(e)),
             }
         }
-        Err(Error::CallApiServer {
+        Err(Error::WriteParentObject {
             operation: "create Namespace".into(),
             object: known::DEDICATED_NAMESPACE_PREFIX.into(),
-            message: "five random names were all taken".into(),
+            reason: "five random names were all taken".into(),
         })
     }
 
@@ -727,19 +726,18 @@ impl KubeBackend {
     ) -> Result<(), Error> {
         let api: Api<Secret> = Api::namespaced(self.client(), ns);
         let object = format!("{ns}/{CLUSTER_TOKEN_SECRET}");
-        let version = version.ok_or_else(|| Error::CallApiServer {
+        let version = version.ok_or_else(|| Error::WriteParentObject {
             operation: "replace Secret".into(),
             object: object.clone(),
-            message: "it has no resourceVersion to guard the replacement".into(),
+            reason: "it has no resourceVersion to guard the replacement".into(),
         })?;
         let patch: json_patch::Patch = serde_json::from_value(json!([
             {"op": "test", "path": "/metadata/resourceVersion", "value": version},
             {"op": "replace", "path": "/data", "value": secret_data(record)},
         ]))
-        .map_err(|e| Error::CallApiServer {
-            operation: "replace Secret".into(),
+        .map_err(|source| Error::EncodePatch {
             object: object.clone(),
-            message: e.to_string(),
+            source,
         })?;
         api.patch(
             CLUSTER_TOKEN_SECRET,
@@ -800,10 +798,10 @@ impl KubeBackend {
                 }
             }
         }
-        Err(Error::CallApiServer {
+        Err(Error::WriteParentObject {
             operation: "record the stream epoch on ManagedCluster".into(),
             object,
-            message: format!("{EPOCH_CLAIM_ATTEMPTS} conflicting writes in a row; retry"),
+            reason: format!("{EPOCH_CLAIM_ATTEMPTS} conflicting writes in a row; retry"),
         })
     }
 
@@ -995,63 +993,16 @@ fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {
     l
 }
 
-/// Removes the hub's finalizer from Description `ns/name` (guarded by its resourceVersion,
-/// retried on conflicts). Returns whether it was removed.
+/// Removes the hub's finalizer from Description `ns/name`. Returns whether it was removed.
 pub async fn remove_finalizer(client: &Client, ns: &str, name: &str) -> Result<bool, Error> {
-    edit_finalizer(client, ns, name, false).await
+    let api: Api<atoll_crds::apps::Description> = Api::namespaced(client.clone(), ns);
+    Ok(atoll_runtime::finalizer::remove(&api, name, known::FINALIZER).await?)
 }
 
 /// Adds the hub's finalizer to Description `ns/name` unless it is being deleted.
 pub async fn add_finalizer(client: &Client, ns: &str, name: &str) -> Result<bool, Error> {
-    edit_finalizer(client, ns, name, true).await
-}
-
-async fn edit_finalizer(client: &Client, ns: &str, name: &str, add: bool) -> Result<bool, Error> {
-    use atoll_crds::apps::Description;
-    let api: Api<Description> = Api::namespaced(client.clone(), ns);
-    let obj = format!("{ns}/{name}");
-    for _ in 0..5 {
-        let Some(d) = api
-            .get_opt(name)
-            .await
-            .map_err(api_err("get Description", &obj))?
-        else {
-            return Ok(false);
-        };
-        let mut finalizers = d.finalizers().to_vec();
-        let has = finalizers.iter().any(|f| f == known::FINALIZER);
-        if add == has || (add && d.metadata.deletion_timestamp.is_some()) {
-            return Ok(false);
-        }
-        if add {
-            finalizers.push(known::FINALIZER.to_string());
-        } else {
-            finalizers.retain(|f| f != known::FINALIZER);
-        }
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": d.resource_version()},
-            {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
-        ]))
-        .map_err(|e| Error::CallApiServer {
-            operation: "build finalizer patch".into(),
-            object: obj.clone(),
-            message: e.to_string(),
-        })?;
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
-            .await
-        {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => continue,
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
-            Err(e) => return Err(api_err("patch Description finalizers", &obj)(e)),
-        }
-    }
-    Err(Error::CallApiServer {
-        operation: "patch Description finalizers".into(),
-        object: obj,
-        message: "kept conflicting after 5 attempts".into(),
-    })
+    let api: Api<atoll_crds::apps::Description> = Api::namespaced(client.clone(), ns);
+    Ok(atoll_runtime::finalizer::add(&api, name, known::FINALIZER).await?)
 }
 
 impl Backend for KubeBackend {

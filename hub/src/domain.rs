@@ -2,6 +2,7 @@
 //! types. Conversion happens here, at the gRPC edge; nothing below this module sees prost types.
 
 use crate::Error;
+use atoll_applier::model::{ObjectRef, ObjectReport, Phase, Report};
 use atoll_proto::v1;
 use atoll_runtime::text::truncate;
 use std::collections::BTreeMap;
@@ -398,68 +399,34 @@ fn is_resource_name(name: &str) -> bool {
     name.len() <= 253 && word(base) && (prefix.is_empty() || word(prefix))
 }
 
-/// One object's state in a report.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ObjectReport {
-    /// apiVersion.
-    pub api_version: String,
-    /// kind.
-    pub kind: String,
-    /// namespace (empty for cluster-scoped objects).
-    pub namespace: String,
-    /// name.
-    pub name: String,
-    /// The object's `.status`, when it has one and it is valid JSON.
-    pub status: Option<serde_json::Value>,
-    /// Why the object could not be applied (empty when applied).
-    pub error: String,
-}
-
-/// A Description report.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Report {
-    /// The Description's name.
-    pub name: String,
-    /// The Description's uid as the agent knows it.
-    pub uid: String,
-    /// The generation the agent applied.
-    pub observed_generation: i64,
-    /// `Success` or `Failure`.
-    pub phase: String,
-    /// Why, when failed.
-    pub reason: String,
-    /// Each object's state.
-    pub objects: Vec<ObjectReport>,
-    /// The objects are gone from the child after a deletion.
-    pub deleted: bool,
-}
-
-impl From<v1::DescriptionReport> for Report {
-    fn from(r: v1::DescriptionReport) -> Self {
-        Report {
-            name: r.name,
-            uid: r.uid,
-            observed_generation: r.observed_generation,
-            phase: r.phase,
-            reason: r.reason,
-            objects: r
-                .objects
-                .into_iter()
-                .map(|o| ObjectReport {
+/// The applier's report that a protocol `DescriptionReport` carries. An object's status that is
+/// not valid JSON is dropped; a phase the hub does not know reads as `Unknown`.
+pub fn report_from_wire(r: v1::DescriptionReport) -> Report {
+    Report {
+        name: r.name,
+        uid: r.uid,
+        observed_generation: r.observed_generation,
+        phase: Phase::parse(&r.phase),
+        reason: r.reason,
+        objects: r
+            .objects
+            .into_iter()
+            .map(|o| ObjectReport {
+                object: ObjectRef {
                     api_version: o.api_version,
                     kind: o.kind,
                     namespace: o.namespace,
                     name: o.name,
-                    status: if o.status.is_empty() {
-                        None
-                    } else {
-                        serde_json::from_slice(&o.status).ok()
-                    },
-                    error: o.error,
-                })
-                .collect(),
-            deleted: r.deleted,
-        }
+                },
+                status: if o.status.is_empty() {
+                    None
+                } else {
+                    serde_json::from_slice(&o.status).ok()
+                },
+                error: Some(o.error).filter(|e| !e.is_empty()),
+            })
+            .collect(),
+        deleted: r.deleted,
     }
 }
 
@@ -646,7 +613,7 @@ mod tests {
 
     #[test]
     fn report_conversion_parses_object_status_json() {
-        let r = Report::from(v1::DescriptionReport {
+        let r = report_from_wire(v1::DescriptionReport {
             name: "apps.web".into(),
             objects: vec![
                 v1::ObjectStatus {

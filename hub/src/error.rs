@@ -4,7 +4,7 @@
 //! [`Error::label`] gives a short stable label for metrics.
 
 /// Everything that can go wrong in the hub.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The agent's token was refused (bad, expired or revoked). The message never holds the
     /// token.
@@ -53,14 +53,49 @@ pub enum Error {
         namespace: String,
     },
     /// A request to the parent API server failed.
-    #[error("{operation} {object}: {message}")]
+    #[error("{operation} {object}: {source}")]
     CallApiServer {
         /// What the hub was doing, e.g. `create namespace`.
         operation: String,
         /// The object, `namespace/name`.
         object: String,
         /// The API server's answer.
-        message: String,
+        source: kube::Error,
+    },
+    /// A write to the parent could not complete although each request succeeded or was
+    /// retried: the object kept changing, or was not as the write needs it.
+    #[error("{operation} {object}: {reason}")]
+    WriteParentObject {
+        /// What the hub was doing.
+        operation: String,
+        /// The object, `namespace/name`.
+        object: String,
+        /// What stood in the way.
+        reason: String,
+    },
+    /// A JSON patch could not be built.
+    #[error("building the patch of {object}: {source}")]
+    EncodePatch {
+        /// The object, `namespace/name`.
+        object: String,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+    /// A Push cluster's kubeconfig (from its deployer Secret) cannot be used.
+    #[error("loading the child's kubeconfig from Secret {secret}: {source}")]
+    LoadPushKubeconfig {
+        /// `namespace/name` of the deployer Secret.
+        secret: String,
+        /// Why it cannot be used.
+        source: kube::config::KubeconfigError,
+    },
+    /// The client of a Push cluster could not be built from its kubeconfig.
+    #[error("building the child's client from Secret {secret}: {source}")]
+    BuildPushClient {
+        /// `namespace/name` of the deployer Secret.
+        secret: String,
+        /// The client error.
+        source: kube::Error,
     },
     /// A Push cluster's deployer Secret holds no usable, plain-data credentials.
     #[error("reading the child's credentials from Secret {secret}: {reason}")]
@@ -88,6 +123,9 @@ pub enum Error {
         /// The cause.
         message: String,
     },
+    /// The shared plumbing failed: the kubeconfig, tracing, the admin server, a finalizer edit.
+    #[error(transparent)]
+    Runtime(#[from] atoll_runtime::Error),
     /// A field of an object's reported `.status` has the wrong type.
     #[error(
         "the status reported for {kind} has field {field} = {found}, expected a whole number; \
@@ -113,10 +151,15 @@ impl Error {
             Error::ParseHello { .. } => "parse_hello",
             Error::AuthoriseReport { .. } => "authorise_report",
             Error::CallApiServer { .. } => "call_api_server",
+            Error::WriteParentObject { .. } => "write_parent_object",
+            Error::EncodePatch { .. } => "encode_patch",
+            Error::LoadPushKubeconfig { .. } => "load_push_kubeconfig",
+            Error::BuildPushClient { .. } => "build_push_client",
             Error::ReadPushCredentials { .. } => "read_push_credentials",
             Error::LoadTls { .. } => "load_tls",
             Error::ServeGrpc { .. } => "serve_grpc",
             Error::ParseObservedStatus { .. } => "parse_observed_status",
+            Error::Runtime(_) => "runtime",
         }
     }
 }

@@ -11,9 +11,10 @@
 //! - [`push`]: Push mode, the agent's applier run by the hub for `syncMode: Push` clusters.
 //! - [`controllers`]: the shared watches, finalizers, lost clusters, Subscription aggregation.
 //! - [`streams`]: the open streams of this replica, closed when their credentials are revoked.
-//! - [`args`], [`run`]: the binary's flags and its wiring.
+//! - [`args`], [`run`], [`app`]: the binary's flags, the hub's wiring, and the process.
 
 pub mod aggregation;
+pub mod app;
 pub mod args;
 pub mod backend;
 pub mod controllers;

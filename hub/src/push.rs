@@ -5,10 +5,10 @@
 
 use crate::Error;
 use crate::backend::KubeBackend;
-use crate::domain::{ClusterHeartbeat, ObjectReport, Report, Session};
+use crate::domain::{ClusterHeartbeat, Session};
 use crate::index::{Change, Index, Next};
 use crate::service::Backend;
-use atoll_agent::{Applier, heartbeat, model};
+use atoll_applier::{Applier, heartbeat, model};
 use atoll_crds::clusters::{
     ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, SyncMode,
     check_registered,
@@ -186,30 +186,6 @@ fn data_only(kc: Kubeconfig) -> Result<Kubeconfig, String> {
     })
 }
 
-/// Converts the applier's report into the hub's domain report.
-pub fn domain_report(r: &model::Report) -> Report {
-    Report {
-        name: r.name.clone(),
-        uid: r.uid.clone(),
-        observed_generation: r.observed_generation,
-        phase: r.phase.as_str().to_string(),
-        reason: r.reason.clone(),
-        objects: r
-            .objects
-            .iter()
-            .map(|o| ObjectReport {
-                api_version: o.object.api_version.clone(),
-                kind: o.object.kind.clone(),
-                namespace: o.object.namespace.clone(),
-                name: o.object.name.clone(),
-                status: o.status.clone(),
-                error: o.error.clone().unwrap_or_default(),
-            })
-            .collect(),
-        deleted: r.deleted,
-    }
-}
-
 fn domain_heartbeat(h: &heartbeat::Heartbeat, period: Duration) -> ClusterHeartbeat {
     ClusterHeartbeat {
         k8s_version: h.k8s_version.clone(),
@@ -348,10 +324,9 @@ impl PushManager {
                 "get Secret",
                 &format!("{namespace}/{DEPLOYER_SECRET}"),
             ))?
-            .ok_or_else(|| Error::CallApiServer {
-                operation: "get Secret".into(),
-                object: format!("{namespace}/{DEPLOYER_SECRET}"),
-                message: "not found; create it with the child's kubeconfig to use Push mode".into(),
+            .ok_or_else(|| Error::ReadPushCredentials {
+                secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+                reason: "not found; create it with the child's kubeconfig to use Push mode".into(),
             })?;
         let data: BTreeMap<String, Vec<u8>> = secret
             .data
@@ -365,15 +340,13 @@ impl PushManager {
         })?;
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .map_err(|e| Error::CallApiServer {
-                operation: "load child kubeconfig".into(),
-                object: format!("{namespace}/{DEPLOYER_SECRET}"),
-                message: e.to_string(),
+            .map_err(|source| Error::LoadPushKubeconfig {
+                secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+                source,
             })?;
-        Client::try_from(config).map_err(|e| Error::CallApiServer {
-            operation: "build child client".into(),
-            object: format!("{namespace}/{DEPLOYER_SECRET}"),
-            message: e.to_string(),
+        Client::try_from(config).map_err(|source| Error::BuildPushClient {
+            secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+            source,
         })
     }
 
@@ -500,7 +473,7 @@ impl PushManager {
         let Some(entry) = self.index.get(&session.namespace, &r.name) else {
             return;
         };
-        if let Err(e) = self.backend.report(session, entry, domain_report(r)).await {
+        if let Err(e) = self.backend.report(session, entry, r.clone()).await {
             tracing::warn!(error = %e, "push mode: writing Description status failed");
         }
     }
@@ -630,34 +603,5 @@ mod tests {
                 .exec
                 .is_none()
         );
-    }
-
-    #[test]
-    fn applier_reports_convert_field_by_field() {
-        let r = model::Report {
-            name: "apps.web".into(),
-            uid: "u".into(),
-            observed_generation: 3,
-            phase: model::Phase::Failure,
-            reason: "boom".into(),
-            objects: vec![model::ObjectReport {
-                object: model::ObjectRef {
-                    api_version: "v1".into(),
-                    kind: "ConfigMap".into(),
-                    namespace: "d".into(),
-                    name: "cm".into(),
-                },
-                status: None,
-                error: Some("denied".into()),
-            }],
-            deleted: false,
-        };
-        let d = domain_report(&r);
-        assert_eq!(
-            (d.phase.as_str(), d.observed_generation, d.reason.as_str()),
-            ("Failure", 3, "boom")
-        );
-        assert_eq!(d.objects[0].error, "denied");
-        assert_eq!(d.objects[0].kind, "ConfigMap");
     }
 }

@@ -4,11 +4,12 @@
 //! a fake backend.
 
 use crate::Error;
-use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Report, Session};
+use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Session, report_from_wire};
 use crate::flow::{EpochTable, ReportDecision, Window, authorise_report};
 use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
 use crate::metrics::Metrics;
 use crate::streams::{CloseSignal, OpenStreams};
+use atoll_applier::model::Report;
 use atoll_proto::v1;
 use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_message::Message as Out;
@@ -161,7 +162,9 @@ pub fn status_of(e: &Error) -> Status {
         }
         Error::CheckProtocolVersion { .. } => Status::failed_precondition(msg),
         Error::ParseHello { .. } => Status::invalid_argument(msg),
-        Error::CallApiServer { .. } => Status::unavailable(msg),
+        Error::CallApiServer { .. } | Error::WriteParentObject { .. } | Error::Runtime(_) => {
+            Status::unavailable(msg)
+        }
         _ => Status::internal(msg),
     }
 }
@@ -459,7 +462,7 @@ impl<B: Backend> HubService<B> {
                     (ReportDecision::Write, Some(entry)) => {
                         self.metrics.report("written");
                         if let Err(e) =
-                            Box::pin(self.backend.report(session, entry, r.into())).await
+                            Box::pin(self.backend.report(session, entry, report_from_wire(r))).await
                         {
                             self.metrics.error(&e);
                             tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a report failed");

@@ -3,9 +3,10 @@
 //! decision, lost-cluster detection and the Subscription's aggregated status.
 
 use crate::aggregation::{self, ClusterRef, DescriptionReport};
-use crate::domain::{ClusterHeartbeat, Report};
+use crate::domain::ClusterHeartbeat;
 use crate::index::DescEntry;
-use atoll_crds::apps::{DescriptionPhase, DescriptionStatus, Feed, ManifestStatus, Subscription};
+use atoll_applier::model::Report;
+use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, Subscription};
 use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
 use atoll_crds::{conditions, known};
 use k8s_openapi::api::core::v1::Taint;
@@ -272,15 +273,6 @@ pub fn with_unschedulable_taint(taints: &[Taint], reason: Option<&str>) -> Optio
     }
 }
 
-fn phase(p: &str) -> DescriptionPhase {
-    match p {
-        "Success" => DescriptionPhase::Success,
-        "Failure" => DescriptionPhase::Failure,
-        "Pending" => DescriptionPhase::Pending,
-        _ => DescriptionPhase::Unknown,
-    }
-}
-
 /// The Description status a report implies (conditions kept from `existing`).
 pub fn description_status(
     report: &Report,
@@ -289,8 +281,13 @@ pub fn description_status(
     let errors: Vec<String> = report
         .objects
         .iter()
-        .filter(|o| !o.error.is_empty())
-        .map(|o| format!("{} {}/{}: {}", o.kind, o.namespace, o.name, o.error))
+        .filter_map(|o| {
+            let (object, error) = (&o.object, o.error.as_ref()?);
+            Some(format!(
+                "{} {}/{}: {error}",
+                object.kind, object.namespace, object.name
+            ))
+        })
         .collect();
     let reason = if !report.reason.is_empty() {
         Some(report.reason.clone())
@@ -300,17 +297,17 @@ pub fn description_status(
         None
     };
     DescriptionStatus {
-        phase: Some(phase(&report.phase)),
+        phase: Some(report.phase),
         reason,
         manifest_statuses: report
             .objects
             .iter()
             .map(|o| ManifestStatus {
                 feed: Feed {
-                    api_version: o.api_version.clone(),
-                    kind: o.kind.clone(),
-                    namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
-                    name: o.name.clone(),
+                    api_version: o.object.api_version.clone(),
+                    kind: o.object.kind.clone(),
+                    namespace: Some(o.object.namespace.clone()).filter(|n| !n.is_empty()),
+                    name: o.object.name.clone(),
                 },
                 observed_status: o.status.clone(),
             })
@@ -441,7 +438,8 @@ pub fn subscription_status_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::ObjectReport;
+    use atoll_applier::model::{ObjectRef, ObjectReport};
+    use atoll_crds::apps::DescriptionPhase;
     use atoll_crds::apps::{SubscriptionSpec, SubscriptionStatus};
 
     fn ts(s: &str) -> Timestamp {
@@ -638,23 +636,27 @@ mod tests {
         let report = Report {
             name: "apps.web".into(),
             observed_generation: 4,
-            phase: "Failure".into(),
+            phase: DescriptionPhase::Failure,
             objects: vec![
                 ObjectReport {
-                    api_version: "apps/v1".into(),
-                    kind: "Deployment".into(),
-                    namespace: "apps".into(),
-                    name: "web".into(),
+                    object: ObjectRef {
+                        api_version: "apps/v1".into(),
+                        kind: "Deployment".into(),
+                        namespace: "apps".into(),
+                        name: "web".into(),
+                    },
                     status: Some(json!({"replicas": 1})),
-                    error: String::new(),
+                    error: None,
                 },
                 ObjectReport {
-                    api_version: "v1".into(),
-                    kind: "Namespace".into(),
-                    namespace: String::new(),
-                    name: "apps".into(),
+                    object: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "Namespace".into(),
+                        namespace: String::new(),
+                        name: "apps".into(),
+                    },
                     status: None,
-                    error: "forbidden".into(),
+                    error: Some("forbidden".into()),
                 },
             ],
             ..Default::default()
@@ -671,7 +673,7 @@ mod tests {
         );
         let ok = description_status(
             &Report {
-                phase: "Success".into(),
+                phase: DescriptionPhase::Success,
                 reason: "applied".into(),
                 ..Default::default()
             },
@@ -836,14 +838,16 @@ mod tests {
         };
         d1.status = Some(description_status(
             &Report {
-                phase: "Success".into(),
+                phase: DescriptionPhase::Success,
                 objects: vec![ObjectReport {
-                    api_version: "apps/v1".into(),
-                    kind: "Deployment".into(),
-                    namespace: "apps".into(),
-                    name: "web".into(),
+                    object: ObjectRef {
+                        api_version: "apps/v1".into(),
+                        kind: "Deployment".into(),
+                        namespace: "apps".into(),
+                        name: "web".into(),
+                    },
                     status: Some(json!({"replicas": 2, "readyReplicas": 2})),
-                    error: String::new(),
+                    error: None,
                 }],
                 ..Default::default()
             },

@@ -3,8 +3,9 @@
 //! size limits.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use atoll_applier::model::Report;
 use atoll_hub::Error;
-use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, Report, SecretString, Session};
+use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, SecretString, Session};
 use atoll_hub::index::{DescEntry, Index};
 use atoll_hub::metrics::Metrics;
 use atoll_hub::server::hub_server;
@@ -13,6 +14,7 @@ use atoll_proto::v1;
 use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_client::HubClient;
 use atoll_proto::v1::hub_message::Message as Out;
+use atoll_testkit::BOOTSTRAP_TOKEN;
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
@@ -29,7 +31,6 @@ use tonic::codegen::Service;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Streaming};
 
-const GOOD: &str = "07401b.f395accd246ae52d";
 const ID_A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
 const ID_B: &str = "bbbbbbbb-0000-4000-8000-000000000002";
 
@@ -56,7 +57,7 @@ impl Backend for Fake {
         let hello = hello.clone();
         async move {
             match hello.token.0.as_str() {
-                GOOD => Ok(Admission {
+                BOOTSTRAP_TOKEN => Ok(Admission {
                     namespace: ns_of(&hello.cluster_id),
                     managed_cluster_name: hello.cluster_name.clone(),
                     cluster_token: Some(SecretString("minted".into())),
@@ -246,13 +247,16 @@ impl Harness {
     }
 
     async fn wait_for(&self, want: &Event) {
-        for _ in 0..200 {
-            if self.events().contains(want) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("{want:?} never happened; events: {:?}", self.events());
+        atoll_testkit::Poll::every(Duration::from_millis(10))
+            .eventually(&format!("{want:?}"), Duration::from_secs(2), || async {
+                let events = self.events();
+                if events.contains(want) {
+                    Ok(())
+                } else {
+                    Err(format!("events: {events:?}"))
+                }
+            })
+            .await;
     }
 }
 
@@ -320,7 +324,7 @@ async fn handshake_outcomes_map_to_grpc_codes() {
     let not_hello = v1::AgentMessage {
         message: Some(In::Ack(v1::Ack { seq: 1 })),
     };
-    let mut old = hello(ID_A, GOOD);
+    let mut old = hello(ID_A, BOOTSTRAP_TOKEN);
     if let Some(In::Hello(x)) = old.message.as_mut() {
         x.protocol_version = 9;
     }
@@ -333,7 +337,11 @@ async fn handshake_outcomes_map_to_grpc_codes() {
         ("denied", hello(ID_A, "deny.me"), Code::PermissionDenied),
         ("unknown version", old, Code::FailedPrecondition),
         ("not a hello", not_hello, Code::InvalidArgument),
-        ("bad cluster id", hello("nope", GOOD), Code::InvalidArgument),
+        (
+            "bad cluster id",
+            hello("nope", BOOTSTRAP_TOKEN),
+            Code::InvalidArgument,
+        ),
     ];
     for (what, first, code) in cases {
         let err = match h.open(first).await {
@@ -352,7 +360,7 @@ async fn handshake_outcomes_map_to_grpc_codes() {
         "{denied:?}"
     );
     let version = {
-        let mut m = hello(ID_A, GOOD);
+        let mut m = hello(ID_A, BOOTSTRAP_TOKEN);
         if let Some(In::Hello(x)) = m.message.as_mut() {
             x.protocol_version = 9;
         }
@@ -371,7 +379,7 @@ async fn welcome_snapshot_marker_then_deltas_of_own_namespace_only() {
     h.index.apply(entry(&ns, "apps.web", 1));
     h.index.apply(entry(&ns, "apps.db", 1));
     h.index.apply(entry(&ns_of(ID_B), "apps.other", 1));
-    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     match a.recv().await {
         Out::Welcome(w) => {
             assert_eq!(w.namespace, ns);
@@ -407,7 +415,7 @@ async fn window_holds_messages_until_acked_and_queue_keeps_latest_only() {
     for i in 0..4 {
         h.index.apply(entry(&ns, &format!("d{i}"), 1));
     }
-    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     assert_eq!(upsert_name(&a.recv().await), "welcome");
     let first = a.recv().await;
     let second = a.recv().await;
@@ -433,9 +441,9 @@ async fn window_holds_messages_until_acked_and_queue_keeps_latest_only() {
 async fn a_stalled_agent_never_blocks_the_others() {
     let h = start(1, 4 << 20);
     let ns = ns_of(ID_A);
-    let mut stalled = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut stalled = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     // a second agent of a different cluster subscribed to its own namespace
-    let mut other = h.open(hello(ID_B, GOOD)).await.unwrap();
+    let mut other = h.open(hello(ID_B, BOOTSTRAP_TOKEN)).await.unwrap();
     assert_eq!(upsert_name(&stalled.recv().await), "welcome");
     assert_eq!(upsert_name(&stalled.recv().await), "marker");
     assert_eq!(upsert_name(&other.recv().await), "welcome");
@@ -467,7 +475,7 @@ async fn reports_are_authorised_against_the_streams_own_namespace() {
     let h = start(16, 4 << 20);
     h.index.apply(entry(&ns_of(ID_A), "apps.web", 1));
     h.index.apply(entry(&ns_of(ID_B), "apps.secret", 1));
-    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     for _ in 0..3 {
         a.recv().await;
     }
@@ -513,11 +521,11 @@ async fn an_older_stream_of_the_same_cluster_is_closed_and_does_not_mark_it_disc
     let h = start(16, 4 << 20);
     let ns = ns_of(ID_A);
     h.index.apply(entry(&ns, "apps.web", 1));
-    let mut old = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut old = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     for _ in 0..3 {
         old.recv().await;
     }
-    let mut new = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut new = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     for _ in 0..3 {
         new.recv().await;
     }
@@ -552,8 +560,8 @@ async fn oversized_message_is_resource_exhausted_and_closes_only_that_stream() {
     let h = start(16, 64 * 1024);
     let ns = ns_of(ID_A);
     h.index.apply(entry(&ns, "apps.web", 1));
-    let mut big = h.open(hello(ID_A, GOOD)).await.unwrap();
-    let mut fine = h.open(hello(ID_B, GOOD)).await.unwrap();
+    let mut big = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    let mut fine = h.open(hello(ID_B, BOOTSTRAP_TOKEN)).await.unwrap();
     big.recv().await;
     fine.recv().await;
     big.send(In::Report(v1::DescriptionReport {
@@ -584,7 +592,7 @@ async fn an_oversized_report_is_dropped_and_the_stream_goes_on() {
     );
     let ns = ns_of(ID_A);
     h.index.apply(entry(&ns, "apps.web", 1));
-    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     for _ in 0..3 {
         let m = a.recv().await;
         a.ack(seq_of(&m)).await;
@@ -619,7 +627,7 @@ async fn resync_request_resends_the_snapshot_and_marker() {
     let h = start(16, 4 << 20);
     let ns = ns_of(ID_A);
     h.index.apply(entry(&ns, "apps.web", 1));
-    let mut a = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     for _ in 0..3 {
         let m = a.recv().await;
         a.ack(seq_of(&m)).await;
@@ -662,7 +670,7 @@ async fn raw_stream(
 async fn malformed_protobuf_is_invalid_argument_and_closes_only_that_stream() {
     let h = start(16, 4 << 20);
     let ns = ns_of(ID_B);
-    let mut healthy = h.open(hello(ID_B, GOOD)).await.unwrap();
+    let mut healthy = h.open(hello(ID_B, BOOTSTRAP_TOKEN)).await.unwrap();
     assert_eq!(upsert_name(&healthy.recv().await), "welcome");
     assert_eq!(upsert_name(&healthy.recv().await), "marker");
 
@@ -680,7 +688,7 @@ async fn malformed_protobuf_is_invalid_argument_and_closes_only_that_stream() {
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
 
     // A good Hello, then a malformed message.
-    let Some(In::Hello(good)) = hello(ID_A, GOOD).message else {
+    let Some(In::Hello(good)) = hello(ID_A, BOOTSTRAP_TOKEN).message else {
         unreachable!()
     };
     let mut s = raw_stream(
@@ -752,7 +760,15 @@ fn errors_map_to_the_documented_grpc_codes() {
             Error::CallApiServer {
                 operation: "o".into(),
                 object: "x".into(),
-                message: "m".into(),
+                source: kube::Error::Service("connection refused".into()),
+            },
+            Code::Unavailable,
+        ),
+        (
+            Error::WriteParentObject {
+                operation: "o".into(),
+                object: "x".into(),
+                reason: "kept changing".into(),
             },
             Code::Unavailable,
         ),
@@ -824,12 +840,12 @@ async fn handshakes_beyond_the_cap_are_refused_at_once_and_healthy_agents_get_in
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     // ...so a third is refused at once, without waiting,
-    let refused = h.open(hello(ID_A, GOOD)).await.err().unwrap();
+    let refused = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.err().unwrap();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     // and once the silent ones are closed by the deadline, a healthy agent gets in.
     for s in silent {
         assert_eq!(s.await.unwrap(), Some(Code::DeadlineExceeded));
     }
-    let mut ok = h.open(hello(ID_A, GOOD)).await.unwrap();
+    let mut ok = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     assert_eq!(upsert_name(&ok.recv().await), "welcome");
 }

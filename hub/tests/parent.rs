@@ -13,85 +13,31 @@ use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_client::HubClient;
 use atoll_proto::v1::hub_message::Message as Out;
 use atoll_runtime::admin::Readiness;
+use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually, init_tracing};
 use devcluster::DevCluster;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::registry::Registry;
 use serde_json::json;
-use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Streaming};
 
-const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
 const ID_A: &str = "aaaaaaaa-0000-4000-8000-00000000000a";
 const ID_B: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
 
-struct Parent {
-    _cluster: DevCluster,
-    client: Client,
-}
+/// How long a test waits for a condition.
+const WAIT: Duration = Duration::from_secs(15);
 
+/// The test kit's parent with the test bootstrap token installed; tracing goes to the test's
+/// output.
 async fn parent() -> Parent {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let cluster = DevCluster::start_default().await.unwrap();
-    let client = cluster.client().await.unwrap();
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(client.clone());
-    for crd in atoll_crds::crdgen::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "clusternet-system"}})).unwrap();
-    let _ = Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
-    bootstrap_secret(&client, "07401b", "f395accd246ae52d", None).await;
-    Parent {
-        _cluster: cluster,
-        client,
-    }
-}
-
-async fn bootstrap_secret(client: &Client, id: &str, secret: &str, expiration: Option<&str>) {
-    let mut data = std::collections::BTreeMap::new();
-    data.insert(
-        "token-id".to_string(),
-        k8s_openapi::ByteString(id.as_bytes().to_vec()),
-    );
-    data.insert(
-        "token-secret".to_string(),
-        k8s_openapi::ByteString(secret.as_bytes().to_vec()),
-    );
-    data.insert(
-        "usage-bootstrap-authentication".to_string(),
-        k8s_openapi::ByteString(b"true".to_vec()),
-    );
-    if let Some(e) = expiration {
-        data.insert(
-            "expiration".to_string(),
-            k8s_openapi::ByteString(e.as_bytes().to_vec()),
-        );
-    }
-    let s = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("bootstrap-token-{id}")),
-            namespace: Some("clusternet-system".into()),
-            ..Default::default()
-        },
-        type_: Some("bootstrap.kubernetes.io/token".into()),
-        data: Some(data),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(client.clone(), "clusternet-system")
-        .create(&PostParams::default(), &s)
-        .await
-        .unwrap();
+    init_tracing();
+    let p = Parent::start().await;
+    bootstrap_secret(&p.client, BOOTSTRAP_TOKEN, None).await;
+    p
 }
 
 async fn hub(client: &Client, edit: impl FnOnce(&mut HubConfig)) -> RunningHub {
@@ -106,25 +52,11 @@ async fn hub(client: &Client, edit: impl FnOnce(&mut HubConfig)) -> RunningHub {
     )
     .await
     .unwrap();
-    eventually("hub ready", || async { readiness.is_ready().then_some(()) }).await;
+    eventually("hub ready", WAIT, || async {
+        readiness.is_ready().then_some(())
+    })
+    .await;
     hub
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 struct Agent {
@@ -321,7 +253,7 @@ fn ready(mc: &ManagedCluster) -> Option<String> {
 async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_the_cluster_token() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let w = a.welcome.clone();
     assert!(
         w.namespace.starts_with("clusternet-") && w.namespace.len() == 16,
@@ -346,7 +278,7 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
 
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(p.client.clone(), "default");
-    eventually("a Registered Event on the request", || async {
+    eventually("a Registered Event on the request", WAIT, || async {
         events
             .list(&Default::default())
             .await
@@ -414,7 +346,7 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     // approves it, and the current cluster token keeps working meanwhile.
     let crrs = Api::<ClusterRegistrationRequest>::all(p.client.clone());
     let re = {
-        let pending = connect(&h, ID_A, "edge-a", BOOTSTRAP);
+        let pending = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN);
         tokio::pin!(pending);
         assert!(
             tokio::time::timeout(Duration::from_secs(2), &mut pending)
@@ -472,8 +404,7 @@ async fn bad_tokens_are_unauthenticated() {
     let p = parent().await;
     bootstrap_secret(
         &p.client,
-        "old000",
-        "0123456789abcdef",
+        "old000.0123456789abcdef",
         Some("2020-01-01T00:00:00Z"),
     )
     .await;
@@ -511,7 +442,9 @@ async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
         let addr = h.addr;
         async move {
             let (tx, rx) = mpsc::channel(4);
-            tx.send(hello(ID_A, "edge-a", BOOTSTRAP)).await.unwrap();
+            tx.send(hello(ID_A, "edge-a", BOOTSTRAP_TOKEN))
+                .await
+                .unwrap();
             let mut client = HubClient::connect(format!("http://{addr}")).await.unwrap();
             let mut s = client
                 .sync(ReceiverStream::new(rx))
@@ -524,7 +457,7 @@ async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
         }
     });
     let name = format!("clusternet-{ID_A}");
-    eventually("a pending ClusterRegistrationRequest", || async {
+    eventually("a pending ClusterRegistrationRequest", WAIT, || async {
         crrs.get_opt(&name)
             .await
             .unwrap()
@@ -555,14 +488,16 @@ async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
         let addr = h.addr;
         async move {
             let (tx, rx) = mpsc::channel(4);
-            tx.send(hello(ID_B, "edge-b", BOOTSTRAP)).await.unwrap();
+            tx.send(hello(ID_B, "edge-b", BOOTSTRAP_TOKEN))
+                .await
+                .unwrap();
             let mut client = HubClient::connect(format!("http://{addr}")).await.unwrap();
             let r = client.sync(ReceiverStream::new(rx)).await.map(|_| ());
             drop(tx);
             r
         }
     });
-    eventually("the second request", || async {
+    eventually("the second request", WAIT, || async {
         crrs.get_opt(&denied).await.unwrap()
     })
     .await;
@@ -589,7 +524,7 @@ async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
 async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
     assert!(matches!(a.recv().await, Out::SnapshotComplete(_)));
 
@@ -604,7 +539,7 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
     assert!(!up.deleting);
 
     let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
-    eventually("the hub's finalizer", || async {
+    eventually("the hub's finalizer", WAIT, || async {
         descs
             .get("apps.web")
             .await
@@ -619,7 +554,7 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
     // Heartbeat → ManagedCluster status, Ready=True.
     a.heartbeat(true).await;
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
-    let mc = eventually("Ready=True", || async {
+    let mc = eventually("Ready=True", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         (ready(&mc).as_deref() == Some("True")).then_some(mc)
     })
@@ -630,7 +565,7 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
     assert_eq!(st.heartbeat_frequency_seconds, Some(1));
     assert!(st.healthz && st.livez && st.readyz);
     a.heartbeat(false).await;
-    eventually("Ready=False", || async {
+    eventually("Ready=False", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         let c = mc
             .status
@@ -657,7 +592,7 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
         ..Default::default()
     }))
     .await;
-    let d = eventually("Description status", || async {
+    let d = eventually("Description status", WAIT, || async {
         let d = descs.get("apps.web").await.unwrap();
         (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(d)
     })
@@ -713,7 +648,7 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
         ..Default::default()
     }))
     .await;
-    eventually("the Description gone", || async {
+    eventually("the Description gone", WAIT, || async {
         descs
             .get_opt("apps.web")
             .await
@@ -732,8 +667,8 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
 async fn a_report_on_another_clusters_description_is_denied_and_nothing_is_written() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
-    let b = connect(&h, ID_B, "edge-b", BOOTSTRAP).await.unwrap();
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
+    let b = connect(&h, ID_B, "edge-b", BOOTSTRAP_TOKEN).await.unwrap();
     description(&p.client, &b.welcome.namespace, "apps.secret", "b").await;
     a.send(In::Report(v1::DescriptionReport {
         name: "apps.secret".into(),
@@ -765,19 +700,19 @@ async fn a_report_on_another_clusters_description_is_denied_and_nothing_is_writt
 async fn stream_end_marks_ready_unknown_and_taints_then_reconnection_clears_both() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
     let token = a.welcome.cluster_token.clone();
     a.heartbeat(true).await;
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
-    eventually("Ready=True", || async {
+    eventually("Ready=True", WAIT, || async {
         (ready(&mcs.get("edge-a").await.unwrap()).as_deref() == Some("True")).then_some(())
     })
     .await;
     // Let the last heartbeat age beyond the grace.
     tokio::time::sleep(Duration::from_millis(600)).await;
     drop(a);
-    let mc = eventually("Ready=Unknown + taint", || async {
+    let mc = eventually("Ready=Unknown + taint", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         let tainted = mc
             .spec
@@ -800,7 +735,7 @@ async fn stream_end_marks_ready_unknown_and_taints_then_reconnection_clears_both
 
     let a = connect(&h, ID_A, "edge-a", &token).await.unwrap();
     a.heartbeat(true).await;
-    eventually("Ready=True and no taint", || async {
+    eventually("Ready=True and no taint", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         (ready(&mc).as_deref() == Some("True") && mc.spec.taints.is_empty()).then_some(())
     })
@@ -811,11 +746,11 @@ async fn stream_end_marks_ready_unknown_and_taints_then_reconnection_clears_both
 async fn a_deleted_cluster_releases_its_deleting_descriptions() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
     description(&p.client, &ns, "apps.web", "v1").await;
     let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
-    eventually("the finalizer", || async {
+    eventually("the finalizer", WAIT, || async {
         descs
             .get("apps.web")
             .await
@@ -835,7 +770,7 @@ async fn a_deleted_cluster_releases_its_deleting_descriptions() {
         .delete("apps.web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the Description released", || async {
+    eventually("the Description released", WAIT, || async {
         descs
             .get_opt("apps.web")
             .await
@@ -850,7 +785,7 @@ async fn a_deleted_cluster_releases_its_deleting_descriptions() {
 async fn after_a_hub_restart_agents_reconnect_and_get_a_fresh_snapshot() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
     let token = a.welcome.cluster_token.clone();
     description(&p.client, &ns, "apps.web", "v1").await;
@@ -884,7 +819,7 @@ async fn subscription_aggregated_status_follows_description_reports_without_touc
         .await
         .unwrap();
     let h = hub(&p.client, |_| {}).await;
-    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
 
     let subs: Api<Subscription> = Api::namespaced(p.client.clone(), "apps");
@@ -952,7 +887,7 @@ async fn subscription_aggregated_status_follows_description_reports_without_touc
         ..Default::default()
     }))
     .await;
-    let st = eventually("aggregated status", || async {
+    let st = eventually("aggregated status", WAIT, || async {
         let s = subs.get("web").await.unwrap().status?;
         (s.completed_releases == Some(1) && !s.aggregated_statuses.is_empty()).then_some(s)
     })
@@ -978,13 +913,13 @@ async fn a_cluster_not_ready_beyond_the_lost_timeout_releases_its_deleting_descr
         c.controllers.sweep_every = Duration::from_millis(200);
     })
     .await;
-    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
     a.heartbeat(true).await;
     description(&p.client, &ns, "apps.web", "v1").await;
     a.recv_until(|m| matches!(m, Out::Upsert(_))).await;
     let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
-    eventually("the finalizer", || async {
+    eventually("the finalizer", WAIT, || async {
         descs
             .get("apps.web")
             .await
@@ -1007,7 +942,7 @@ async fn a_cluster_not_ready_beyond_the_lost_timeout_releases_its_deleting_descr
     );
     // The agent goes away; after the grace the cluster is Unknown, after the timeout lost.
     drop(a);
-    eventually("the Description released", || async {
+    eventually("the Description released", WAIT, || async {
         descs
             .get_opt("apps.web")
             .await
@@ -1044,7 +979,7 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
 
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(child_client.clone(), "default");
-    let cm = eventually("the ConfigMap in the child", || async {
+    let cm = eventually("the ConfigMap in the child", WAIT, || async {
         cms.get_opt("cm").await.unwrap()
     })
     .await;
@@ -1053,16 +988,16 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
         Some("pushed")
     );
     let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
-    eventually("Description Success", || async {
+    eventually("Description Success", WAIT, || async {
         let d = descs.get("apps.web").await.unwrap();
         (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(())
     })
     .await;
-    eventually("Ready=True from the hub's heartbeat", || async {
+    eventually("Ready=True from the hub's heartbeat", WAIT, || async {
         (ready(&mcs.get("pushed").await.unwrap()).as_deref() == Some("True")).then_some(())
     })
     .await;
-    eventually("the finalizer", || async {
+    eventually("the finalizer", WAIT, || async {
         descs
             .get("apps.web")
             .await
@@ -1077,7 +1012,7 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
         .delete("apps.web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the Description gone", || async {
+    eventually("the Description gone", WAIT, || async {
         descs
             .get_opt("apps.web")
             .await
@@ -1111,7 +1046,7 @@ async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
     .await;
     description(&p.client, ns, "apps.web", "pushed").await;
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), ns);
-    eventually("an UnregisteredCluster Event", || async {
+    eventually("an UnregisteredCluster Event", WAIT, || async {
         events
             .list(&Default::default())
             .await
@@ -1160,7 +1095,7 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
         "pushed",
     )
     .await;
-    let message = eventually("Ready=False PushCredentialsRefused", || async {
+    let message = eventually("Ready=False PushCredentialsRefused", WAIT, || async {
         let mc = mcs.get("pushed").await.unwrap();
         let st = mc.status?;
         let c = st.conditions.iter().find(|c| c.type_ == "Ready")?;
@@ -1169,7 +1104,7 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
     .await;
     assert!(message.contains("exec"), "{message}");
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), ns);
-    eventually("a PushCredentialsRefused Event", || async {
+    eventually("a PushCredentialsRefused Event", WAIT, || async {
         events
             .list(&Default::default())
             .await
@@ -1188,15 +1123,15 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
 async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &a.welcome.namespace);
     a.heartbeat(true).await;
-    eventually("Ready=True", || async {
+    eventually("Ready=True", WAIT, || async {
         (ready(&mcs.get("edge-a").await.unwrap()).as_deref() == Some("True")).then_some(())
     })
     .await;
     let started = Instant::now();
-    eventually("Ready=Unknown while the stream is open", || async {
+    eventually("Ready=Unknown while the stream is open", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         let tainted = mc
             .spec
@@ -1211,7 +1146,7 @@ async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown(
         "marked before three periods passed"
     );
     a.heartbeat(true).await;
-    eventually("Ready=True again", || async {
+    eventually("Ready=True again", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         (ready(&mc).as_deref() == Some("True") && mc.spec.taints.is_empty()).then_some(())
     })
@@ -1233,8 +1168,9 @@ impl RealAgent {
         edit: impl FnOnce(&mut atoll_agent::AgentConfig),
     ) -> RealAgent {
         use atoll_agent::hub::Backoff;
-        use atoll_agent::{Agent, AgentConfig, Applier};
-        let mut config = AgentConfig::new(&format!("http://{hub}"), BOOTSTRAP, name);
+        use atoll_agent::{Agent, AgentConfig};
+        use atoll_applier::Applier;
+        let mut config = AgentConfig::new(&format!("http://{hub}"), BOOTSTRAP_TOKEN, name);
         config.backoff = Backoff {
             initial: Duration::from_millis(50),
             max: Duration::from_millis(500),
@@ -1257,7 +1193,7 @@ impl RealAgent {
 
     /// Waits for a snapshot after the `after`-th one; returns the dedicated namespace.
     async fn snapshot_after(&self, after: u64) -> String {
-        eventually("the agent's snapshot", || async {
+        eventually("the agent's snapshot", WAIT, || async {
             let s = self.state.borrow().clone();
             if let Some(e) = &s.last_error {
                 eprintln!("agent: {e}");
@@ -1293,24 +1229,24 @@ async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
     let agent = RealAgent::start(h.addr, &child_client, "real-1", |_| {});
     let ns = agent.snapshot_after(0).await;
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
-    eventually("Ready=True from the agent's heartbeat", || async {
+    eventually("Ready=True from the agent's heartbeat", WAIT, || async {
         (ready(&mcs.get("real-1").await.unwrap()).as_deref() == Some("True")).then_some(())
     })
     .await;
     description(&p.client, &ns, "apps.web", "real").await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(child_client.clone(), "default");
-    eventually("the ConfigMap in the child", || async {
+    eventually("the ConfigMap in the child", WAIT, || async {
         cms.get_opt("cm").await.unwrap()
     })
     .await;
     let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
-    eventually("Description Success", || async {
+    eventually("Description Success", WAIT, || async {
         let d = descs.get("apps.web").await.unwrap();
         (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(())
     })
     .await;
-    eventually("the finalizer", || async {
+    eventually("the finalizer", WAIT, || async {
         descs
             .get("apps.web")
             .await
@@ -1325,7 +1261,7 @@ async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
         .delete("apps.web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the Description gone", || async {
+    eventually("the Description gone", WAIT, || async {
         descs
             .get_opt("apps.web")
             .await
@@ -1387,7 +1323,7 @@ async fn after_a_hub_restart_a_description_over_the_limit_is_withheld_and_the_ag
     description_of_size(&p.client, &ns, "apps.web", 100).await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(child_client.clone(), "default");
-    eventually("the ConfigMap in the child", || async {
+    eventually("the ConfigMap in the child", WAIT, || async {
         cms.get_opt("web").await.unwrap()
     })
     .await;
@@ -1408,11 +1344,15 @@ async fn after_a_hub_restart_a_description_over_the_limit_is_withheld_and_the_ag
         "the agent must keep the version that runs"
     );
     let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
-    let status = eventually("the Description says why it is not delivered", || async {
-        let d = descs.get("apps.web").await.unwrap();
-        d.status
-            .filter(|s| s.phase == Some(DescriptionPhase::Failure))
-    })
+    let status = eventually(
+        "the Description says why it is not delivered",
+        WAIT,
+        || async {
+            let d = descs.get("apps.web").await.unwrap();
+            d.status
+                .filter(|s| s.phase == Some(DescriptionPhase::Failure))
+        },
+    )
     .await;
     assert!(
         status.reason.unwrap_or_default().contains("limit"),
@@ -1420,7 +1360,7 @@ async fn after_a_hub_restart_a_description_over_the_limit_is_withheld_and_the_ag
     );
     // Back within the limit, the new version is delivered.
     description_of_size(&p.client, &ns, "apps.web", 200).await;
-    eventually("the new version in the child", || async {
+    eventually("the new version in the child", WAIT, || async {
         let cm = cms.get_opt("web").await.unwrap()?;
         (configmap_data(&cm) == 200).then_some(())
     })
@@ -1450,7 +1390,7 @@ async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_wi
         }
         n
     };
-    eventually("three ConfigMaps in the child", || async {
+    eventually("three ConfigMaps in the child", WAIT, || async {
         (present().await == 3).then_some(())
     })
     .await;
@@ -1474,7 +1414,7 @@ async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_wi
     });
     agent.snapshot_after(0).await;
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
-    let held = eventually("PruneHeld=True on the ManagedCluster", || async {
+    let held = eventually("PruneHeld=True on the ManagedCluster", WAIT, || async {
         let mc = mcs.get("real-1").await.unwrap();
         let c = conditions::get(&mc.status?.conditions, known::CONDITION_PRUNE_HELD)?.clone();
         (c.status == "True").then_some(c)
@@ -1491,7 +1431,7 @@ async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_wi
         "nothing is pruned before the confirmation"
     );
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), &ns);
-    eventually("a PruneHeld Event on the ManagedCluster", || async {
+    eventually("a PruneHeld Event on the ManagedCluster", WAIT, || async {
         let list = events.list(&Default::default()).await.unwrap();
         list.items
             .iter()
@@ -1516,12 +1456,12 @@ async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_wi
     )
     .await
     .unwrap();
-    eventually("the two orphaned ConfigMaps pruned", || async {
+    eventually("the two orphaned ConfigMaps pruned", WAIT, || async {
         (present().await == 1).then_some(())
     })
     .await;
     assert!(cms.get_opt("cache").await.unwrap().is_some());
-    eventually("PruneHeld=False", || async {
+    eventually("PruneHeld=False", WAIT, || async {
         let mc = mcs.get("real-1").await.unwrap();
         (conditions::status(&mc.status?.conditions, known::CONDITION_PRUNE_HELD)? == "False")
             .then_some(())
@@ -1535,7 +1475,7 @@ async fn two_hub_replicas_close_the_older_stream_of_a_cluster() {
     let p = parent().await;
     let h1 = hub(&p.client, |_| {}).await;
     let h2 = hub(&p.client, |_| {}).await;
-    let registered = connect(&h1, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let registered = connect(&h1, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = registered.welcome.namespace.clone();
     let token = registered.welcome.cluster_token.clone();
     drop(registered);
@@ -1559,7 +1499,7 @@ async fn two_hub_replicas_close_the_older_stream_of_a_cluster() {
         ..Default::default()
     }))
     .await;
-    eventually("the new stream's heartbeat", || async {
+    eventually("the new stream's heartbeat", WAIT, || async {
         let mc = mcs.get("edge-a").await.unwrap();
         (mc.status?.k8s_version.as_deref() == Some("v1.33.2-new")).then_some(())
     })
@@ -1584,7 +1524,7 @@ async fn closed_with(a: &mut Agent) -> tonic::Status {
 /// Registers cluster A and opens a stream with its cluster token; returns the stream and the
 /// token.
 async fn registered_stream(h: &RunningHub) -> (Agent, String) {
-    let first = connect(h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let first = connect(h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let token = first.welcome.cluster_token.clone();
     assert!(!token.is_empty());
     drop(first);
@@ -1597,7 +1537,7 @@ async fn stream_epochs_are_ordered_through_the_api_server_across_replicas() {
     let p = parent().await;
     let h1 = hub(&p.client, |_| {}).await;
     let h2 = hub(&p.client, |_| {}).await;
-    let first = connect(&h1, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let first = connect(&h1, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let token = first.welcome.cluster_token.clone();
     let ns = first.welcome.namespace.clone();
     let mut epochs = vec![first.welcome.epoch];
@@ -1758,7 +1698,7 @@ async fn a_cluster_token_with_a_lifetime_is_renewed_half_way_and_refused_once_ex
 async fn an_administrators_relabel_sticks_when_the_agent_reconnects() {
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let w = a.welcome.clone();
     drop(a);
     let clusters = Api::<ManagedCluster>::namespaced(p.client.clone(), &w.namespace);
@@ -1792,7 +1732,7 @@ async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats()
     use futures::StreamExt;
     let p = parent().await;
     let h = hub(&p.client, |_| {}).await;
-    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP).await.unwrap();
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
     // The healthy agent beats every half second for as long as the test runs.
@@ -1817,7 +1757,7 @@ async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats()
             }
         })
     };
-    eventually("Ready=True", || async {
+    eventually("Ready=True", WAIT, || async {
         (ready(&mcs.get("edge-a").await.unwrap()).as_deref() == Some("True")).then_some(())
     })
     .await;

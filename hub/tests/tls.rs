@@ -6,6 +6,7 @@ use atoll_hub::run::{self, HubConfig};
 use atoll_proto::v1;
 use atoll_proto::v1::hub_client::HubClient;
 use atoll_runtime::admin::Readiness;
+use atoll_testkit::BOOTSTRAP_TOKEN;
 use prometheus_client::registry::Registry;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -68,7 +69,7 @@ async fn tls_server_serves_health_and_hub_and_refuses_plaintext() {
             protocol_version: v1::ProtocolVersion::V1 as i32,
             cluster_id: "aaaaaaaa-0000-4000-8000-00000000000a".into(),
             cluster_name: "edge".into(),
-            token: "07401b.f395accd246ae52d".into(),
+            token: BOOTSTRAP_TOKEN.into(),
             ..Default::default()
         })),
     })

@@ -13,18 +13,15 @@ pub async fn client(args: &ClientArgs) -> Result<kube::Client, Error> {
     };
     let config = match &args.kubeconfig {
         Some(path) => {
-            let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|e| Error::LoadKubeconfig(e.to_string()))?;
+            let kubeconfig = Kubeconfig::read_from(path).map_err(Error::LoadKubeconfig)?;
             Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
-                .map_err(|e| Error::LoadKubeconfig(e.to_string()))?
+                .map_err(Error::LoadKubeconfig)?
         }
         None if args.context.is_some() => Config::from_kubeconfig(&options)
             .await
-            .map_err(|e| Error::LoadKubeconfig(e.to_string()))?,
-        None => Config::infer()
-            .await
-            .map_err(|e| Error::LoadKubeconfig(e.to_string()))?,
+            .map_err(Error::LoadKubeconfig)?,
+        None => Config::infer().await.map_err(Error::InferConfig)?,
     };
     kube::Client::try_from(config).map_err(Error::BuildClient)
 }

@@ -1,9 +1,12 @@
 /// Failures of the shared process plumbing.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The kubeconfig could not be read or no in-cluster configuration was found.
-    #[error("failed to load the kube client configuration: {0}")]
-    LoadKubeconfig(String),
+    /// The kubeconfig (`--kubeconfig`, `--context`) could not be read or used.
+    #[error("failed to load the kubeconfig: {0}")]
+    LoadKubeconfig(#[source] kube::config::KubeconfigError),
+    /// No kubeconfig (`KUBECONFIG`, `~/.kube/config`) and no in-cluster configuration was found.
+    #[error("failed to infer the kube client configuration: {0}")]
+    InferConfig(#[source] kube::config::InferConfigError),
     /// The kube client could not be built from the configuration.
     #[error("failed to build the kube client: {0}")]
     BuildClient(#[source] kube::Error),
@@ -28,7 +31,31 @@ pub enum Error {
         /// The API error.
         source: kube::Error,
     },
+    /// The admin server stopped although the process was still running.
+    #[error("the admin server stopped")]
+    StopAdmin,
     /// Installing the tracing subscriber failed (it was already installed).
     #[error("failed to initialise tracing: {0}")]
-    InitTracing(String),
+    InitTracing(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Reading or patching an object to add or remove a finalizer failed.
+    #[error("failed to edit finalizer {finalizer} of {name}: {source}")]
+    EditFinalizer {
+        /// The finalizer.
+        finalizer: String,
+        /// The object's name.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The object kept changing while a finalizer was added or removed.
+    #[error("failed to edit finalizer {finalizer} of {name}: it kept changing; retrying")]
+    FinalizerConflicts {
+        /// The finalizer.
+        finalizer: String,
+        /// The object's name.
+        name: String,
+    },
+    /// The finalizer patch could not be built.
+    #[error("failed to build the finalizer patch: {0}")]
+    EncodeFinalizerPatch(#[source] serde_json::Error),
 }

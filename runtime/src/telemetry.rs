@@ -14,5 +14,5 @@ pub fn init(args: &TelemetryArgs) -> Result<(), Error> {
         LogFormat::Plain => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
-    result.map_err(|e| Error::InitTracing(e.to_string()))
+    result.map_err(Error::InitTracing)
 }

@@ -16,7 +16,6 @@ use atoll_crds::apps::Description;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -100,21 +99,8 @@ async fn main() {
         (Some(dev), None, client, kubeconfig, "devcluster")
     };
 
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in atoll_crds::crdgen::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    // Until every CRD is served (devcluster at once, a real server after it is Established).
-    for _ in 0..100 {
-        if Api::<Description>::all(client.clone())
-            .list(&kube::api::ListParams::default().limit(1))
-            .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // Every CRD, served once Established (devcluster at once, a real server soon after).
+    atoll_testkit::install_crds(&client).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let namespaces: Vec<(Option<String>, Value)> = ["clusternet-system", "clusternet-reserved", "apps", "raw"]
         .iter()

@@ -1,12 +1,12 @@
 //! The `atoll-scheduler` process: flags, admin server, leader election, then the control loop.
 
+use crate::Error;
 use crate::controller::{self, Metrics};
-use atoll_runtime::admin::{self, Readiness};
+use atoll_runtime::admin::Readiness;
 use atoll_runtime::args::{AdminArgs, ClientArgs, LeaderElectionArgs, TelemetryArgs};
 use atoll_runtime::leader::{self, LeaderElection};
+use atoll_runtime::process::{Process, Shutdown};
 use kube::runtime::events::Reporter;
-use prometheus_client::registry::Registry;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Name of the scheduler's leader-election Lease.
@@ -41,22 +41,30 @@ pub struct Args {
     pub scheduler_name: String,
 }
 
-/// Runs the scheduler until it loses leadership or the control loop ends.
-pub async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let client = atoll_runtime::client::client(&args.client).await?;
+/// Runs the scheduler until SIGINT/SIGTERM, or until it loses leadership.
+pub async fn run(args: Args) -> Result<(), Error> {
+    let mut process = Process::start(&args.telemetry, &args.client).await?;
     let metrics = Metrics::default();
-    let mut registry = Registry::default();
-    metrics.register(&mut registry);
-    let readiness = Readiness::default();
-    let (admin_addr, admin) = admin::serve(
-        args.admin.admin_listen,
-        Arc::new(registry),
-        readiness.clone(),
-    )
-    .await?;
-    tracing::info!(%admin_addr, "admin server listening");
-    let admin = tokio::spawn(admin);
+    metrics.register(process.registry());
+    let client = process.client();
+    let readiness = process.readiness();
+    let admin = args.admin.clone();
+    process
+        .run(&admin, |shutdown| {
+            schedule(args, client, metrics, readiness, shutdown)
+        })
+        .await
+}
 
+/// The scheduler's work once the admin server runs: wait for leadership (when elected), run the
+/// control loop, and release the lease on the way out.
+async fn schedule(
+    args: Args,
+    client: kube::Client,
+    metrics: Metrics,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) -> Result<(), Error> {
     let identity = args
         .leader
         .leader_elect_identity
@@ -71,7 +79,10 @@ pub async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sy
             args.leader.lease_duration(),
         );
         tracing::info!(%identity, "waiting for leadership");
-        Some(election.acquire().await)
+        tokio::select! {
+            held = election.acquire() => Some(held),
+            () = shutdown.clone().requested() => return Ok(()),
+        }
     } else {
         None
     };
@@ -89,13 +100,13 @@ pub async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sy
     let work = controller::run(client, config, metrics, reporter, move || ready.set(true));
     let result = match leadership.as_mut() {
         Some(held) => tokio::select! {
-            r = work => r.map_err(Into::into),
-            () = held.lost() => Err("lost leadership; exiting so that a new contender takes over".into()),
-            r = shutdown_signal() => r,
+            r = work => r,
+            () = held.lost() => Err(Error::KeepLeadership),
+            () = shutdown.requested() => Ok(()),
         },
         None => tokio::select! {
-            r = work => r.map_err(Into::into),
-            r = shutdown_signal() => r,
+            r = work => r,
+            () = shutdown.requested() => Ok(()),
         },
     };
     readiness.set(false);
@@ -104,18 +115,7 @@ pub async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sy
     {
         tracing::warn!(error = %e, "releasing the lease failed");
     }
-    admin.abort();
     result
-}
-
-async fn shutdown_signal() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r?,
-    }
-    tracing::info!("shutting down");
-    Ok(())
 }
 
 #[cfg(test)]

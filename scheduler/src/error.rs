@@ -4,7 +4,7 @@
 //! change. [`Error::label`] gives a short stable label for metrics.
 
 /// Everything that can go wrong while placing a Subscription or rendering its objects.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `spec.subscribers` is empty.
     #[error(
@@ -194,7 +194,7 @@ pub enum Error {
         /// The object, `namespace/name`.
         target: String,
         /// The API error.
-        source: KubeError,
+        source: kube::Error,
     },
 
     /// Discovery of a feed's kind failed for another reason than "not served".
@@ -203,7 +203,7 @@ pub enum Error {
         /// `apiVersion Kind` of the feed.
         kind: String,
         /// The API error.
-        source: KubeError,
+        source: kube::Error,
     },
 
     /// The watch of a newly named feed kind did not sync in time.
@@ -228,6 +228,14 @@ pub enum Error {
         /// The object, `namespace/name`.
         target: String,
     },
+
+    /// The shared plumbing failed: the kubeconfig, tracing, the admin server, a finalizer edit.
+    #[error(transparent)]
+    Runtime(#[from] atoll_runtime::Error),
+
+    /// Another scheduler took the leadership Lease over.
+    #[error("lost leadership; exiting so that a new contender takes over")]
+    KeepLeadership,
 
     /// An object could not be encoded as JSON.
     #[error("failed to encode {what}: {reason}")]
@@ -268,6 +276,8 @@ impl Error {
             Error::SyncCache { .. } => "sync_cache",
             Error::EncodeObject { .. } => "encode_object",
             Error::ConflictRetries { .. } => "conflict_retries",
+            Error::Runtime(_) => "runtime",
+            Error::KeepLeadership => "keep_leadership",
         }
     }
 
@@ -282,6 +292,8 @@ impl Error {
                 | Error::SyncFeedKind { .. }
                 | Error::SyncCache { .. }
                 | Error::ConflictRetries { .. }
+                | Error::Runtime(_)
+                | Error::KeepLeadership
         )
     }
 }
@@ -291,33 +303,3 @@ pub type ScheduleError = Error;
 
 /// Rendering errors: the crate's one [`Error`] type, named for the `render` contract.
 pub type OverrideError = Error;
-
-/// A kube client error, shared so that [`Error`] stays `Clone` and comparable (by message).
-#[derive(Debug, Clone)]
-pub struct KubeError(pub std::sync::Arc<kube::Error>);
-
-impl From<kube::Error> for KubeError {
-    fn from(e: kube::Error) -> Self {
-        KubeError(std::sync::Arc::new(e))
-    }
-}
-
-impl std::fmt::Display for KubeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for KubeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(self.0.as_ref())
-    }
-}
-
-impl PartialEq for KubeError {
-    fn eq(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-impl Eq for KubeError {}

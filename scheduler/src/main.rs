@@ -4,9 +4,5 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = atoll_scheduler::app::Args::parse();
-    atoll_runtime::telemetry::init(&args.telemetry)?;
-    atoll_scheduler::app::run(args)
-        .await
-        .map_err(|e| anyhow::anyhow!(e))
+    Ok(atoll_scheduler::app::run(atoll_scheduler::app::Args::parse()).await?)
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use atoll_scheduler::app::{Args, run};
+use atoll_testkit::{Parent, eventually};
 use clap::Parser;
 use common::*;
 use serde_json::json;
@@ -25,7 +26,7 @@ fn args(kubeconfig: &std::path::Path, identity: &str) -> Args {
 
 #[tokio::test]
 async fn a_second_replica_takes_over_when_the_leader_dies() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("parent.kubeconfig");

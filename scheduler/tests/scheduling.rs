@@ -3,6 +3,7 @@
 
 mod common;
 
+use atoll_testkit::{Parent, create_namespace, eventually};
 use common::*;
 use serde_json::json;
 use std::time::Duration;
@@ -11,7 +12,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn replication_reaches_three_clusters() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     for name in ["a", "b", "c"] {
         add_cluster(client, name, json!({"env": "prod"}), "8").await;
@@ -91,24 +92,20 @@ async fn wait_replicas(client: &kube::Client, expected: Vec<(&str, i64)>) -> Vec
         .into_iter()
         .map(|(n, r)| (n.to_owned(), r))
         .collect();
-    let mut last = Vec::new();
-    let result = tokio::time::timeout(WAIT, async {
-        loop {
-            last = replicas_by_cluster(client, "default", "web").await;
-            if last == expected {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("the replicas per cluster", WAIT, || async {
+        let last = replicas_by_cluster(client, "default", "web").await;
+        if last == expected {
+            Ok(last)
+        } else {
+            Err(format!("expected {expected:?}, saw {last:?}"))
         }
     })
-    .await;
-    assert!(result.is_ok(), "expected {expected:?}, last saw {last:?}");
-    last
+    .await
 }
 
 #[tokio::test]
 async fn static_dividing_splits_by_weight() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod", "tier": "small"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod", "tier": "large"}), "8").await;
@@ -137,7 +134,7 @@ async fn static_dividing_splits_by_weight() {
 
 #[tokio::test]
 async fn dynamic_dividing_follows_capacity() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     // 500m per replica: 2 cpu fit 4 replicas, 6 cpu fit 12.
     add_cluster(client, "a", json!({"env": "prod"}), "2").await;
@@ -157,7 +154,7 @@ async fn dynamic_dividing_follows_capacity() {
 
 #[tokio::test]
 async fn localization_changes_one_cluster_and_globalization_follows_affinity() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod", "region": "eu"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod", "region": "us"}), "8").await;
@@ -219,7 +216,7 @@ async fn localization_changes_one_cluster_and_globalization_follows_affinity() {
 
 #[tokio::test]
 async fn override_priority_order_decides_the_result() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 1)).await;
@@ -261,7 +258,7 @@ async fn override_priority_order_decides_the_result() {
 
 #[tokio::test]
 async fn clusters_joining_leaving_and_tainted_move_the_placement() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 2)).await;
@@ -291,7 +288,7 @@ async fn clusters_joining_leaving_and_tainted_move_the_placement() {
 
 #[tokio::test]
 async fn failover_moves_divided_replicas_and_recovery_rebalances() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod"}), "8").await;
@@ -318,7 +315,7 @@ async fn failover_moves_divided_replicas_and_recovery_rebalances() {
 
 #[tokio::test]
 async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod"}), "8").await;
@@ -341,7 +338,7 @@ async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
 
 #[tokio::test]
 async fn the_orphan_deletion_policy_is_labelled_on_every_description_and_removed_with_it() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod"}), "8").await;
@@ -373,7 +370,7 @@ async fn the_orphan_deletion_policy_is_labelled_on_every_description_and_removed
 
 #[tokio::test]
 async fn a_feed_change_rendering_does_not_see_starts_no_pass() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 1)).await;
@@ -438,7 +435,7 @@ async fn a_feed_change_rendering_does_not_see_starts_no_pass() {
 
 #[tokio::test]
 async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 1)).await;
@@ -466,7 +463,7 @@ async fn the_watch_of_a_feed_kind_is_released_when_no_subscription_names_it() {
 
 #[tokio::test]
 async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_allows_it() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     for ns in ["team", "shared"] {
@@ -540,7 +537,7 @@ async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_
 
 #[tokio::test]
 async fn clusternets_replication_example_lands_after_the_one_documented_feed_grant() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     // Clusternet's examples/replication: a Subscription in `default`, its feeds in `foo`.
@@ -611,7 +608,7 @@ async fn clusternets_replication_example_lands_after_the_one_documented_feed_gra
 
 #[tokio::test]
 async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     let _scheduler = start_scheduler(client).await;
@@ -639,7 +636,7 @@ async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
 
 #[tokio::test]
 async fn invalid_override_is_reported_and_other_clusters_and_subscriptions_go_on() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod"}), "8").await;
@@ -705,7 +702,7 @@ async fn invalid_override_is_reported_and_other_clusters_and_subscriptions_go_on
 
 #[tokio::test]
 async fn invalid_spec_gets_a_condition_and_keeps_descriptions() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 4)).await;
@@ -746,7 +743,7 @@ async fn invalid_spec_gets_a_condition_and_keeps_descriptions() {
 
 #[tokio::test]
 async fn subscriptions_for_another_scheduler_are_left_alone() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 1)).await;
@@ -782,7 +779,7 @@ async fn subscriptions_for_another_scheduler_are_left_alone() {
 
 #[tokio::test]
 async fn replication_keeps_an_unreachable_bound_cluster_and_skips_a_new_one() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
     add_cluster(client, "b", json!({"env": "prod"}), "8").await;
@@ -818,7 +815,7 @@ async fn replication_keeps_an_unreachable_bound_cluster_and_skips_a_new_one() {
 
 #[tokio::test]
 async fn a_description_edited_by_someone_else_is_restored() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     for name in ["a", "b"] {
         add_cluster(client, name, json!({"env": "prod"}), "8").await;
@@ -874,7 +871,7 @@ async fn a_description_edited_by_someone_else_is_restored() {
 
 #[tokio::test]
 async fn a_managed_cluster_the_hub_did_not_register_gets_no_workload_and_an_event() {
-    let parent = parent().await;
+    let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "real", json!({"env": "prod"}), "8").await;
     // A tenant's own ManagedCluster, with the labels the Subscription selects, in a namespace

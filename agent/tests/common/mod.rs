@@ -2,22 +2,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 use atoll_proto::v1::{self, agent_message, hub_message, hub_server};
+use atoll_testkit::BOOTSTRAP_TOKEN;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 pub const NS: &str = "clusternet-test1";
-pub const BOOTSTRAP: &str = "07401b.f395accd246ae52d";
 
 pub type Outbound = mpsc::Sender<Result<v1::HubMessage, Status>>;
 
-/// A hub that registers any agent presenting the bootstrap token, streams a fixed snapshot and
+/// A hub that registers any agent presenting [`BOOTSTRAP_TOKEN`], streams a fixed snapshot and
 /// records everything it receives.
 #[derive(Clone, Default)]
 pub struct TestHub {
@@ -75,7 +73,7 @@ impl hub_server::Hub for TestHub {
             ));
         };
         self.hellos.lock().unwrap().push(hello.clone());
-        let cluster_token = if hello.token == BOOTSTRAP {
+        let cluster_token = if hello.token == BOOTSTRAP_TOKEN {
             let token = format!("ct-{}", self.minted.fetch_add(1, Ordering::SeqCst) + 1);
             self.tokens.lock().unwrap().push(token.clone());
             token
@@ -183,20 +181,6 @@ pub async fn serve(hub: TestHub) -> String {
             .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
     );
     format!("http://{addr}")
-}
-
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 pub fn cm(name: &str) -> Value {

@@ -1,9 +1,9 @@
 //! What the end-to-end scenario files share: a fleet of real processes started with the real
 //! `fleet` binary and stopped again when its guard is dropped (also when a test panics), kubectl
-//! for the parent and each child, and polling with the last observation in the failure message.
+//! for the parent and each child, and the interval at which the scenarios poll with
+//! `atoll_testkit` (which puts the last observation in the failure message).
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Weak};
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use atoll_e2e::kubectl::Kubectl;
 use atoll_e2e::plan::{Backend, Binaries};
+use atoll_testkit::Poll;
 
 /// How long any single convergence may take before a scenario fails.
 pub const CONVERGE: Duration = Duration::from_secs(60);
@@ -221,29 +222,8 @@ pub async fn shared(slot: &'static std::sync::Mutex<Weak<Fleet>>, children: usiz
     fleet
 }
 
-/// Polls `check` every 250 ms until it returns `Ok`, and returns that value and the time taken;
-/// panics after `timeout` with the last observation.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> (T, Duration)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = Instant::now();
-    loop {
-        match check().await {
-            Ok(v) => return (v, started.elapsed()),
-            Err(last) => {
-                if started.elapsed() >= timeout {
-                    panic!(
-                        "{what}: not reached after {}s; last seen: {last}",
-                        timeout.as_secs()
-                    );
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+/// How often the scenarios poll: every check runs kubectl against real processes.
+pub const POLL: Poll = Poll::every(Duration::from_millis(250));
 
 /// `kubectl get <kind> <name> [-n ns] -o jsonpath=<path>`: `None` when the object does not exist.
 pub async fn jsonpath(
@@ -296,31 +276,32 @@ pub fn expect(
 
 /// Waits until every expectation holds in the children of `fleet`; returns the time taken.
 pub async fn converge(fleet: &Fleet, what: &str, expects: &[Expect]) -> Duration {
-    let ((), took) = eventually(what, CONVERGE, || async {
-        let mut wrong = Vec::new();
-        for e in expects {
-            let got = jsonpath(fleet.child(e.child), e.kind, e.ns, e.name, e.path).await?;
-            // An object that exists but lacks the field reads as "": count it as present.
-            if got != e.want {
-                wrong.push(format!(
-                    "{} {} {}/{} {}: want {:?}, got {:?}",
-                    e.child,
-                    e.kind,
-                    e.ns.unwrap_or(""),
-                    e.name,
-                    e.path,
-                    e.want,
-                    got
-                ));
+    let ((), took) = POLL
+        .eventually_timed(what, CONVERGE, || async {
+            let mut wrong = Vec::new();
+            for e in expects {
+                let got = jsonpath(fleet.child(e.child), e.kind, e.ns, e.name, e.path).await?;
+                // An object that exists but lacks the field reads as "": count it as present.
+                if got != e.want {
+                    wrong.push(format!(
+                        "{} {} {}/{} {}: want {:?}, got {:?}",
+                        e.child,
+                        e.kind,
+                        e.ns.unwrap_or(""),
+                        e.name,
+                        e.path,
+                        e.want,
+                        got
+                    ));
+                }
             }
-        }
-        if wrong.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{} (logs: {})", wrong.join("; "), fleet.logs()))
-        }
-    })
-    .await;
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} (logs: {})", wrong.join("; "), fleet.logs()))
+            }
+        })
+        .await;
     took
 }
 

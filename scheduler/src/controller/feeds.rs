@@ -12,7 +12,6 @@
 
 use super::epoch::InputEpoch;
 use crate::Error;
-use crate::error::KubeError;
 use crate::tenancy::{self, Access, FeedOwner, Refusal};
 use atoll_crds::apps::{Feed, Manifest, Subscription};
 use atoll_crds::atoll::FeedGrant;
@@ -138,7 +137,7 @@ impl FeedWatches {
             Err(source) => {
                 return Err(Error::DiscoverFeedKind {
                     kind: kind_text(feed),
-                    source: KubeError::from(source),
+                    source,
                 });
             }
         };

@@ -468,6 +468,7 @@ pub async fn run(
         inputs,
         passes: epoch::Passes::default(),
         unregistered: parking_lot::Mutex::new(HashMap::new()),
+        failures: parking_lot::Mutex::new(HashMap::new()),
         client,
         stores,
         metrics: metrics.clone(),

@@ -6,7 +6,6 @@ use super::index::DescriptionRecord;
 use super::metrics::{ErrorLabels, Metrics};
 use super::plan::{self, Plan, PlannedCondition, ResolvedFeed, Unresolved};
 use crate::Error;
-use crate::error::KubeError;
 use crate::placement::{self, ClusterInfo};
 use atoll_crds::apps::{
     DeletionPolicy, Description, Globalization, Localization, Manifest, Subscription,
@@ -104,6 +103,9 @@ pub struct Context {
     /// ManagedClusters left out as unregistered (`namespace/name` -> why), so that each gets
     /// one Event and log line per reason, not one per reconcile.
     pub unregistered: parking_lot::Mutex<std::collections::HashMap<String, String>>,
+    /// Failed reconciles in a row of each Subscription (`namespace/name`) whose last error was
+    /// transient: the retry delay doubles with each.
+    pub failures: parking_lot::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 /// The ManagedClusters a placement may choose: not being deleted, and registered by the hub
@@ -177,10 +179,16 @@ pub async fn reconcile(sub: Arc<Subscription>, ctx: Arc<Context>) -> Result<Acti
     ctx.metrics
         .schedule_duration
         .observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.failures.lock().remove(&sub_key(&sub));
+    }
     result
 }
 
-/// Logs and counts a failed reconcile, and retries it after a short delay.
+/// Logs and counts a failed reconcile. A permanent error (the user's objects are wrong) waits
+/// for a change of the Subscription, since retrying the same inputs cannot help; a transient
+/// one (the API server, a watch not synced yet) is retried after a delay that doubles with each
+/// failure in a row, from [`Config::retry`] up to [`MAX_RETRY_DELAY`].
 pub fn error_policy(sub: Arc<Subscription>, error: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(
         namespace = sub.namespace().unwrap_or_default(),
@@ -194,7 +202,29 @@ pub fn error_policy(sub: Arc<Subscription>, error: &Error, ctx: Arc<Context>) ->
             error: error.label().to_owned(),
         })
         .inc();
-    Action::requeue(Duration::from_secs(5))
+    if error.is_permanent() {
+        ctx.failures.lock().remove(&sub_key(&sub));
+        return Action::await_change();
+    }
+    let failures = {
+        let mut failures = ctx.failures.lock();
+        let count = failures.entry(sub_key(&sub)).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    };
+    Action::requeue(retry_delay(ctx.config.retry, failures))
+}
+
+/// The longest wait before a Subscription whose reconciles keep failing is tried again.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+
+/// The delay before the retry after `failures` transient failures in a row: `base`, doubled
+/// for each failure after the first, at most [`MAX_RETRY_DELAY`].
+pub fn retry_delay(base: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    base.max(Duration::from_millis(100))
+        .saturating_mul(1 << doublings)
+        .min(MAX_RETRY_DELAY)
 }
 
 fn subscription_api(client: &Client, sub: &Subscription) -> Api<Subscription> {
@@ -205,7 +235,7 @@ fn api_error(operation: &'static str, target: String) -> impl FnOnce(kube::Error
     move |source| Error::KubeApi {
         operation,
         target,
-        source: KubeError::from(source),
+        source,
     }
 }
 
@@ -300,48 +330,13 @@ fn feed_location(feed: &atoll_crds::apps::Feed) -> String {
 }
 
 /// Adds the scheduler's finalizer, so that deleting the Subscription waits for its Descriptions.
-/// The patch is guarded by the resourceVersion it was computed from; when the cache was behind,
-/// the live object is read and the patch computed again.
 async fn ensure_finalizer(sub: &Subscription, ctx: &Context) -> Result<(), Error> {
-    let api = subscription_api(&ctx.client, sub);
-    let mut current = sub.clone();
-    for _ in 0..3 {
-        if current.finalizers().iter().any(|f| f == known::FINALIZER) {
-            return Ok(());
-        }
-        let mut finalizers = current.finalizers().to_vec();
-        finalizers.push(known::FINALIZER.to_owned());
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": current.resource_version()},
-            {"op": "add", "path": "/metadata/finalizers", "value": finalizers}
-        ]))
-        .map_err(|e| Error::EncodeObject {
-            what: "finalizer patch".to_owned(),
-            reason: e.to_string(),
-        })?;
-        match api
-            .patch(
-                &sub.name_any(),
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
-            .await
-        {
-            Ok(_) => return Ok(()),
-            // The object changed since it was read: read it again.
-            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                current = api
-                    .get(&sub.name_any())
-                    .await
-                    .map_err(api_error("read Subscription", sub_key(sub)))?;
-            }
-            Err(e) => return Err(api_error("add finalizer to Subscription", sub_key(sub))(e)),
-        }
+    if sub.finalizers().iter().any(|f| f == known::FINALIZER) {
+        return Ok(());
     }
-    Err(Error::ConflictRetries {
-        operation: "add finalizer to Subscription",
-        target: sub_key(sub),
-    })
+    let api = subscription_api(&ctx.client, sub);
+    atoll_runtime::finalizer::add(&api, &sub.name_any(), known::FINALIZER).await?;
+    Ok(())
 }
 
 /// The labels every Description of `sub` for `cluster` carries.
@@ -550,35 +545,16 @@ async fn cleanup(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         }
         return Ok(Action::requeue(ctx.config.retry));
     }
-    let finalizers = sub.finalizers();
-    let Some(index) = finalizers.iter().position(|f| f == known::FINALIZER) else {
-        return Ok(Action::await_change());
-    };
-    let patch: json_patch::Patch = serde_json::from_value(json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": known::FINALIZER},
-        {"op": "remove", "path": format!("/metadata/finalizers/{index}")}
-    ]))
-    .map_err(|e| Error::EncodeObject {
-        what: "finalizer patch".to_owned(),
-        reason: e.to_string(),
-    })?;
-    let released = subscription_api(&ctx.client, sub)
-        .patch(
-            &sub.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
-        .await;
+    let released = atoll_runtime::finalizer::remove(
+        &subscription_api(&ctx.client, sub),
+        &sub.name_any(),
+        known::FINALIZER,
+    )
+    .await;
     // This Subscription no longer needs its feed kinds; others may not either.
     ctx.feeds.release_unused().await;
-    match released {
-        Ok(_) => Ok(Action::await_change()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
-        Err(e) => Err(api_error(
-            "remove finalizer from Subscription",
-            sub_key(sub),
-        )(e)),
-    }
+    released?;
+    Ok(Action::await_change())
 }
 
 /// The status fields the scheduler owns, as they should be after `plan`.
@@ -713,5 +689,47 @@ async fn publish(sub: &Subscription, planned: &PlannedCondition, ctx: &Context) 
     };
     if let Err(e) = ctx.recorder.publish(&event, &sub.object_ref(&())).await {
         tracing::warn!(error = %e, "publishing an Event failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transient_failure_is_retried_after_a_delay_that_doubles_up_to_the_cap() {
+        let s = Duration::from_secs;
+        let cases = [
+            (s(2), 1, s(2)),
+            (s(2), 2, s(4)),
+            (s(2), 5, s(32)),
+            (s(2), 8, s(256)),
+            (s(2), 9, MAX_RETRY_DELAY),
+            (s(2), u32::MAX, MAX_RETRY_DELAY),
+            (Duration::ZERO, 1, Duration::from_millis(100)),
+        ];
+        for (base, failures, want) in cases {
+            assert_eq!(retry_delay(base, failures), want, "{base:?} x {failures}");
+        }
+    }
+
+    #[test]
+    fn api_failures_are_transient_and_spec_errors_permanent() {
+        assert!(Error::ValidateSubscribers.is_permanent());
+        assert!(Error::DivideBinpack.is_permanent());
+        assert!(
+            !Error::ConflictRetries {
+                operation: "apply",
+                target: "ns/x".to_owned()
+            }
+            .is_permanent()
+        );
+        assert!(
+            !Error::SyncCache {
+                kind: "Subscription"
+            }
+            .is_permanent()
+        );
+        assert!(!Error::KeepLeadership.is_permanent());
     }
 }

@@ -1,45 +1,16 @@
-//! Shared fixtures of the scheduler's integration tests: a parent devcluster with atoll's CRDs,
-//! ManagedClusters, and a scheduler running in the test process.
+//! Shared fixtures of the scheduler's integration tests: ManagedClusters and a scheduler running
+//! in the test process (the parent devcluster and polling come from `atoll_testkit`).
 #![allow(dead_code)]
 
 use atoll_crds::apps::{Description, Subscription};
 use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
 use atoll_scheduler::controller::{self, Metrics};
-use devcluster::DevCluster;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use atoll_testkit::create_namespace;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::Reporter;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use std::future::Future;
-use std::time::{Duration, Instant};
-
-pub struct Parent {
-    pub cluster: DevCluster,
-    pub client: Client,
-}
-
-/// A parent devcluster with atoll's CRDs installed and established.
-pub async fn parent() -> Parent {
-    let cluster = DevCluster::start_default().await.unwrap();
-    let client = cluster.client().await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in atoll_crds::crdgen::crds() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    for ns in ["clusternet-system", "clusternet-reserved"] {
-        create_namespace(&client, ns).await;
-    }
-    Parent { cluster, client }
-}
-
-pub async fn create_namespace(client: &Client, name: &str) {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    let _ = Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
-}
+use std::time::Duration;
 
 /// Starts the scheduler's control loop in this process; it stops when the test ends.
 pub async fn start_scheduler(client: &Client) -> tokio::task::JoinHandle<()> {
@@ -196,24 +167,6 @@ pub async fn apply(client: &Client, object: Value) {
     )
     .await
     .unwrap();
-}
-
-/// Polls `check` until it returns Some, or fails the test after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Every Description (all namespaces) of the Subscription `namespace/name`.

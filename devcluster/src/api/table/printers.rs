@@ -398,7 +398,8 @@ fn subjects(obj: &Value, kind: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The `STATUS` cell of the real pod printer (simplified: init containers are not inspected).
+/// The `STATUS` cell of the real pod printer: the pod's reason or phase, then an init container
+/// still running or failed (`Init:…`), then a waiting or terminated container's reason.
 fn pod_status(obj: &Value) -> String {
     let status = &obj["status"];
     let phase = status["phase"].as_str().unwrap_or("Pending");

@@ -22,7 +22,7 @@ use crate::model::{
 };
 use crate::prune::PrunePlan;
 use crate::scope::Scope;
-use crate::{Error, drift};
+use crate::{Error, drift, repair};
 use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -107,6 +107,13 @@ struct Applied {
     error: Option<String>,
 }
 
+/// What a Description applied before an apply: its inventory entries, and the fields each of
+/// its objects left to other managers.
+struct Before {
+    entries: Vec<Entry>,
+    yielded: HashMap<ObjectRef, Vec<String>>,
+}
+
 /// Applies Descriptions to one child cluster. Cheap to share behind an `Arc`.
 pub struct Applier {
     pub(crate) client: kube::Client,
@@ -120,7 +127,7 @@ pub struct Applier {
     store: inventory::Store,
     pub(crate) state: Mutex<State>,
     notifier: Mutex<Option<mpsc::UnboundedSender<Notice>>>,
-    pub(crate) drift: drift::Watchers,
+    drift: drift::Watchers,
     /// One lock per Description: applying, deleting and repairing it never interleave.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pub(crate) metrics: Arc<Metrics>,
@@ -133,6 +140,7 @@ impl Applier {
         Self {
             discovery: Discovery::new(child.clone()),
             store: inventory::Store::new(child.clone(), &field_manager, inventory::NAMESPACE),
+            drift: drift::Watchers::new(child.clone()),
             client: child,
             field_manager,
             adopt_existing: false,
@@ -140,7 +148,6 @@ impl Applier {
             delete_timeout: Duration::from_secs(120),
             state: Mutex::new(State::default()),
             notifier: Mutex::new(None),
-            drift: drift::Watchers::default(),
             locks: Mutex::new(HashMap::new()),
             metrics: Arc::new(Metrics::default()),
         }
@@ -199,6 +206,25 @@ impl Applier {
     /// Sends [`Notice`]s to `tx` from now on.
     pub fn set_notifier(&self, tx: mpsc::UnboundedSender<Notice>) {
         *lock(&self.notifier) = Some(tx);
+    }
+
+    /// Starts drift repair: watchers for every kind applied so far and from now on, and for the
+    /// inventories, feeding the repair loop. Both stop when the applier is dropped.
+    pub fn start_drift_repair(self: &Arc<Self>) {
+        if let Some(observations) = self.drift.start(self.state_namespace()) {
+            tokio::spawn(repair::run(Arc::downgrade(self), observations));
+        }
+    }
+
+    /// What to watch for `kind`: the whole cluster (`None`), or, for an agent restricted to
+    /// some namespaces (`--namespaces`), each of them for a namespaced kind and nothing for a
+    /// cluster-scoped one (the agent applies none).
+    fn drift_scopes(&self, kind: &Kind) -> Vec<Option<String>> {
+        match self.allowed_namespaces() {
+            None => vec![None],
+            Some(_) if !kind.namespaced => Vec::new(),
+            Some(allowed) => allowed.iter().cloned().map(Some).collect(),
+        }
     }
 
     /// How many kinds the drift watchers watch.
@@ -286,94 +312,103 @@ impl Applier {
         self.metrics
             .apply_seconds
             .observe(started.elapsed().as_secs_f64());
-        Metrics::count(&self.metrics.applies, report.phase.as_str());
+        crate::metrics::count(&self.metrics.applies, report.phase.as_str());
         report
     }
 
+    /// The phases of an apply, under the Description's lock: prepare, record the intent in the
+    /// inventory, apply in order, prune what the Description dropped, record what was applied,
+    /// watch the new kinds, report.
     async fn apply_locked(&self, desc: &Description, key: &str) -> Report {
-        let key = key.to_owned();
         if let Err(e) = self.load_inventory().await {
             return failure_report(desc, &e.to_string());
         }
-        let mut order: Vec<(ObjectRef, Option<String>)> = Vec::with_capacity(desc.objects.len());
-        let mut prepared: Vec<Prepared> = Vec::with_capacity(desc.objects.len());
-        for (index, raw) in desc.objects.iter().enumerate() {
-            match prepare(raw, index, &key) {
-                Ok(p) => {
-                    order.push((p.object.clone(), None));
-                    prepared.push(p);
-                }
-                Err((object, e)) => order.push((object, Some(e))),
-            }
-        }
-        // Duplicates inside one Description: the first wins, the others fail.
-        let mut seen = HashSet::new();
-        let mut unique = Vec::with_capacity(prepared.len());
-        for p in prepared {
-            if seen.insert(p.object.clone()) {
-                unique.push(p);
-            } else if let Some(slot) = order
-                .iter_mut()
-                .rev()
-                .find(|(o, e)| *o == p.object && e.is_none())
+        let (mut order, objects) = prepare_all(desc, key);
+        let before = match self.record_intent(desc, key, &objects).await {
+            Ok(before) => before,
+            Err(e) => return failure_report(desc, &e.to_string()),
+        };
+        let results = self.apply_in_order(key, objects, &before.yielded).await;
+        let errors: HashMap<&ObjectRef, &String> = results
+            .iter()
+            .filter_map(|r| r.error.as_ref().map(|e| (&r.object, e)))
+            .collect();
+        for (object, error) in order.iter_mut() {
+            if error.is_none()
+                && let Some(e) = errors.get(object)
             {
-                slot.1 = Some("the object appears twice in the Description".to_owned());
+                *error = Some((*e).clone());
             }
         }
+        let desired: HashSet<ObjectRef> = results.iter().map(|r| r.object.clone()).collect();
+        let kept = self
+            .prune_removed(key, &before.entries, &desired, desc.orphan)
+            .await;
+        let kinds = self
+            .record_applied(desc, key, order, results, &before.entries, kept)
+            .await;
+        for kind in kinds {
+            self.drift.ensure(&kind, self.drift_scopes(&kind));
+        }
+        self.report(key)
+            .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
+    }
 
-        // Record the new objects in the inventory before creating them, so that a crash
-        // half-way cannot leak objects.
-        let old: Vec<Entry> = self
+    /// Reads what the Description applied before (its inventory, then memory, with the fields
+    /// it left to other managers) and records the objects it adds in the inventory before they
+    /// are created, so that a crash half-way cannot leak objects.
+    async fn record_intent(
+        &self,
+        desc: &Description,
+        key: &str,
+        objects: &[Prepared],
+    ) -> Result<Before, Error> {
+        let entries: Vec<Entry> = self
             .state()
             .inventories
-            .get(&key)
+            .get(key)
             .map(|i| i.objects.clone())
             .unwrap_or_default();
-        let old_refs: HashSet<ObjectRef> = old.iter().map(|e| e.object.clone()).collect();
-        // What this Description applied before (its inventory, then memory), with the fields
-        // it left to other managers.
-        let mut prior: HashMap<ObjectRef, Vec<String>> = old
+        let known: HashSet<&ObjectRef> = entries.iter().map(|e| &e.object).collect();
+        let mut yielded: HashMap<ObjectRef, Vec<String>> = entries
             .iter()
             .map(|e| (e.object.clone(), e.yielded.clone()))
             .collect();
-        {
-            let state = self.state();
-            for (r, d) in state.objects.iter().filter(|(_, d)| d.owner == key) {
-                prior.insert(r.clone(), d.yielded.clone());
-            }
+        for (r, d) in self.state().objects.iter().filter(|(_, d)| d.owner == key) {
+            yielded.insert(r.clone(), d.yielded.clone());
         }
-        if unique.iter().any(|p| !old_refs.contains(&p.object)) {
-            let mut union = old.clone();
-            for p in &unique {
-                if !old_refs.contains(&p.object) {
-                    union.push(Entry {
-                        object: p.object.clone(),
-                        yielded: Vec::new(),
-                    });
-                }
-            }
+        let added: Vec<Entry> = objects
+            .iter()
+            .filter(|p| !known.contains(&p.object))
+            .map(|p| Entry {
+                object: p.object.clone(),
+                yielded: Vec::new(),
+            })
+            .collect();
+        if !added.is_empty() {
             let inv = Inventory {
-                description: key.clone(),
+                description: key.to_owned(),
                 uid: desc.uid.clone(),
-                objects: union,
+                objects: entries.iter().cloned().chain(added).collect(),
                 orphan: desc.orphan,
             };
-            if let Err(e) = self.store.write(&inv).await {
-                return failure_report(desc, &e.to_string());
-            }
-            self.state().inventories.insert(key.clone(), inv);
+            self.store.write(&inv).await?;
+            self.state().inventories.insert(key.to_owned(), inv);
         }
+        Ok(Before { entries, yielded })
+    }
 
-        let (namespaces, rest): (Vec<_>, Vec<_>) = unique
-            .into_iter()
-            .partition(|p| p.object.kind == "Namespace" && p.object.group().is_empty());
-        let (crds, rest): (Vec<_>, Vec<_>) = rest.into_iter().partition(|p| {
-            p.object.kind == "CustomResourceDefinition"
-                && p.object.group() == "apiextensions.k8s.io"
-        });
-        let mut results = Vec::new();
-        results.extend(self.apply_batch(&key, namespaces, &prior).await);
-        let crd_results = self.apply_batch(&key, crds, &prior).await;
+    /// Applies namespaces first, then CRDs (waiting until each is Established, so that its
+    /// custom resources can follow), then everything else.
+    async fn apply_in_order(
+        &self,
+        key: &str,
+        objects: Vec<Prepared>,
+        prior: &HashMap<ObjectRef, Vec<String>>,
+    ) -> Vec<Applied> {
+        let [namespaces, crds, rest] = apply_order(objects);
+        let mut results = self.apply_batch(key, namespaces, prior).await;
+        let crd_results = self.apply_batch(key, crds, prior).await;
         for r in &crd_results {
             if r.error.is_none()
                 && let Err(e) = self.wait_established(&r.object.name).await
@@ -382,40 +417,51 @@ impl Applier {
             }
         }
         results.extend(crd_results);
-        results.extend(self.apply_batch(&key, rest, &prior).await);
+        results.extend(self.apply_batch(key, rest, prior).await);
+        results
+    }
 
-        let errors: HashMap<ObjectRef, String> = results
-            .iter()
-            .filter_map(|r| r.error.clone().map(|e| (r.object.clone(), e)))
-            .collect();
-        for slot in order.iter_mut() {
-            if slot.1.is_none()
-                && let Some(e) = errors.get(&slot.0)
-            {
-                slot.1 = Some(e.clone());
-            }
-        }
-
-        // Prune what the Description no longer contains.
-        let desired: HashSet<ObjectRef> = results.iter().map(|r| r.object.clone()).collect();
-        let mut kept: Vec<Entry> = Vec::new();
-        for entry in &old {
-            if desired.contains(&entry.object) {
-                continue;
-            }
-            if desc.orphan {
+    /// Deletes the objects the Description applied before but no longer has (an orphaning
+    /// Description lets go of them instead). Returns the entries whose deletion failed: they
+    /// stay in the inventory, to be pruned again.
+    async fn prune_removed(
+        &self,
+        key: &str,
+        before: &[Entry],
+        desired: &HashSet<ObjectRef>,
+        orphan: bool,
+    ) -> Vec<Entry> {
+        let mut kept = Vec::new();
+        for entry in before.iter().filter(|e| !desired.contains(&e.object)) {
+            if orphan {
                 tracing::info!(object = %entry.object, description = %key, "orphaning an object the Description no longer has");
                 continue;
             }
-            if let Err(e) = self.delete_object(&key, &entry.object, false).await {
+            if let Err(e) = self.delete_object(key, &entry.object, false).await {
                 tracing::warn!(object = %entry.object, error = %e, "prune failed; keeping it in the inventory");
                 kept.push(entry.clone());
             }
         }
+        kept
+    }
+
+    /// Remembers what was applied (for reports and drift repair) and writes the inventory when
+    /// it changed: the objects applied, the ones it held before that failed this time, and the
+    /// ones a prune could not delete. Returns the kinds applied.
+    async fn record_applied(
+        &self,
+        desc: &Description,
+        key: &str,
+        order: Vec<(ObjectRef, Option<String>)>,
+        results: Vec<Applied>,
+        before: &[Entry],
+        kept: Vec<Entry>,
+    ) -> Vec<Kind> {
         let mut kinds = Vec::new();
-        let new_entries: Vec<Entry> = {
+        let entries: Vec<Entry> = {
             let mut state = self.state();
             // Forget objects this Description no longer has.
+            let desired: HashSet<&ObjectRef> = results.iter().map(|r| &r.object).collect();
             state
                 .objects
                 .retain(|r, d| d.owner != key || desired.contains(r));
@@ -431,22 +477,14 @@ impl Applier {
                         state.objects.insert(r.object, d);
                     }
                     None => {
-                        if old_refs.contains(&r.object) {
-                            let yielded = old
-                                .iter()
-                                .find(|e| e.object == r.object)
-                                .map(|e| e.yielded.clone())
-                                .unwrap_or_default();
-                            entries.push(Entry {
-                                object: r.object,
-                                yielded,
-                            });
+                        if let Some(held) = before.iter().find(|e| e.object == r.object) {
+                            entries.push(held.clone());
                         }
                     }
                 }
             }
             state.descriptions.insert(
-                key.clone(),
+                key.to_owned(),
                 DescState {
                     name: desc.name.clone(),
                     uid: desc.uid.clone(),
@@ -458,25 +496,20 @@ impl Applier {
             entries
         };
         let inv = Inventory {
-            description: key.clone(),
+            description: key.to_owned(),
             uid: desc.uid.clone(),
-            objects: new_entries,
+            objects: entries,
             orphan: desc.orphan,
         };
-        let changed = self.state().inventories.get(&key) != Some(&inv);
-        if changed {
+        if self.state().inventories.get(key) != Some(&inv) {
             match self.store.write(&inv).await {
                 Ok(()) => {
-                    self.state().inventories.insert(key.clone(), inv);
+                    self.state().inventories.insert(key.to_owned(), inv);
                 }
                 Err(e) => tracing::warn!(description = %key, error = %e, "inventory write failed"),
             }
         }
-        for kind in kinds {
-            self.drift.ensure(self, &kind);
-        }
-        self.report(&key)
-            .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
+        kinds
     }
 
     async fn apply_batch(
@@ -917,7 +950,7 @@ impl Applier {
         } else {
             Some(failures.join("; "))
         };
-        Metrics::count(
+        crate::metrics::count(
             &self.metrics.deletions,
             if reason.is_none() {
                 "confirmed"
@@ -1127,6 +1160,41 @@ pub(crate) fn declared_owners(live: &DynamicObject, own_manager: &str) -> HashSe
         .filter_map(|m| m.manager.clone())
         .filter(|m| m != own_manager)
         .collect()
+}
+
+/// Prepares every object of a Description for server-side apply. Returns the report order
+/// (each object with its error when it cannot be applied) and the objects to apply. A
+/// duplicate inside one Description fails; the first one wins.
+fn prepare_all(desc: &Description, key: &str) -> (Vec<(ObjectRef, Option<String>)>, Vec<Prepared>) {
+    let mut order: Vec<(ObjectRef, Option<String>)> = Vec::with_capacity(desc.objects.len());
+    let mut unique: Vec<Prepared> = Vec::with_capacity(desc.objects.len());
+    let mut seen = HashSet::new();
+    for (index, raw) in desc.objects.iter().enumerate() {
+        match prepare(raw, index, key) {
+            Ok(p) if seen.insert(p.object.clone()) => {
+                order.push((p.object.clone(), None));
+                unique.push(p);
+            }
+            Ok(p) => order.push((
+                p.object,
+                Some("the object appears twice in the Description".to_owned()),
+            )),
+            Err((object, e)) => order.push((object, Some(e))),
+        }
+    }
+    (order, unique)
+}
+
+/// Splits the objects to apply into namespaces, CRDs and the rest, the order they are applied
+/// in.
+fn apply_order(objects: Vec<Prepared>) -> [Vec<Prepared>; 3] {
+    let (namespaces, rest): (Vec<_>, Vec<_>) = objects
+        .into_iter()
+        .partition(|p| p.object.kind == "Namespace" && p.object.group().is_empty());
+    let (crds, rest): (Vec<_>, Vec<_>) = rest.into_iter().partition(|p| {
+        p.object.kind == "CustomResourceDefinition" && p.object.group() == "apiextensions.k8s.io"
+    });
+    [namespaces, crds, rest]
 }
 
 /// Validates and cleans one raw object: it must be an object with `apiVersion`, `kind` and

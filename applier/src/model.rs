@@ -46,7 +46,16 @@ impl Description {
 
 /// Identifies one object in the child cluster.
 #[derive(
-    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
@@ -81,27 +90,11 @@ impl ObjectRef {
     }
 }
 
-/// Phase of a Description in the child.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Every object was applied.
-    Success,
-    /// At least one object could not be applied (or deleted).
-    Failure,
-}
-
-impl Phase {
-    /// The Clusternet spelling, `Success` or `Failure`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Success => "Success",
-            Phase::Failure => "Failure",
-        }
-    }
-}
+/// Phase of a Description in the child: the applier reports `Success` or `Failure`.
+pub use atoll_crds::apps::DescriptionPhase as Phase;
 
 /// Status of one object of a Description.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObjectReport {
     /// Which object (for an unparsable object, whatever could be read of it).
     pub object: ObjectRef,
@@ -112,7 +105,7 @@ pub struct ObjectReport {
 }
 
 /// What the agent did with a Description.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
     /// The Description's name.
     pub name: String,

@@ -1,20 +1,22 @@
 //! The applier against a child devcluster.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use atoll_agent::scope::Scope;
-use atoll_agent::{Applier, Description, Phase, prune};
+use atoll_applier::scope::Scope;
+use atoll_applier::{Applier, Description, Phase, prune};
+use atoll_testkit::eventually;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 const NS: &str = "clusternet-abcde";
 const OWNER: &str = "apps.clusternet.io/owned-by-description";
+/// How long a test waits for a repair.
+const WAIT: Duration = Duration::from_secs(15);
 
 async fn child() -> (devcluster::DevCluster, kube::Client) {
     let cluster = devcluster::DevCluster::start_default().await.unwrap();
@@ -44,20 +46,6 @@ fn deployment(name: &str, replicas: i64, image: &str) -> Value {
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": image}]}}}})
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..150 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 async fn inventories(client: &kube::Client) -> Vec<ConfigMap> {
@@ -593,6 +581,7 @@ async fn an_agent_restricted_to_namespaces_refuses_other_objects_per_object_and_
         .unwrap();
     eventually(
         "the deleted object in the allowed namespace to be recreated",
+        WAIT,
         || async { cms.get_opt("inside").await.unwrap().is_some() },
     )
     .await;
@@ -614,13 +603,13 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
     cms.patch("c", &PatchParams::default(), &Patch::Merge(&change))
         .await
         .unwrap();
-    eventually("the changed value to be restored", || async {
+    eventually("the changed value to be restored", WAIT, || async {
         value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
     })
     .await;
 
     cms.delete("c", &DeleteParams::default()).await.unwrap();
-    eventually("the deleted object to be recreated", || async {
+    eventually("the deleted object to be recreated", WAIT, || async {
         value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
     })
     .await;
@@ -628,7 +617,7 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
     let repaired = applier
         .metrics()
         .drift_repairs
-        .get_or_create(&atoll_agent::metrics::ResultLabel {
+        .get_or_create(&atoll_applier::metrics::ResultLabel {
             result: "repaired".into(),
         })
         .get();
@@ -698,7 +687,7 @@ async fn a_field_another_manager_owned_first_is_left_alone_while_drift_is_repair
         )
         .await
         .unwrap();
-    eventually("the image to be restored", || async {
+    eventually("the image to be restored", WAIT, || async {
         let d = spec(deploys.get("web").await.unwrap());
         d.template.spec.unwrap().containers[0].image.as_deref() == Some("nginx:1")
     })
@@ -767,7 +756,7 @@ async fn a_field_an_autoscaler_takes_over_later_is_left_to_it() {
         .patch("web", &PatchParams::default(), &Patch::Strategic(&edit))
         .await
         .unwrap();
-    eventually("the image to be restored", || async {
+    eventually("the image to be restored", WAIT, || async {
         let d = deploys.get("web").await.unwrap().spec.unwrap();
         d.template.spec.unwrap().containers[0].image.as_deref() == Some("nginx:1")
     })

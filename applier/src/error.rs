@@ -1,0 +1,128 @@
+//! The applier's one error type.
+
+/// Failures of the applier. Each variant is named after the operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An object inside a Description is not a valid Kubernetes object.
+    #[error("invalid object: {0}; fix the object in the Subscription's feed or its overrides")]
+    InvalidObject(String),
+    /// The API server does not serve the object's kind.
+    #[error(
+        "kind {kind} of {api_version} is not served by the child cluster; install its CRD first"
+    )]
+    ResolveKind {
+        /// apiVersion of the object.
+        api_version: String,
+        /// kind of the object.
+        kind: String,
+    },
+    /// Discovery of an API group version failed.
+    #[error("discovery of {api_version} failed: {source}")]
+    Discover {
+        /// The group version asked for.
+        api_version: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// An existing object is not owned by this Description and adoption was not allowed.
+    #[error(
+        "{object} already exists and is not owned by Description {description} (owned by {owner}); annotate it with apps.clusternet.io/adopt=\"true\" in the child cluster or run the agent with --adopt-existing to take it over"
+    )]
+    OwnershipConflict {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The Description that wanted it.
+        description: String,
+        /// Its current owner annotation, or `nobody`.
+        owner: String,
+    },
+    /// The object is outside the namespaces the agent may write (`--namespaces`).
+    #[error(
+        "{object} is outside the namespaces this agent may write ({allowed}); the agent runs with --namespaces, so list the namespace there and grant the agent a RoleBinding in it (manifests/agent/namespaced), or send the object to a cluster whose agent may write it"
+    )]
+    NamespaceNotAllowed {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The namespaces the agent may write, comma-separated.
+        allowed: String,
+    },
+    /// Server-side apply of an object failed.
+    #[error("applying {object} failed: {source}")]
+    ApplyObject {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Reading an object failed.
+    #[error("reading {object} failed: {source}")]
+    GetObject {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Deleting an object failed.
+    #[error("deleting {object} failed: {source}")]
+    DeleteObject {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// An object was still present after the deletion deadline.
+    #[error(
+        "{object} is still present {seconds}s after its deletion; check its finalizers in the child cluster"
+    )]
+    DeletionTimeout {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// How long the agent waited.
+        seconds: u64,
+    },
+    /// A CustomResourceDefinition did not become Established in time.
+    #[error(
+        "CustomResourceDefinition {name} did not become Established within {seconds}s; check its conditions in the child cluster"
+    )]
+    WaitEstablished {
+        /// The CRD name.
+        name: String,
+        /// How long the agent waited.
+        seconds: u64,
+    },
+    /// Reading or writing the inventory ConfigMap failed.
+    #[error("writing the inventory of Description {description} failed: {source}")]
+    WriteInventory {
+        /// The Description key.
+        description: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Listing the inventories failed.
+    #[error("listing the agent inventories in namespace clusternet-system failed: {0}")]
+    ListInventory(#[source] kube::Error),
+    /// Collecting heartbeat data from the child failed.
+    #[error("collecting the heartbeat from the child cluster failed: {0}")]
+    CollectHeartbeat(#[source] kube::Error),
+}
+
+impl Error {
+    /// A short stable label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::InvalidObject(_) => "invalid_object",
+            Error::ResolveKind { .. } => "resolve_kind",
+            Error::Discover { .. } => "discover",
+            Error::OwnershipConflict { .. } => "ownership_conflict",
+            Error::NamespaceNotAllowed { .. } => "namespace_not_allowed",
+            Error::ApplyObject { .. } => "apply_object",
+            Error::GetObject { .. } => "get_object",
+            Error::DeleteObject { .. } => "delete_object",
+            Error::DeletionTimeout { .. } => "deletion_timeout",
+            Error::WaitEstablished { .. } => "wait_established",
+            Error::WriteInventory { .. } => "write_inventory",
+            Error::ListInventory(_) => "list_inventory",
+            Error::CollectHeartbeat(_) => "collect_heartbeat",
+        }
+    }
+}

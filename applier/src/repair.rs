@@ -1,0 +1,137 @@
+//! The drift repair loop: reads what the drift watchers ([`crate::drift`]) observe, records each
+//! object's `.status` for the reports, re-applies an object someone else changed or deleted,
+//! and rewrites an inventory someone deleted. One repair at a time per object: a request that
+//! arrives during a repair runs once more after it.
+
+use crate::applier::{Applier, Notice};
+use crate::drift::{Observation, kind_key};
+use crate::fieldpath;
+use crate::model::ObjectRef;
+use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
+use kube::api::DynamicObject;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Objects being repaired → whether another repair was asked for meanwhile.
+type Inflight = Arc<Mutex<HashMap<ObjectRef, bool>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs until the watchers stop (their applier was dropped).
+pub(crate) async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observation>) {
+    let inflight = Inflight::default();
+    while let Some(observation) = observations.recv().await {
+        let Some(strong) = applier.upgrade() else {
+            return;
+        };
+        match observation {
+            Observation::Live { object, live } => {
+                let status = live.data.get("status").filter(|s| !s.is_null()).cloned();
+                if let Some(owner) = strong.observe_status(&object, status) {
+                    strong.notify(Notice::ReportChanged(owner));
+                }
+                if live.metadata.deletion_timestamp.is_none() && drifted(&strong, &object, &live) {
+                    repair(&applier, &inflight, object);
+                }
+            }
+            Observation::Deleted(object) => {
+                if strong.state().objects.contains_key(&object) {
+                    repair(&applier, &inflight, object);
+                }
+            }
+            Observation::Listed {
+                kind,
+                namespace,
+                present,
+            } => {
+                let missing: Vec<ObjectRef> = strong
+                    .state()
+                    .objects
+                    .iter()
+                    .filter(|(r, d)| {
+                        kind_key(&d.kind) == kind_key(&kind)
+                            && namespace.as_ref().is_none_or(|ns| &r.namespace == ns)
+                            && !present.contains(*r)
+                    })
+                    .map(|(r, _)| r.clone())
+                    .collect();
+                for object in missing {
+                    repair(&applier, &inflight, object);
+                }
+            }
+            Observation::InventoryDeleted(key) => strong.restore_inventory(&key).await,
+        }
+    }
+}
+
+/// Whether the live object differs from what the applier wants.
+fn drifted(applier: &Applier, object: &ObjectRef, live: &DynamicObject) -> bool {
+    let state = applier.state();
+    let Some(desired) = state.objects.get(object) else {
+        return false;
+    };
+    let owner = live
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
+    if owner != Some(&desired.owner) {
+        return true;
+    }
+    match serde_json::to_value(live) {
+        Ok(live) => desired
+            .config()
+            .is_some_and(|config| !fieldpath::is_subset(&config, &live)),
+        Err(_) => false,
+    }
+}
+
+/// Re-applies `object` in the background, coalescing repeated requests.
+fn repair(applier: &Weak<Applier>, inflight: &Inflight, object: ObjectRef) {
+    {
+        let mut inflight = lock(inflight);
+        if let Some(again) = inflight.get_mut(&object) {
+            *again = true;
+            return;
+        }
+        inflight.insert(object.clone(), false);
+    }
+    let (applier, inflight) = (applier.clone(), inflight.clone());
+    tokio::spawn(async move {
+        loop {
+            let Some(applier) = applier.upgrade() else {
+                return;
+            };
+            tracing::info!(%object, "repairing drift");
+            match applier.reapply(&object).await {
+                Ok(true) => {
+                    crate::metrics::count(&applier.metrics.drift_repairs, "repaired");
+                    let owner = applier
+                        .state()
+                        .objects
+                        .get(&object)
+                        .map(|d| d.owner.clone());
+                    if let Some(owner) = owner {
+                        applier.notify(Notice::ReportChanged(owner));
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    crate::metrics::count(&applier.metrics.drift_repairs, "failed");
+                    tracing::warn!(%object, error = %e, "drift repair failed");
+                }
+            }
+            let mut inflight = lock(&inflight);
+            match inflight.get_mut(&object) {
+                Some(again) if *again => *again = false,
+                _ => {
+                    inflight.remove(&object);
+                    return;
+                }
+            }
+        }
+    });
+}
