@@ -34,6 +34,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         Globalization::crd(),
         Description::crd(),
         manifest_crd(),
+        crate::helm::HelmChart::crd(),
+        crate::helm::HelmRelease::crd(),
         ManagedCluster::crd(),
         ClusterRegistrationRequest::crd(),
         FeedGrant::crd(),

@@ -3,6 +3,7 @@
 //!
 //! - [`apps`]: `apps.clusternet.io/v1alpha1` (Subscription, Localization, Globalization,
 //!   Description, Manifest).
+//! - [`helm`]: `apps.clusternet.io/v1alpha1` Helm kinds (HelmChart, HelmRelease).
 //! - [`clusters`]: `clusters.clusternet.io/v1beta1` (ManagedCluster, ClusterRegistrationRequest).
 //! - [`atoll`]: `apps.atoll.dev/v1alpha1`, atoll's own kinds (FeedGrant).
 //! - [`known`]: label, annotation, finalizer, namespace and taint keys, and generated names.
@@ -17,6 +18,7 @@ pub mod clusters;
 pub mod conditions;
 pub mod crdgen;
 mod error;
+pub mod helm;
 pub mod known;
 pub mod quantity;
 mod schema;

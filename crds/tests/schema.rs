@@ -66,12 +66,14 @@ type NamesCase = (
 /// A printer column: name, type, jsonPath, priority.
 type Column = (&'static str, &'static str, &'static str, i64);
 
-const PLURALS: [&str; 8] = [
+const PLURALS: [&str; 10] = [
     "subscriptions",
     "localizations",
     "globalizations",
     "descriptions",
     "manifests",
+    "helmcharts",
+    "helmreleases",
     "managedclusters",
     "clusterregistrationrequests",
     "feedgrants",
@@ -146,7 +148,8 @@ fn every_field_has_a_description() {
 
 #[test]
 fn enums_are_string_enums_with_clusternet_values() {
-    let cases: [(&str, &str, &[&str]); 15] = [
+    let cases: [(&str, &str, &[&str]); 16] = [
+        ("helmcharts", "status.phase", &["Found", "NotFound"]),
         (
             "subscriptions",
             "spec.schedulingStrategy",
@@ -256,6 +259,10 @@ fn enums_are_string_enums_with_clusternet_values() {
 #[test]
 fn defaults_match_clusternet() {
     let cases = [
+        ("helmcharts", "spec.createNamespace", Value::from(true)),
+        ("helmcharts", "spec.timeoutSeconds", Value::from(300)),
+        ("helmreleases", "spec.createNamespace", Value::from(true)),
+        ("helmreleases", "spec.timeoutSeconds", Value::from(300)),
         (
             "subscriptions",
             "spec.schedulingStrategy",

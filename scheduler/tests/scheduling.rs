@@ -635,6 +635,48 @@ async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
 }
 
 #[tokio::test]
+async fn a_helm_chart_feed_is_refused_by_name_and_places_nothing() {
+    let parent = Parent::start().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    apply(client, deployment("default", "web", 2)).await;
+    // A HelmChart as Clusternet's examples declare it: its CRD is installed with atoll's.
+    apply(
+        client,
+        json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+               "metadata": {"name": "mysql", "namespace": "default"},
+               "spec": {"repo": "https://charts.bitnami.com/bitnami", "chart": "mysql",
+                        "version": "8.6.2", "targetNamespace": "abc"}}),
+    )
+    .await;
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        web_sub(json!({"feeds": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+            {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "namespace": "default", "name": "mysql"},
+        ]})),
+    )
+    .await;
+    let condition = eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, "default", "web").await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await;
+    assert_eq!(condition.reason, "FeedNotSupported");
+    assert!(
+        condition.message.contains("HelmChart default/mysql"),
+        "{}",
+        condition.message
+    );
+    assert!(descriptions_of(client, "default", "web").await.is_empty());
+}
+
+#[tokio::test]
 async fn invalid_override_is_reported_and_other_clusters_and_subscriptions_go_on() {
     let parent = Parent::start().await;
     let client = &parent.client;

@@ -41,9 +41,8 @@ pub struct ResolvedFeed {
 /// Why a feed has no object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unresolved {
-    /// The Subscription may not use the feed (no FeedGrant allows it), as opposed to a feed that
-    /// does not exist (yet).
-    pub not_granted: bool,
+    /// The `FeedsResolved` reason this problem gives.
+    pub reason: &'static str,
     /// What is missing or refused, and what to do about it.
     pub message: String,
 }
@@ -52,15 +51,23 @@ impl Unresolved {
     /// A feed (or its kind) that does not exist yet.
     pub fn missing(message: String) -> Self {
         Self {
-            not_granted: false,
+            reason: "FeedNotFound",
             message,
         }
     }
 
-    /// A feed the Subscription may not use.
+    /// A feed the Subscription may not use (no FeedGrant allows it).
     pub fn not_granted(message: String) -> Self {
         Self {
-            not_granted: true,
+            reason: "FeedNotGranted",
+            message,
+        }
+    }
+
+    /// A feed of a kind atoll does not distribute.
+    pub fn not_supported(message: String) -> Self {
+        Self {
+            reason: "FeedNotSupported",
             message,
         }
     }
@@ -164,12 +171,12 @@ pub fn plan(
         .filter_map(|f| f.object.as_ref().err())
         .collect();
     if !unresolved.is_empty() {
-        // A refusal needs someone else's action (a FeedGrant), so it names the condition.
-        let reason = if unresolved.iter().any(|u| u.not_granted) {
-            "FeedNotGranted"
-        } else {
-            "FeedNotFound"
-        };
+        // A refusal needs someone else's action (a FeedGrant), and an unsupported kind the
+        // Subscription's own, so they name the condition before a feed that is only missing.
+        let reason = ["FeedNotGranted", "FeedNotSupported"]
+            .into_iter()
+            .find(|r| unresolved.iter().any(|u| u.reason == *r))
+            .unwrap_or("FeedNotFound");
         let messages: Vec<&str> = unresolved.iter().map(|u| u.message.as_str()).collect();
         return keep(vec![
             cond(

@@ -262,6 +262,17 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         let grants: Vec<&FeedGrant> = grant_state.iter().map(AsRef::as_ref).collect();
         let namespace = sub.namespace().unwrap_or_default();
         for feed in &sub.spec.feeds {
+            if is_helm_chart(feed) {
+                resolved.push(ResolvedFeed {
+                    feed: feed.clone(),
+                    object: Err(Unresolved::not_supported(format!(
+                        "HelmChart {}: atoll does not distribute Helm charts yet; remove the \
+                         feed, or deploy the chart's rendered objects (helm template) as feeds",
+                        feed_location(feed)
+                    ))),
+                });
+                continue;
+            }
             let resolution = ctx
                 .feeds
                 .resolve(feed, &ctx.stores.manifests, &namespace, &grants)
@@ -320,6 +331,12 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
     } else {
         Action::requeue(ctx.config.resync)
     })
+}
+
+/// Whether a feed names a Clusternet HelmChart.
+fn is_helm_chart(feed: &atoll_crds::apps::Feed) -> bool {
+    feed.kind == atoll_crds::helm::HELM_CHART_KIND
+        && feed.api_version == atoll_crds::apps::API_VERSION
 }
 
 fn feed_location(feed: &atoll_crds::apps::Feed) -> String {
