@@ -25,12 +25,6 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The hub refused the connection or the stream broke.
-    #[error("hub stream failed: {0}")]
-    HubStream(#[source] tonic::Status),
-    /// Connecting to the hub failed.
-    #[error("connecting to the hub failed: {0}")]
-    ConnectHub(#[source] tonic::transport::Error),
     /// The hub refused the registration for good.
     #[error(
         "the hub denied the registration: {0}; ask the parent cluster's admin to approve the cluster"
@@ -63,8 +57,6 @@ impl Error {
             Error::ParentSecret(_) => "parent_secret",
             Error::HubEndpoint(_) => "hub_endpoint",
             Error::ReadCaFile { .. } => "read_ca_file",
-            Error::HubStream(_) => "hub_stream",
-            Error::ConnectHub(_) => "connect_hub",
             Error::RegistrationDenied(_) => "registration_denied",
             Error::ProtocolMismatch(_) => "protocol_mismatch",
             Error::ParseClusterName(_) => "parse_cluster_name",

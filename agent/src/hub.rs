@@ -227,7 +227,6 @@ pub struct Agent {
     config: AgentConfig,
     applier: Arc<Applier>,
     metrics: Arc<crate::metrics::Metrics>,
-    channel: Option<Channel>,
     notices: mpsc::UnboundedReceiver<Notice>,
     state: watch::Sender<ConnectionState>,
     cluster_id: Option<String>,
@@ -247,7 +246,6 @@ impl Agent {
             config,
             applier,
             metrics: Arc::default(),
-            channel: None,
             notices,
             state: watch::channel(ConnectionState::default()).0,
             cluster_id: None,
@@ -258,12 +256,6 @@ impl Agent {
     /// Counts its hub connection into these metrics (by default, unregistered ones).
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
         self.metrics = metrics;
-        self
-    }
-
-    /// Uses this channel instead of dialing `hub_url` (tests, in-process fleets).
-    pub fn with_channel(mut self, channel: Channel) -> Self {
-        self.channel = Some(channel);
         self
     }
 
@@ -285,10 +277,7 @@ impl Agent {
 
     /// Runs until `shutdown` completes: connects, syncs, and reconnects with backoff and jitter.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-        let channel = match self.channel.clone() {
-            Some(c) => c,
-            None => self.config.endpoint()?.connect_lazy(),
-        };
+        let channel = self.config.endpoint()?.connect_lazy();
         tokio::pin!(shutdown);
         let mut attempt: u32 = 0;
         let mut choice = TokenChoice::Stored;

@@ -46,11 +46,6 @@ impl Discovery {
         })
     }
 
-    /// Forgets a group version, e.g. after a CRD changed.
-    pub async fn invalidate(&self, api_version: &str) {
-        self.cache.lock().await.remove(api_version);
-    }
-
     async fn fetch(&self, api_version: &str) -> Result<HashMap<String, Kind>, Error> {
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g, v),

@@ -141,11 +141,6 @@ impl<B: Backend> HubService<B> {
         self
     }
 
-    /// The streams open on this service.
-    pub fn open_streams(&self) -> Arc<OpenStreams> {
-        self.streams.clone()
-    }
-
     /// The epoch table (newest stream per cluster).
     pub fn epochs(&self) -> Arc<EpochTable> {
         self.epochs.clone()

@@ -89,11 +89,6 @@ impl Selector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
-
-    /// True for the empty selector, which matches everything.
-    pub fn is_everything(&self) -> bool {
-        self.requirements.is_empty()
-    }
 }
 
 #[cfg(test)]
