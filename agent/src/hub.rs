@@ -240,7 +240,7 @@ impl Agent {
     pub fn new(child: kube::Client, config: AgentConfig, applier: Arc<Applier>) -> Self {
         let (tx, notices) = mpsc::unbounded_channel();
         applier.set_notifier(tx);
-        applier.start_drift_repair();
+        atoll_applier::start_drift_repair(&applier);
         Self {
             child,
             config,

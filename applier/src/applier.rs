@@ -22,7 +22,7 @@ use crate::model::{
 };
 use crate::prune::PrunePlan;
 use crate::scope::Scope;
-use crate::{Error, drift, repair};
+use crate::{Error, drift};
 use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -32,7 +32,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::{self, UnboundedReceiver};
 
 /// How many objects are applied at once.
 const CONCURRENCY: usize = 16;
@@ -208,12 +208,11 @@ impl Applier {
         *lock(&self.notifier) = Some(tx);
     }
 
-    /// Starts drift repair: watchers for every kind applied so far and from now on, and for the
-    /// inventories, feeding the repair loop. Both stop when the applier is dropped.
-    pub fn start_drift_repair(self: &Arc<Self>) {
-        if let Some(observations) = self.drift.start(self.state_namespace()) {
-            tokio::spawn(repair::run(Arc::downgrade(self), observations));
-        }
+    /// Starts the drift watchers: every kind applied so far and from now on, and the
+    /// inventories. Returns what they observe, for the repair loop ([`crate::repair`]); `None`
+    /// when they were started before. They stop when the applier is dropped.
+    pub(crate) fn watch_drift(&self) -> Option<UnboundedReceiver<drift::Observation>> {
+        self.drift.start(self.state_namespace())
     }
 
     /// What to watch for `kind`: the whole cluster (`None`), or, for an agent restricted to

@@ -4,8 +4,9 @@
 //!
 //! - [`applier`]: [`Applier`], server-side apply of a Description's objects, deletion and
 //!   prune.
-//! - `drift` and `repair`: drift watchers send what they see down a channel to the repair
-//!   loop, which records statuses and re-applies what someone else changed or deleted.
+//! - `drift` and `repair` ([`start_drift_repair`]): drift watchers send what they see down a
+//!   channel to the repair loop, which records statuses and re-applies what someone else
+//!   changed or deleted. Modules depend one way: repair → applier → drift.
 //! - [`model`]: what a Description asks for and what the applier reports ([`Report`]).
 //! - [`inventory`]: the record in the child of which objects each Description owns.
 //! - [`prune`]: what a prune would delete, and when it waits for confirmation.
@@ -32,3 +33,4 @@ pub use applier::{Applier, Notice};
 pub use error::Error;
 pub use metrics::Metrics;
 pub use model::{Description, ObjectRef, ObjectReport, Phase, Report};
+pub use repair::start_drift_repair;

@@ -20,8 +20,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Starts drift repair for `applier`: its drift watchers, and the repair loop that reads them.
+/// Both stop when the applier is dropped; a second call does nothing.
+pub fn start_drift_repair(applier: &Arc<Applier>) {
+    if let Some(observations) = applier.watch_drift() {
+        tokio::spawn(run(Arc::downgrade(applier), observations));
+    }
+}
+
 /// Runs until the watchers stop (their applier was dropped).
-pub(crate) async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observation>) {
+async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observation>) {
     let inflight = Inflight::default();
     while let Some(observation) = observations.recv().await {
         let Some(strong) = applier.upgrade() else {

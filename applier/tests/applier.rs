@@ -553,7 +553,7 @@ async fn an_agent_restricted_to_namespaces_refuses_other_objects_per_object_and_
         Applier::new(client.clone(), "atoll-agent")
             .with_allowed_namespaces(["shop".to_string()].into_iter().collect()),
     );
-    applier.start_drift_repair();
+    atoll_applier::start_drift_repair(&applier);
     let objects = vec![
         cm("shop", "inside", "desired"),
         cm("default", "outside", "1"),
@@ -591,7 +591,7 @@ async fn an_agent_restricted_to_namespaces_refuses_other_objects_per_object_and_
 async fn drift_repair_restores_changed_and_deleted_objects() {
     let (_cluster, client) = child().await;
     let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
-    applier.start_drift_repair();
+    atoll_applier::start_drift_repair(&applier);
     let report = applier
         .apply(&desc("default.app", 1, vec![cm("default", "c", "desired")]))
         .await;
@@ -658,7 +658,7 @@ async fn a_field_another_manager_owned_first_is_left_alone_while_drift_is_repair
         .unwrap();
 
     let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
-    applier.start_drift_repair();
+    atoll_applier::start_drift_repair(&applier);
     let report = applier
         .apply(&desc(
             "default.web",
@@ -731,7 +731,7 @@ async fn a_field_an_autoscaler_takes_over_later_is_left_to_it() {
     let (_cluster, client) = child().await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
-    applier.start_drift_repair();
+    atoll_applier::start_drift_repair(&applier);
     let report = applier
         .apply(&desc(
             "default.web",
