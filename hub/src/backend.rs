@@ -9,6 +9,7 @@ use crate::index::DescEntry;
 use crate::metrics::Metrics;
 use crate::service::Backend;
 use crate::status;
+use crate::streams::{ANNOTATION_STREAM_EPOCH, newer_stream_recorded, recorded_epoch};
 use crate::token::{
     self, ANNOTATION_ROTATE_TOKEN, BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, CLUSTER_TOKEN_SECRET,
     TokenMatch, TokenRecord, TokenRejection,
@@ -36,22 +37,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Annotation on a ManagedCluster: the epoch of the cluster's newest agent stream, on whichever
-/// hub replica it is. Replicas ignore reports and heartbeats of older streams.
-pub const ANNOTATION_STREAM_EPOCH: &str = "hub.atoll.io/stream-epoch";
-
-/// The newest stream epoch recorded on `mc` ([`ANNOTATION_STREAM_EPOCH`]), if readable.
-pub fn recorded_epoch(mc: &ManagedCluster) -> Option<u64> {
-    mc.annotations()
-        .get(ANNOTATION_STREAM_EPOCH)
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Whether `mc` records a stream of its cluster newer than `epoch` (on any replica).
-pub fn newer_stream_recorded(mc: &ManagedCluster, epoch: u64) -> bool {
-    recorded_epoch(mc).is_some_and(|newest| newest > epoch)
-}
 
 /// The hub's name as the reporting controller of its Events. (What it creates is labelled
 /// `clusternet.io/created-by=clusternet-hub`, [`known::CREATED_BY_HUB`], as in Clusternet.)

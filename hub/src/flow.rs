@@ -272,13 +272,13 @@ mod tests {
             if let Some(v) = recorded {
                 mc.metadata.annotations = Some(
                     [(
-                        crate::backend::ANNOTATION_STREAM_EPOCH.to_string(),
+                        crate::streams::ANNOTATION_STREAM_EPOCH.to_string(),
                         v.to_string(),
                     )]
                     .into(),
                 );
             }
-            let got = next_epoch(crate::backend::recorded_epoch(&mc));
+            let got = next_epoch(crate::streams::recorded_epoch(&mc));
             assert_eq!(got, next, "{recorded:?}");
         }
     }

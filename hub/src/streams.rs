@@ -37,6 +37,22 @@ pub struct OpenStreams {
 /// Resolves when the hub closes the stream, with the status to end it with.
 pub type CloseSignal = oneshot::Receiver<Status>;
 
+/// Annotation on a ManagedCluster: the epoch of the cluster's newest agent stream, on whichever
+/// hub replica it is. Replicas ignore reports and heartbeats of older streams.
+pub const ANNOTATION_STREAM_EPOCH: &str = "hub.atoll.io/stream-epoch";
+
+/// The newest stream epoch recorded on `mc` ([`ANNOTATION_STREAM_EPOCH`]), if readable.
+pub fn recorded_epoch(mc: &ManagedCluster) -> Option<u64> {
+    mc.annotations()
+        .get(ANNOTATION_STREAM_EPOCH)
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether `mc` records a stream of its cluster newer than `epoch` (on any replica).
+pub fn newer_stream_recorded(mc: &ManagedCluster, epoch: u64) -> bool {
+    recorded_epoch(mc).is_some_and(|newest| newest > epoch)
+}
+
 /// The prune confirmation on a ManagedCluster (`hub.atoll.io/confirm-prune`), empty when absent.
 pub fn prune_confirmation(mc: &ManagedCluster) -> String {
     mc.annotations()
@@ -203,7 +219,7 @@ pub fn cluster_close_reason(
              again with a bootstrap token)",
         ));
     }
-    if crate::backend::newer_stream_recorded(mc, epoch) {
+    if newer_stream_recorded(mc, epoch) {
         return Some(superseded_status("on another hub replica"));
     }
     let requested = mc.annotations().get(ANNOTATION_ROTATE_TOKEN);
@@ -356,7 +372,7 @@ mod tests {
     fn cluster_changes_close_deleted_superseded_and_rotated_streams_only() {
         let plain = creds("t", None);
         let answered = creds("t", Some("r1"));
-        let epoch = crate::backend::ANNOTATION_STREAM_EPOCH;
+        let epoch = ANNOTATION_STREAM_EPOCH;
         let cases = [
             (mc("a", "ns", &[]), false, 5, &plain, None),
             (

@@ -1555,7 +1555,7 @@ async fn stream_epochs_are_ordered_through_the_api_server_across_replicas() {
         .unwrap();
     assert_eq!(
         mc.annotations()
-            .get(atoll_hub::backend::ANNOTATION_STREAM_EPOCH)
+            .get(atoll_hub::streams::ANNOTATION_STREAM_EPOCH)
             .map(String::as_str),
         Some("4")
     );

@@ -3,6 +3,8 @@
 //!
 //! - [`placement`]: which clusters a Subscription binds and how many replicas each gets (pure).
 //! - [`overrides`]: rendering a feed's object for one cluster through its overrides (pure).
+//! - [`selector`]: Kubernetes label selectors, compiled once, matched against cluster labels
+//!   (pure; used by placement and overrides).
 //! - [`tenancy`]: which feeds a Subscription may use, given the FeedGrants (pure).
 //! - [`error`]: the crate's one error type.
 
@@ -11,6 +13,7 @@ pub mod controller;
 pub mod error;
 pub mod overrides;
 pub mod placement;
+pub mod selector;
 pub mod tenancy;
 
 pub use error::Error;

@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::placement::selector::Selector;
+use crate::selector::Selector;
 pub use patch::{apply_override, detect_format};
 
 /// The JSON pointer of the replica field of divisible kinds.

@@ -23,7 +23,6 @@
 pub mod divide;
 pub mod plugins;
 pub mod quantity;
-pub mod selector;
 pub mod taints;
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,9 +38,9 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::overrides::replica_path;
+use crate::selector::Selector;
 pub use divide::{ResourceRequests, Resources};
 use plugins::{FilterInput, Score};
-use selector::Selector;
 
 /// What the scheduler needs to know about one ManagedCluster.
 #[derive(Debug, Clone, Default, PartialEq)]
