@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::server::State;
-use crate::server::handlers::{Manager, finish_update, mstr, now, store_new};
+use crate::server::engine::{Manager, finish_update, mstr, now, store_new};
 use crate::store::{EventType, ResKey};
 
 /// Creates `count` Ready nodes `node-1` … `node-N` (4 CPU, 16 GiB, 110 pods each).

@@ -1,6 +1,8 @@
 //! Background controllers that a real cluster runs in kube-controller-manager and
-//! apiextensions: garbage collection by ownerReferences (background, foreground, orphan),
-//! namespace cleanup and finalization, CRD instance cleanup; plus the fresh-cluster seed.
+//! apiextensions: garbage collection by ownerReferences (background and foreground; orphaning
+//! is done by the engine at delete time), namespace cleanup and finalization, CRD instance
+//! cleanup; plus the fresh-cluster seed. Every write goes through the write engine
+//! (`server::engine`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,41 +10,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::State;
-use super::handlers::{self, DeleteOpts, Manager, finalizers, mstr};
+use super::engine::{self, DeleteOpts, INTERNAL_MANAGER, Manager, finalizers, mstr};
 use super::registry::storage_key;
 use crate::store::{ObjRef, ResKey, Txn};
-
-const INTERNAL_MANAGER: &str = "devcluster";
 
 /// How long a namespace stays Terminating before its contents are deleted.
 const NAMESPACE_GRACE: Duration = Duration::from_millis(800);
 
 fn ns_key() -> ResKey {
     ResKey::new("", "namespaces")
-}
-
-/// Creates the per-namespace defaults: ServiceAccount `default` and ConfigMap
-/// `kube-root-ca.crt`.
-pub(crate) fn namespace_defaults(txn: &mut Txn<'_>, ns: &str) {
-    let now = handlers::now();
-    let sa_key = ResKey::new("", "serviceaccounts");
-    if txn.get(&sa_key, ns, "default").is_none() {
-        txn.put(
-            &sa_key,
-            json!({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":ns,
-                "uid": uuid::Uuid::new_v4().to_string(),"creationTimestamp": now}}),
-        );
-    }
-    let cm_key = ResKey::new("", "configmaps");
-    if txn.get(&cm_key, ns, "kube-root-ca.crt").is_none() {
-        txn.put(
-            &cm_key,
-            json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kube-root-ca.crt","namespace":ns,
-                "uid": uuid::Uuid::new_v4().to_string(),"creationTimestamp": now,
-                "annotations":{"kubernetes.io/description":"Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
-                "data":{"ca.crt":"-----BEGIN CERTIFICATE-----\nZGV2Y2x1c3Rlcg==\n-----END CERTIFICATE-----\n"}}),
-        );
-    }
 }
 
 /// Seeds a fresh cluster (idempotent: only what is missing is created).
@@ -53,7 +29,7 @@ pub(crate) fn seed(state: &State) -> Result<(), crate::Error> {
     let mut txn = state.store.begin();
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         if txn.get(&ns_key(), "", ns).is_none() {
-            handlers::store_new(
+            engine::store_new(
                 state,
                 &mut txn,
                 &ns_info,
@@ -68,7 +44,7 @@ pub(crate) fn seed(state: &State) -> Result<(), crate::Error> {
     if txn.get(&svc_key, "default", "kubernetes").is_none()
         && let Some(svc_info) = state.lookup("", "v1", "services")
     {
-        handlers::store_new(
+        engine::store_new(
             state,
             &mut txn,
             &svc_info,
@@ -83,39 +59,6 @@ pub(crate) fn seed(state: &State) -> Result<(), crate::Error> {
         .map_err(|e| crate::Error::Seed(e.message))?;
     }
     txn.commit()
-}
-
-/// Strips the ownerReference to `owner_uid` from every dependent (Orphan propagation).
-pub(crate) fn orphan_dependents(state: &State, txn: &mut Txn<'_>, owner_uid: &str) {
-    for dep in txn.dependents(owner_uid) {
-        let Some(info) = state.registry.read().by_key(&dep.key) else {
-            continue;
-        };
-        let Some(obj) = txn.get(&dep.key, &dep.namespace, &dep.name) else {
-            continue;
-        };
-        let mut new = (*obj).clone();
-        if let Some(refs) = new["metadata"]["ownerReferences"].as_array_mut() {
-            refs.retain(|r| r["uid"] != owner_uid);
-            if refs.is_empty()
-                && let Some(m) = new["metadata"].as_object_mut()
-            {
-                m.remove("ownerReferences");
-            }
-        }
-        if let Err(e) = handlers::finish_update(
-            state,
-            txn,
-            &info,
-            &obj,
-            new,
-            None,
-            Manager::Internal(INTERNAL_MANAGER),
-            false,
-        ) {
-            tracing::warn!(error = %e.message, "orphaning a dependent failed");
-        }
-    }
 }
 
 /// Runs the controllers until the server shuts down.
@@ -145,7 +88,7 @@ fn delete_ref(state: &State, txn: &mut Txn<'_>, r: &ObjRef) {
     let Some(info) = state.registry.read().by_key(&r.key) else {
         return;
     };
-    match handlers::delete_object(state, txn, &info, &r.namespace, &r.name, &background()) {
+    match engine::delete_object(state, txn, &info, &r.namespace, &r.name, &background()) {
         Ok(_) => {}
         Err(e) if e.code == 404 => {}
         Err(e) => tracing::warn!(error = %e.message, name = %r.name, "controller delete failed"),
@@ -171,7 +114,7 @@ fn drop_finalizer(state: &State, txn: &mut Txn<'_>, r: &ObjRef, finalizer: &str)
     {
         m.remove("finalizers");
     }
-    if let Err(e) = handlers::finish_update(
+    if let Err(e) = engine::finish_update(
         state,
         txn,
         &info,
@@ -316,7 +259,7 @@ fn namespaces(state: &State) {
         {
             let mut new = (*obj).clone();
             new["spec"]["finalizers"] = json!([]);
-            if let Err(e) = handlers::finish_update(
+            if let Err(e) = engine::finish_update(
                 state,
                 &mut txn,
                 &info,

@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 
 use super::State;
 use super::error::ApiError;
-use super::handlers::mstr;
 use crate::api::resource::ResourceInfo;
 use crate::objects::schema::FieldError;
 
@@ -20,7 +19,21 @@ fn err(reason: &str, field: &str, message: String) -> FieldError {
 
 /// Validates and defaults a CRD being written, and computes its status.
 pub fn prepare(info: &ResourceInfo, crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
-    let name = mstr(crd, "name").to_string();
+    let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let mut errs = names_errors(crd, &name);
+    errs.extend(versions_errors(crd));
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(info, &name, &errs));
+    }
+    set_defaults(crd);
+    // Status (server-owned: recomputed from the previous status on every write).
+    crd["status"] = old.map(|o| o["status"].clone()).unwrap_or(Value::Null);
+    crd["status"] = crate::api::crd::crd_status(crd);
+    Ok(())
+}
+
+/// The rules of `spec.group`, `spec.names`, `metadata.name` and `spec.scope`.
+fn names_errors(crd: &Value, name: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let group = crd["spec"]["group"].as_str().unwrap_or("").to_string();
     let kind = crd["spec"]["names"]["kind"]
@@ -82,6 +95,13 @@ pub fn prepare(info: &ResourceInfo, crd: &mut Value, old: Option<&Value>) -> Res
             ),
         )),
     }
+    errs
+}
+
+/// The rules of `spec.versions`: one storage version, at least one served, structural
+/// schemas.
+fn versions_errors(crd: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let versions = crd["spec"]["versions"]
         .as_array()
         .cloned()
@@ -137,10 +157,15 @@ pub fn prepare(info: &ResourceInfo, crd: &mut Value, old: Option<&Value>) -> Res
             }
         }
     }
-    if !errs.is_empty() {
-        return Err(ApiError::invalid(info, &name, &errs));
-    }
-    // Defaults.
+    errs
+}
+
+/// Defaults of `spec.names` and `spec.conversion`.
+fn set_defaults(crd: &mut Value) {
+    let kind = crd["spec"]["names"]["kind"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     if crd["spec"]["names"]["singular"]
         .as_str()
         .is_none_or(str::is_empty)
@@ -156,10 +181,6 @@ pub fn prepare(info: &ResourceInfo, crd: &mut Value, old: Option<&Value>) -> Res
     if crd["spec"]["conversion"].is_null() {
         crd["spec"]["conversion"] = json!({"strategy": "None"});
     }
-    // Status (server-owned: recomputed from the previous status on every write).
-    crd["status"] = old.map(|o| o["status"].clone()).unwrap_or(Value::Null);
-    crd["status"] = crate::api::crd::crd_status(crd);
-    Ok(())
 }
 
 /// Sets the status of a CRD that just got its `deletionTimestamp` (adds `Terminating`).
@@ -174,7 +195,7 @@ pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
 
 /// Serves the versions of a stored CRD (called after every write of a CRD).
 pub fn register(state: &State, crd: &Value) {
-    let name = mstr(crd, "name").to_string();
+    let name = crd["metadata"]["name"].as_str().unwrap_or("").to_string();
     let infos = resources_of(crd);
     state.registry.write().set_crd(&name, infos);
 }

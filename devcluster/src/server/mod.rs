@@ -1,8 +1,10 @@
-//! The HTTP server: routing, verb handlers, watch streaming, background controllers.
+//! The HTTP server: routing, the verb handlers (HTTP layer), the write engine (storage rules),
+//! watch streaming, background controllers.
 
 pub mod controllers;
 pub mod crd;
 mod discovery;
+pub(crate) mod engine;
 pub mod error;
 pub(crate) mod handlers;
 mod protobuf;

@@ -2,6 +2,9 @@
 
 use serde_json::Value;
 
+use super::error::ApiError;
+use super::request::Query;
+
 #[derive(Clone, Debug, PartialEq)]
 enum Req {
     Eq(String, String),
@@ -214,6 +217,29 @@ impl FieldSelector {
         self.reqs
             .iter()
             .all(|(k, eq, v)| (field_value(obj, k) == *v) == *eq)
+    }
+}
+
+/// The label and field selectors of a list, watch or deletecollection.
+pub(crate) struct Selectors {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    /// Reads `labelSelector` and `fieldSelector` (`builtin`: the resource is a built-in one,
+    /// which decides the fields that may be selected).
+    pub(crate) fn parse(query: &Query, builtin: bool) -> Result<Selectors, ApiError> {
+        let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or(""), builtin)
+            .map_err(ApiError::bad_request)?;
+        Ok(Selectors { labels, fields })
+    }
+
+    /// Whether `obj` matches both selectors.
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
+        self.labels.matches(obj) && self.fields.matches(obj)
     }
 }
 

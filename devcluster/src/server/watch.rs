@@ -9,15 +9,18 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderValue, Response, header};
 use serde_json::{Value, json};
+use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
 
+use super::engine::{api_version_is, mstr, present};
 use super::error::ApiError;
-use super::handlers::{Selectors, api_version_is, mstr, present};
 use super::registry::storage_key;
-use super::request::{self, Output};
+use super::request::{self, Output, Query};
+use super::selector::Selectors;
 use super::{Ctx, State, table};
 use crate::api::resource::ResourceInfo;
-use crate::store::{EventType, Obj, PartialMetadata, WatchEvent, event_line};
+use crate::store::{EventType, Obj, PartialMetadata, ResKey, WatchEvent, event_line};
 
 /// How events are rendered for one watch.
 struct Renderer {
@@ -93,40 +96,100 @@ fn error_line(code: u16, reason: &str, message: &str) -> Bytes {
     Bytes::from(buf)
 }
 
+/// The parameters of a watch request.
+struct WatchParams {
+    /// The resourceVersion to resume after (`None`: from now, or `0`).
+    from: Option<u64>,
+    send_initial: bool,
+    bookmarks: bool,
+    timeout: Duration,
+}
+
+impl WatchParams {
+    fn parse(q: &Query) -> Result<WatchParams, ApiError> {
+        if q.has("sendInitialEvents") && q.non_empty("resourceVersionMatch") != Some("NotOlderThan")
+        {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        let from: Option<u64> = match q.non_empty("resourceVersion") {
+            None | Some("0") => None,
+            Some(v) => Some(
+                v.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v}")))?,
+            ),
+        };
+        let send_initial = match q.get("sendInitialEvents") {
+            Some("true") => true,
+            Some(_) => false,
+            None => from.is_none(),
+        };
+        let timeout = q
+            .non_empty("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .filter(|t| *t > 0)
+            .map(Duration::from_secs)
+            .unwrap_or_else(|| {
+                use rand::Rng;
+                Duration::from_secs(rand::rng().random_range(1800..3600))
+            });
+        Ok(WatchParams {
+            from,
+            send_initial,
+            bookmarks: q.flag("allowWatchBookmarks"),
+            timeout,
+        })
+    }
+}
+
+/// When a watch ends and its bookmarks are due. Like kube-apiserver: a bookmark every minute
+/// and one shortly before the timeout.
+struct Clock {
+    deadline: Instant,
+    final_bookmark: Option<Instant>,
+}
+
+impl Clock {
+    const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+    fn start(timeout: Duration) -> Clock {
+        let deadline = Instant::now() + timeout;
+        let final_bookmark = (timeout > Duration::from_secs(2))
+            .then(|| deadline.checked_sub(Duration::from_secs(2)))
+            .flatten();
+        Clock {
+            deadline,
+            final_bookmark,
+        }
+    }
+
+    fn first_bookmark(&self) -> Instant {
+        match self.final_bookmark {
+            Some(f) => (Instant::now() + Self::BOOKMARK_EVERY).min(f),
+            None => Instant::now() + Self::BOOKMARK_EVERY,
+        }
+    }
+
+    /// The bookmark after the one sent now (after the final one, a time past the deadline).
+    fn next_bookmark(&self) -> Instant {
+        let now = Instant::now();
+        match self.final_bookmark {
+            Some(f) if f > now => (now + Self::BOOKMARK_EVERY).min(f),
+            _ => self.deadline + Self::BOOKMARK_EVERY,
+        }
+    }
+}
+
+/// The lines to send first, the receiver of later events and the resourceVersion they follow.
+type Start = (Vec<Bytes>, Receiver<Arc<WatchEvent>>, u64);
+
 /// Serves `?watch=true`.
 pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>, ApiError> {
-    let sel = Selectors::parse(&ctx)?;
-    let q = &ctx.query;
-    if q.has("sendInitialEvents") && q.non_empty("resourceVersionMatch") != Some("NotOlderThan") {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        ));
-    }
-    let rv_param = q.non_empty("resourceVersion").map(str::to_string);
-    let from: Option<u64> = match rv_param.as_deref() {
-        None | Some("0") => None,
-        Some(v) => Some(
-            v.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v}")))?,
-        ),
-    };
-    let send_initial = match q.get("sendInitialEvents") {
-        Some("true") => true,
-        Some(_) => false,
-        None => from.is_none(),
-    };
-    let bookmarks = q.flag("allowWatchBookmarks");
-    let timeout = q
-        .non_empty("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0)
-        .map(Duration::from_secs)
-        .unwrap_or_else(|| {
-            use rand::Rng;
-            Duration::from_secs(rand::rng().random_range(1800..3600))
-        });
+    let sel = Selectors::parse(&ctx.query, ctx.info.builtin)?;
+    let params = WatchParams::parse(&ctx.query)?;
     let key = storage_key(&ctx.info);
     let namespace = ctx.namespace.clone();
     let mut renderer = Renderer {
@@ -135,59 +198,28 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
         include: table::include_object(&ctx.query),
         first_table: true,
     };
-
-    let mut initial: Vec<Bytes> = Vec::new();
-    let (mut rx, mut last_rv) = if send_initial || from.is_none() {
-        let (objs, rx, rv) = state
-            .store
-            .snapshot_and_subscribe(&key, namespace.as_deref());
-        if send_initial {
-            for o in objs.iter().filter(|o| sel.matches(o)) {
-                initial.push(renderer.line(EventType::Added, o));
-            }
-            if bookmarks {
-                initial.push(renderer.bookmark(rv, true));
-            }
-        }
-        (rx, rv)
-    } else {
-        let n = from.unwrap_or(0);
-        match state.store.watch_from(&key, n) {
-            Ok((events, rx, rv)) => {
-                for ev in events {
-                    if let Some(line) = filter_event(&ev, &sel, namespace.as_deref(), &mut renderer)
-                    {
-                        initial.push(line);
-                    }
-                }
-                (rx, rv.max(n))
-            }
-            Err(floor) => {
-                let line = error_line(
-                    410,
-                    "Expired",
-                    &format!("too old resource version: {n} ({floor})"),
-                );
-                return Ok(stream_response(Body::from(line)));
-            }
-        }
+    let (initial, mut rx, mut last_rv) = match start(
+        &state,
+        &key,
+        namespace.as_deref(),
+        &sel,
+        &params,
+        &mut renderer,
+    ) {
+        Ok(start) => start,
+        Err(expired) => return Ok(stream_response(Body::from(expired))),
     };
-
+    let WatchParams {
+        bookmarks, timeout, ..
+    } = params;
     let mut shutdown = state.shutdown_rx();
     let stream = async_stream::stream! {
         for line in initial {
             yield Ok::<Bytes, std::io::Error>(line);
         }
-        let deadline = tokio::time::Instant::now() + timeout;
-        let bookmark_every = Duration::from_secs(60);
-        // Like kube-apiserver: a bookmark every minute and one shortly before the timeout.
-        let final_bookmark = (timeout > Duration::from_secs(2))
-            .then(|| deadline.checked_sub(Duration::from_secs(2)))
-            .flatten();
-        let mut next_bookmark = match final_bookmark {
-            Some(f) => (tokio::time::Instant::now() + bookmark_every).min(f),
-            None => tokio::time::Instant::now() + bookmark_every,
-        };
+        let clock = Clock::start(timeout);
+        let deadline = clock.deadline;
+        let mut next_bookmark = clock.first_bookmark();
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
@@ -204,19 +236,16 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
-                        // Fell behind the broadcast: catch up from the resource's history.
-                        match state.store.watch_from(&key, last_rv) {
-                            Ok((events, new_rx, rv)) => {
+                        match catch_up(&state, &key, last_rv, namespace.as_deref(), &sel, &mut renderer) {
+                            Ok((lines, new_rx, rv)) => {
                                 rx = new_rx;
-                                for ev in events {
-                                    if let Some(line) = filter_event(&ev, &sel, namespace.as_deref(), &mut renderer) {
-                                        yield Ok(line);
-                                    }
+                                for line in lines {
+                                    yield Ok(line);
                                 }
                                 last_rv = last_rv.max(rv);
                             }
-                            Err(floor) => {
-                                yield Ok(error_line(410, "Expired", &format!("too old resource version: {last_rv} ({floor})")));
+                            Err(expired) => {
+                                yield Ok(expired);
                                 break;
                             }
                         }
@@ -225,11 +254,7 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
                 },
                 _ = tokio::time::sleep_until(deadline) => break,
                 _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
-                    let now = tokio::time::Instant::now();
-                    next_bookmark = match final_bookmark {
-                        Some(f) if f > now => (now + bookmark_every).min(f),
-                        _ => deadline + bookmark_every,
-                    };
+                    next_bookmark = clock.next_bookmark();
                     yield Ok(renderer.bookmark(last_rv, false));
                 }
                 _ = shutdown.changed() => break,
@@ -237,6 +262,60 @@ pub(crate) async fn watch(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>,
         }
     };
     Ok(stream_response(Body::from_stream(stream)))
+}
+
+/// Where a watch starts: the current objects (as ADDED, with the initial-events-end
+/// bookmark) when it sends initial events, else nothing; or the events after `from` from the
+/// history. `Err` is the `410 Expired` line when the history no longer reaches back.
+fn start(
+    state: &State,
+    key: &ResKey,
+    namespace: Option<&str>,
+    sel: &Selectors,
+    params: &WatchParams,
+    renderer: &mut Renderer,
+) -> Result<Start, Bytes> {
+    let Some(n) = params.from.filter(|_| !params.send_initial) else {
+        let (objs, rx, rv) = state.store.snapshot_and_subscribe(key, namespace);
+        let mut initial = Vec::new();
+        if params.send_initial {
+            for o in objs.iter().filter(|o| sel.matches(o)) {
+                initial.push(renderer.line(EventType::Added, o));
+            }
+            if params.bookmarks {
+                initial.push(renderer.bookmark(rv, true));
+            }
+        }
+        return Ok((initial, rx, rv));
+    };
+    let (lines, rx, rv) = catch_up(state, key, n, namespace, sel, renderer)?;
+    Ok((lines, rx, rv.max(n)))
+}
+
+/// The events after `rv` from the resource's history (a watch that fell behind the broadcast
+/// or resumes), with a new receiver; `Err` is the `410 Expired` line.
+fn catch_up(
+    state: &State,
+    key: &ResKey,
+    rv: u64,
+    namespace: Option<&str>,
+    sel: &Selectors,
+    renderer: &mut Renderer,
+) -> Result<Start, Bytes> {
+    match state.store.watch_from(key, rv) {
+        Ok((events, rx, current)) => {
+            let lines = events
+                .iter()
+                .filter_map(|ev| filter_event(ev, sel, namespace, renderer))
+                .collect();
+            Ok((lines, rx, current))
+        }
+        Err(floor) => Err(error_line(
+            410,
+            "Expired",
+            &format!("too old resource version: {rv} ({floor})"),
+        )),
+    }
 }
 
 fn stream_response(body: Body) -> Response<Body> {
