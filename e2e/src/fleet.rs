@@ -2,7 +2,7 @@
 //! the scheduler, the hub and one agent per child, as detached local processes.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -11,16 +11,17 @@ use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::{conditions, known};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config, ResourceExt};
-use rand::Rng;
+use kube::{Api, Client, ResourceExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
 use crate::control_plane::{b64, write_private};
+pub use crate::kubectl::client_for;
 use crate::kubectl::Kubectl;
 use crate::plan::{self, Backend, Binaries, ChildSpec, Layout};
-use crate::process::{self, Launch, Stopped};
+use crate::process::{
+    self, Launch, Stopped, exited, free_addr, launch, poll_until, wait_for_process,
+};
 use crate::real_tier;
 use crate::state::{ChildRecord, FleetState, Role};
 use crate::status;
@@ -431,32 +432,6 @@ pub fn agent_args(
     ]
 }
 
-/// Starts `l` and records it in `state` (saved at once, so `fleet down` finds it).
-pub(crate) fn launch(state: &mut FleetState, layout: &Layout, l: Launch<'_>) -> Result<(), Error> {
-    let record = process::spawn(l)?;
-    state.processes.push(record);
-    state.save(&layout.state())
-}
-
-fn exited(state: &FleetState, name: &str) -> Option<Error> {
-    let record = state.process(name)?;
-    if process::is_running(record) {
-        return None;
-    }
-    Some(Error::ProcessExited {
-        name: name.to_string(),
-        log: record.log.clone(),
-        tail: process::log_tail(&record.log, 20),
-    })
-}
-
-fn log_hint(state: &FleetState, name: &str) -> String {
-    state
-        .process(name)
-        .map(|p| format!("; see {}", p.log.display()))
-        .unwrap_or_default()
-}
-
 async fn wait_for_file(
     state: &FleetState,
     name: &str,
@@ -468,72 +443,6 @@ async fn wait_for_file(
         path.metadata().is_ok_and(|m| m.len() > 0)
     })
     .await
-}
-
-/// Polls `ready` every 100 ms until it holds; fails with what `ready` returns, or with a
-/// timeout naming `what` (and `hint`) after `timeout`.
-async fn poll_until<F, Fut>(
-    timeout: Duration,
-    what: &str,
-    hint: &str,
-    mut ready: F,
-) -> Result<(), Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, Error>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if ready().await? {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: what.to_string(),
-                seconds: timeout.as_secs(),
-                hint: hint.to_string(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A free loopback port (bound, then released for the process to take).
-pub(crate) fn free_port() -> Result<u16, Error> {
-    free_addr().map(|a| a.port())
-}
-
-/// A free loopback address for a process to listen on (bound, then released for it to take).
-///
-/// Taken below the kernel's ephemeral range: a port from that range, once released, can be taken
-/// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens
-/// many) before the process binds it. Falls back to a kernel-chosen port.
-fn free_addr() -> Result<SocketAddr, Error> {
-    static EPHEMERAL_START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
-    let ephemeral_start = *EPHEMERAL_START.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
-            .unwrap_or(32768)
-    });
-    let mut rng = rand::rng();
-    for _ in 0..200 {
-        let port = rng.random_range(10_000..ephemeral_start.max(10_001));
-        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
-            return l.local_addr().map_err(port_err);
-        }
-    }
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(port_err)
-}
-
-fn port_err(e: std::io::Error) -> Error {
-    Error::Spawn {
-        name: "port allocation".into(),
-        binary: PathBuf::from("127.0.0.1:0"),
-        source: e,
-    }
 }
 
 /// `GET <path>` over plain HTTP/1.1; the status code.
@@ -588,43 +497,6 @@ async fn wait_tcp(
         tokio::net::TcpStream::connect(addr).await.is_ok()
     })
     .await
-}
-
-/// Polls `ready` until it holds; fails early when process `name` exited, or after `timeout`.
-pub(crate) async fn wait_for_process<F, Fut>(
-    state: &FleetState,
-    name: &str,
-    what: &str,
-    timeout: Duration,
-    mut ready: F,
-) -> Result<(), Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    poll_until(timeout, what, &log_hint(state, name), || {
-        let ready = ready();
-        async move {
-            if ready.await {
-                return Ok(true);
-            }
-            exited(state, name).map_or(Ok(false), Err)
-        }
-    })
-    .await
-}
-
-/// A kube client for a kubeconfig file.
-pub async fn client_for(path: &Path) -> Result<Client, Error> {
-    let err = |message: String| Error::Kubeconfig {
-        path: path.to_path_buf(),
-        message,
-    };
-    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| err(e.to_string()))?;
-    Client::try_from(config).map_err(|e| err(e.to_string()))
 }
 
 async fn apply_namespace(client: &Client, name: &str) -> Result<(), Error> {

@@ -1,6 +1,10 @@
-//! The real `kubectl`, pointed at one kubeconfig with its own discovery cache.
+//! The real `kubectl`, pointed at one kubeconfig with its own discovery cache, and a kube-rs
+//! client for the same kubeconfig.
 
 use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
 
 use crate::Error;
 
@@ -82,4 +86,18 @@ impl Kubectl {
         args.extend(extra.iter().map(|s| s.to_string()));
         self.run(&args).await
     }
+}
+
+
+/// A kube client for a kubeconfig file.
+pub async fn client_for(path: &Path) -> Result<Client, Error> {
+    let err = |message: String| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        message,
+    };
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Client::try_from(config).map_err(|e| err(e.to_string()))
 }

@@ -1,14 +1,19 @@
 //! Detached processes: start each in its own process group with its output in a log file, tell
-//! whether it still runs, and stop it (SIGTERM, then SIGKILL after a grace period).
+//! whether it still runs, and stop it (SIGTERM, then SIGKILL after a grace period); wait for a
+//! process to be ready (failing early when it exits); free loopback ports for it to listen on.
 
 use std::ffi::OsStr;
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rand::Rng;
+
 use crate::Error;
-use crate::state::{ProcessRecord, Role};
+use crate::plan::Layout;
+use crate::state::{FleetState, ProcessRecord, Role};
 
 /// What to start.
 #[derive(Clone, Debug)]
@@ -199,6 +204,123 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+
+/// Starts `l` and records it in `state` (saved at once, so `fleet down` finds it).
+pub(crate) fn launch(state: &mut FleetState, layout: &Layout, l: Launch<'_>) -> Result<(), Error> {
+    let record = spawn(l)?;
+    state.processes.push(record);
+    state.save(&layout.state())
+}
+
+pub(crate) fn exited(state: &FleetState, name: &str) -> Option<Error> {
+    let record = state.process(name)?;
+    if is_running(record) {
+        return None;
+    }
+    Some(Error::ProcessExited {
+        name: name.to_string(),
+        log: record.log.clone(),
+        tail: log_tail(&record.log, 20),
+    })
+}
+
+fn log_hint(state: &FleetState, name: &str) -> String {
+    state
+        .process(name)
+        .map(|p| format!("; see {}", p.log.display()))
+        .unwrap_or_default()
+}
+
+/// Polls `ready` every 100 ms until it holds; fails with what `ready` returns, or with a
+/// timeout naming `what` (and `hint`) after `timeout`.
+pub(crate) async fn poll_until<F, Fut>(
+    timeout: Duration,
+    what: &str,
+    hint: &str,
+    mut ready: F,
+) -> Result<(), Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, Error>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if ready().await? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: what.to_string(),
+                seconds: timeout.as_secs(),
+                hint: hint.to_string(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A free loopback port (bound, then released for the process to take).
+pub(crate) fn free_port() -> Result<u16, Error> {
+    free_addr().map(|a| a.port())
+}
+
+/// A free loopback address for a process to listen on (bound, then released for it to take).
+///
+/// Taken below the kernel's ephemeral range: a port from that range, once released, can be taken
+/// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens
+/// many) before the process binds it. Falls back to a kernel-chosen port.
+pub(crate) fn free_addr() -> Result<SocketAddr, Error> {
+    static EPHEMERAL_START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let ephemeral_start = *EPHEMERAL_START.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768)
+    });
+    let mut rng = rand::rng();
+    for _ in 0..200 {
+        let port = rng.random_range(10_000..ephemeral_start.max(10_001));
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            return l.local_addr().map_err(port_err);
+        }
+    }
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(port_err)
+}
+
+fn port_err(e: std::io::Error) -> Error {
+    Error::Spawn {
+        name: "port allocation".into(),
+        binary: PathBuf::from("127.0.0.1:0"),
+        source: e,
+    }
+}
+
+/// Polls `ready` until it holds; fails early when process `name` exited, or after `timeout`.
+pub(crate) async fn wait_for_process<F, Fut>(
+    state: &FleetState,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    mut ready: F,
+) -> Result<(), Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    poll_until(timeout, what, &log_hint(state, name), || {
+        let ready = ready();
+        async move {
+            if ready.await {
+                return Ok(true);
+            }
+            exited(state, name).map_or(Ok(false), Err)
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -11,11 +11,10 @@ use kube::{Api, Client};
 
 use crate::Error;
 use crate::control_plane::{self, ClusterFiles, Credential, K8sBinaries, Ports};
-use crate::fleet::{client_for, free_port, launch, wait_for_process};
 use crate::install::{self, AgentSettings};
-use crate::kubectl::Kubectl;
+use crate::kubectl::{Kubectl, client_for};
 use crate::plan::Layout;
-use crate::process::Launch;
+use crate::process::{Launch, free_port, launch, wait_for_process};
 use crate::state::{FleetState, Role};
 
 /// One running real cluster.
