@@ -73,7 +73,7 @@ KUBECTL ?= kubectl
 PARENT = $(KUBECTL) --kubeconfig $(FLEET_DIR)/parent.kubeconfig
 
 fleet-build:
-	$(CARGO) build -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
+	$(CARGO) build -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e -p kubectl-atoll --bins
 
 ## fleet-up: a parent and $(FLEET_CHILDREN) child devclusters, scheduler, hub and agents, as local processes.
 fleet-up: fleet-build
@@ -103,11 +103,16 @@ demo: fleet-up
 	@echo
 	$(FLEET) status --dir $(FLEET_DIR)
 	@echo
+	@echo "== kubectl atoll (the plugin, found on PATH as kubectl-atoll)"
+	PATH="$(FLEET_PROFILE_DIR):$$PATH" $(KUBECTL) atoll clusters --kubeconfig $(FLEET_DIR)/parent.kubeconfig
+	PATH="$(FLEET_PROFILE_DIR):$$PATH" $(KUBECTL) atoll status web-everywhere -n demo --kubeconfig $(FLEET_DIR)/parent.kubeconfig
+	@echo
 	@echo "Explore further:"
 	@echo "  $(PARENT) get subs -A"
 	@echo "  $(PARENT) get mcls -A"
 	@echo "  $(PARENT) get desc -A -o yaml"
 	@for kc in $(FLEET_DIR)/child-*.kubeconfig; do echo "  $(KUBECTL) --kubeconfig $$kc get deploy,cm -n demo"; done
 	@echo "  $(FLEET) status --dir $(FLEET_DIR)"
+	@echo "  PATH=$(FLEET_PROFILE_DIR):\$$PATH $(KUBECTL) atoll status api-divided -n demo --kubeconfig $(FLEET_DIR)/parent.kubeconfig"
 	@echo "  logs: $(FLEET_DIR)/logs/"
 	@echo "Stop the fleet with: make fleet-down"
