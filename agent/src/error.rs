@@ -17,6 +17,17 @@ pub enum Error {
     /// The hub URL or TLS settings are unusable.
     #[error("invalid hub connection settings: {0}")]
     HubEndpoint(String),
+    /// The hub URL is not a URL.
+    #[error("invalid --hub {url}: {source}")]
+    ParseHubUrl {
+        /// The URL given.
+        url: String,
+        /// The parse error.
+        source: tonic::transport::Error,
+    },
+    /// The hub's CA bundle cannot be used for TLS.
+    #[error("cannot use the CA bundle of --ca-file for TLS to the hub: {0}")]
+    ConfigureHubTls(#[source] tonic::transport::Error),
     /// Reading the CA file failed.
     #[error("reading CA file {path} failed: {source}")]
     ReadCaFile {
@@ -56,6 +67,8 @@ impl Error {
             Error::ReadClusterId(_) => "read_cluster_id",
             Error::ParentSecret(_) => "parent_secret",
             Error::HubEndpoint(_) => "hub_endpoint",
+            Error::ParseHubUrl { .. } => "parse_hub_url",
+            Error::ConfigureHubTls(_) => "configure_hub_tls",
             Error::ReadCaFile { .. } => "read_ca_file",
             Error::RegistrationDenied(_) => "registration_denied",
             Error::ProtocolMismatch(_) => "protocol_mismatch",

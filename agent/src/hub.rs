@@ -136,7 +136,10 @@ impl AgentConfig {
     /// The gRPC endpoint for these settings.
     pub fn endpoint(&self) -> Result<Endpoint, Error> {
         let endpoint = Endpoint::from_shared(self.hub_url.clone())
-            .map_err(|e| Error::HubEndpoint(format!("{}: {e}", self.hub_url)))?
+            .map_err(|source| Error::ParseHubUrl {
+                url: self.hub_url.clone(),
+                source,
+            })?
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(30))
             .keep_alive_timeout(Duration::from_secs(20))
@@ -151,7 +154,7 @@ impl AgentConfig {
             }
             (Transport::Tls { ca_pem }, true) => endpoint
                 .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem)))
-                .map_err(|e| Error::HubEndpoint(e.to_string())),
+                .map_err(Error::ConfigureHubTls),
             (Transport::Plaintext, false) => Ok(endpoint),
             (Transport::Tls { .. }, false) => Err(Error::HubEndpoint(format!(
                 "{} is plaintext; use an https:// URL, or pass --insecure for a local demo",

@@ -105,23 +105,41 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// Loading the TLS certificate or key failed.
+    /// Reading the TLS certificate or key failed.
     #[error(
-        "loading TLS material from {path}: {message}; pass PEM files with --tls-cert/--tls-key, or --insecure for plaintext"
+        "reading TLS material from {path}: {source}; pass PEM files with --tls-cert/--tls-key, or --insecure for plaintext"
     )]
-    LoadTls {
+    ReadTls {
         /// The file.
         path: String,
-        /// The cause.
-        message: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TLS certificate and key could not be used.
+    #[error(
+        "using the TLS material of {path}: {source}; pass a PEM certificate chain and its private key"
+    )]
+    ConfigureTls {
+        /// The certificate file.
+        path: String,
+        /// The TLS error.
+        source: tonic::transport::Error,
+    },
+    /// Binding the gRPC listen address failed.
+    #[error("binding gRPC to {addr}: {source}")]
+    BindGrpc {
+        /// The listen address.
+        addr: String,
+        /// The I/O error.
+        source: std::io::Error,
     },
     /// Serving gRPC failed.
-    #[error("serving gRPC on {addr}: {message}")]
+    #[error("serving gRPC on {addr}: {source}")]
     ServeGrpc {
         /// The listen address.
         addr: String,
-        /// The cause.
-        message: String,
+        /// The transport error.
+        source: tonic::transport::Error,
     },
     /// The shared plumbing failed: the kubeconfig, tracing, the admin server, a finalizer edit.
     #[error(transparent)]
@@ -156,7 +174,9 @@ impl Error {
             Error::LoadPushKubeconfig { .. } => "load_push_kubeconfig",
             Error::BuildPushClient { .. } => "build_push_client",
             Error::ReadPushCredentials { .. } => "read_push_credentials",
-            Error::LoadTls { .. } => "load_tls",
+            Error::ReadTls { .. } => "read_tls",
+            Error::ConfigureTls { .. } => "configure_tls",
+            Error::BindGrpc { .. } => "bind_grpc",
             Error::ServeGrpc { .. } => "serve_grpc",
             Error::ParseObservedStatus { .. } => "parse_observed_status",
             Error::Runtime(_) => "runtime",

@@ -185,9 +185,9 @@ pub async fn start(
     let service = HubService::new(backend, index.clone(), config.stream, metrics)
         .with_open_streams(streams.clone());
     let incoming = server::bind(config.server.listen)?;
-    let addr = incoming.local_addr().map_err(|e| Error::ServeGrpc {
+    let addr = incoming.local_addr().map_err(|source| Error::BindGrpc {
         addr: config.server.listen.to_string(),
-        message: e.to_string(),
+        source,
     })?;
     let mut background = vec![
         tokio::spawn(controllers.clone().run()),

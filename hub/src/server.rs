@@ -43,9 +43,9 @@ pub fn hub_server<B: Backend>(
 /// Reads the TLS identity.
 pub fn load_identity(cert: &PathBuf, key: &PathBuf) -> Result<Identity, Error> {
     let read = |p: &PathBuf| {
-        std::fs::read(p).map_err(|e| Error::LoadTls {
+        std::fs::read(p).map_err(|source| Error::ReadTls {
             path: p.display().to_string(),
-            message: e.to_string(),
+            source,
         })
     };
     Ok(Identity::from_pem(read(cert)?, read(key)?))
@@ -55,9 +55,9 @@ pub fn load_identity(cert: &PathBuf, key: &PathBuf) -> Result<Identity, Error> {
 pub fn bind(addr: SocketAddr) -> Result<TcpIncoming, Error> {
     TcpIncoming::bind(addr)
         .map(|i| i.with_nodelay(Some(true)))
-        .map_err(|e| Error::ServeGrpc {
+        .map_err(|source| Error::BindGrpc {
             addr: addr.to_string(),
-            message: e.to_string(),
+            source,
         })
 }
 
@@ -78,9 +78,9 @@ pub async fn serve<B: Backend>(
         let identity = load_identity(cert, key)?;
         builder = builder
             .tls_config(ServerTlsConfig::new().identity(identity))
-            .map_err(|e| Error::LoadTls {
+            .map_err(|source| Error::ConfigureTls {
                 path: cert.display().to_string(),
-                message: e.to_string(),
+                source,
             })?;
     }
     builder
@@ -92,8 +92,8 @@ pub async fn serve<B: Backend>(
         ))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
-        .map_err(|e| Error::ServeGrpc {
+        .map_err(|source| Error::ServeGrpc {
             addr: config.listen.to_string(),
-            message: e.to_string(),
+            source,
         })
 }
