@@ -48,7 +48,7 @@ bench:
 	@echo "## scheduler: pure core" && $(CARGO) run --quiet --release -p atoll-scheduler --example bench_core
 	@echo "## scheduler: 1,000 Subscriptions x 100 clusters" && $(CARGO) run --quiet --release -p atoll-scheduler --example bench_scale
 	@echo "## hub: fan-out to agents" && $(CARGO) run --quiet --release -p atoll-hub --example bench_fanout
-	@echo "## hub + 1,000 real agents" && $(CARGO) run --quiet --release -p atoll-hub --example bench_agents
+	@echo "## hub + 1,000 real agents" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agents
 	@echo "## agent" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agent
 
 ## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,

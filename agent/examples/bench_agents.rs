@@ -1,4 +1,4 @@
-//! The issue-5 benchmark with the real pieces: the `atoll-hub` binary runs as its own process
+//! The hub measured with the real pieces: the `atoll-hub` binary runs as its own process
 //! (so its RSS and CPU are read from `/proc/<pid>`), against a parent devcluster, with N real
 //! `atoll_agent::Agent`s sharing one child devcluster (each keeps its state in its own
 //! namespace). Parent, child and agents run in this process; the hub alone in its own.
@@ -10,7 +10,7 @@
 //!   its patch being committed by the parent API server (the patch response) to:
 //!   - delivery: the agent has received the new generation from the hub (the agent's
 //!     `ConnectionState::last_received`, recorded on arrival, before applying) — hub watch →
-//!     index → stream → agent; this is issue #5's "delivered to all agents";
+//!     index → stream → agent;
 //!   - round trip: the parent watch shows `status.observedGeneration` of the new generation
 //!     (delivery, then the agent applies the ConfigMap to the child → agent report → hub status
 //!     write → watch event here);
@@ -20,7 +20,7 @@
 //!
 //! ```text
 //! cargo build --release -p atoll-hub
-//! cargo run --release -p atoll-hub --example bench_agents -- [agents]   # default 1000
+//! cargo run --release -p atoll-agent --example bench_agents -- [agents]   # default 1000
 //! ```
 //!
 //! `ATOLL_HUB_BIN` overrides the hub binary's path (default: `target/release/atoll-hub`, next

@@ -1,0 +1,372 @@
+//! The agent against a real hub: the atoll-agent library, connected over gRPC to the hub library
+//! serving a parent devcluster, applying into a child devcluster. Registration, apply, report
+//! and delete; a hub restart with a Description over its limit; a prune that waits for
+//! confirmation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use atoll_crds::apps::{Description, DescriptionPhase, DescriptionSpec};
+use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::{conditions, known};
+use atoll_hub::run::{self, HubConfig, RunningHub};
+use atoll_runtime::admin::Readiness;
+use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually, init_tracing};
+use devcluster::DevCluster;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use std::time::Duration;
+
+/// How long a test waits for a condition.
+const WAIT: Duration = Duration::from_secs(15);
+
+/// The test kit's parent with the test bootstrap token installed.
+async fn parent() -> Parent {
+    init_tracing();
+    let p = Parent::start().await;
+    bootstrap_secret(&p.client, BOOTSTRAP_TOKEN, None).await;
+    p
+}
+
+/// A hub serving `client`'s cluster with the test settings (edited), once it is ready.
+async fn hub(client: &Client, edit: impl FnOnce(&mut HubConfig)) -> RunningHub {
+    let mut config = HubConfig::for_tests();
+    edit(&mut config);
+    let readiness = Readiness::default();
+    let hub = run::start(
+        client.clone(),
+        config,
+        &mut Registry::default(),
+        readiness.clone(),
+    )
+    .await
+    .unwrap();
+    eventually("hub ready", WAIT, || async {
+        readiness.is_ready().then_some(())
+    })
+    .await;
+    hub
+}
+
+fn ready(mc: &ManagedCluster) -> Option<&str> {
+    mc.status
+        .as_ref()
+        .and_then(|s| conditions::status(&s.conditions, "Ready"))
+}
+
+/// A real agent (the atoll-agent library) of cluster `name` in `child`, connected to `hub`.
+struct RealAgent {
+    state: tokio::sync::watch::Receiver<atoll_agent::hub::ConnectionState>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    running: tokio::task::JoinHandle<Result<(), atoll_agent::Error>>,
+}
+
+impl RealAgent {
+    fn start(
+        hub: std::net::SocketAddr,
+        child: &Client,
+        name: &str,
+        edit: impl FnOnce(&mut atoll_agent::AgentConfig),
+    ) -> RealAgent {
+        use atoll_agent::hub::Backoff;
+        use atoll_agent::{Agent, AgentConfig};
+        use atoll_applier::Applier;
+        let mut config = AgentConfig::new(&format!("http://{hub}"), BOOTSTRAP_TOKEN, name);
+        config.backoff = Backoff {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(500),
+        };
+        config.default_heartbeat = Duration::from_secs(1);
+        edit(&mut config);
+        let applier = std::sync::Arc::new(Applier::new(child.clone(), "atoll-agent"));
+        let agent = Agent::new(child.clone(), config, applier);
+        let state = agent.subscribe();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(agent.run(async move {
+            let _ = stopped.await;
+        }));
+        RealAgent {
+            state,
+            stop,
+            running,
+        }
+    }
+
+    /// Waits for a snapshot after the `after`-th one; returns the dedicated namespace.
+    async fn snapshot_after(&self, after: u64) -> String {
+        eventually("the agent's snapshot", WAIT, || async {
+            let s = self.state.borrow().clone();
+            if let Some(e) = &s.last_error {
+                eprintln!("agent: {e}");
+            }
+            (s.connected && s.snapshots > after).then_some(s.namespace)
+        })
+        .await
+    }
+
+    fn snapshots(&self) -> u64 {
+        self.state.borrow().snapshots
+    }
+
+    /// Stops the agent, its drift watchers included (as when its process ends).
+    async fn stop(mut self) {
+        let _ = self.stop.send(());
+        if tokio::time::timeout(Duration::from_secs(5), &mut self.running)
+            .await
+            .is_err()
+        {
+            self.running.abort();
+            let _ = self.running.await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
+    let p = parent().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let agent = RealAgent::start(h.addr, &child_client, "real-1", |_| {});
+    let ns = agent.snapshot_after(0).await;
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Ready=True from the agent's heartbeat", WAIT, || async {
+        (ready(&mcs.get("real-1").await.unwrap()) == Some("True")).then_some(())
+    })
+    .await;
+    description_of_size(&p.client, &ns, "apps.web", 4).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child_client.clone(), "default");
+    eventually("the ConfigMap in the child", WAIT, || async {
+        cms.get_opt("web").await.unwrap()
+    })
+    .await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Description Success", WAIT, || async {
+        let d = descs.get("apps.web").await.unwrap();
+        (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    eventually("the finalizer", WAIT, || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Description gone", WAIT, || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        cms.get_opt("web").await.unwrap().is_none(),
+        "the child object survived"
+    );
+    agent.stop().await;
+}
+
+/// A Description of `size` bytes of data in one ConfigMap named after it.
+async fn description_of_size(client: &Client, ns: &str, name: &str, size: usize) {
+    let cm = name.rsplit('.').next().unwrap();
+    let raw = vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": cm, "namespace": "default"}, "data": {"k": "x".repeat(size)}})];
+    let api: Api<Description> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await.unwrap() {
+        None => {
+            let mut d = Description::new(name, DescriptionSpec::default());
+            d.metadata.namespace = Some(ns.into());
+            d.spec.raw = raw;
+            api.create(&PostParams::default(), &d).await.unwrap();
+        }
+        Some(_) => {
+            api.patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"raw": raw}})),
+            )
+            .await
+            .unwrap();
+        }
+    }
+}
+
+fn configmap_data(cm: &k8s_openapi::api::core::v1::ConfigMap) -> usize {
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get("k"))
+        .map_or(0, String::len)
+}
+
+#[tokio::test]
+async fn after_a_hub_restart_a_description_over_the_limit_is_withheld_and_the_agent_keeps_what_runs()
+ {
+    let p = parent().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let small_limit = |c: &mut HubConfig| c.controllers.limits.max_description_bytes = 4096;
+    let h = hub(&p.client, small_limit).await;
+    let addr = h.addr;
+    let agent = RealAgent::start(addr, &child_client, "real-1", |_| {});
+    let ns = agent.snapshot_after(0).await;
+    description_of_size(&p.client, &ns, "apps.web", 100).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child_client.clone(), "default");
+    eventually("the ConfigMap in the child", WAIT, || async {
+        cms.get_opt("web").await.unwrap()
+    })
+    .await;
+    // The hub goes away; meanwhile the Description grows over the hub's limit.
+    h.stop().await.unwrap();
+    description_of_size(&p.client, &ns, "apps.web", 10_000).await;
+    let before = agent.snapshots();
+    let h2 = hub(&p.client, |c| {
+        small_limit(c);
+        c.server.listen = addr;
+    })
+    .await;
+    agent.snapshot_after(before).await;
+    let cm = cms.get_opt("web").await.unwrap();
+    assert_eq!(
+        cm.as_ref().map(configmap_data),
+        Some(100),
+        "the agent must keep the version that runs"
+    );
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    let status = eventually(
+        "the Description says why it is not delivered",
+        WAIT,
+        || async {
+            let d = descs.get("apps.web").await.unwrap();
+            d.status
+                .filter(|s| s.phase == Some(DescriptionPhase::Failure))
+        },
+    )
+    .await;
+    assert!(
+        status.reason.unwrap_or_default().contains("limit"),
+        "the reason names the limit"
+    );
+    // Back within the limit, the new version is delivered.
+    description_of_size(&p.client, &ns, "apps.web", 200).await;
+    eventually("the new version in the child", WAIT, || async {
+        let cm = cms.get_opt("web").await.unwrap()?;
+        (configmap_data(&cm) == 200).then_some(())
+    })
+    .await;
+    agent.stop().await;
+    h2.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_with_a_condition_and_an_event()
+ {
+    let p = parent().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let agent = RealAgent::start(h.addr, &child_client, "real-1", |_| {});
+    let ns = agent.snapshot_after(0).await;
+    for name in ["apps.web", "apps.db", "apps.cache"] {
+        description_of_size(&p.client, &ns, name, 10).await;
+    }
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child_client.clone(), "default");
+    let present = || async {
+        let mut n = 0;
+        for cm in ["web", "db", "cache"] {
+            n += usize::from(cms.get_opt(cm).await.unwrap().is_some());
+        }
+        n
+    };
+    eventually("three ConfigMaps in the child", WAIT, || async {
+        (present().await == 3).then_some(())
+    })
+    .await;
+    // While the agent is away, two of the three Descriptions vanish without it (finalizers
+    // cleared, as after a restore from an old backup).
+    agent.stop().await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    for name in ["apps.web", "apps.db"] {
+        descs.delete(name, &DeleteParams::default()).await.unwrap();
+        descs
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+    }
+    let agent = RealAgent::start(h.addr, &child_client, "real-1", |c| {
+        c.max_prune_percent = 50
+    });
+    agent.snapshot_after(0).await;
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    let held = eventually("PruneHeld=True on the ManagedCluster", WAIT, || async {
+        let mc = mcs.get("real-1").await.unwrap();
+        let c = conditions::get(&mc.status?.conditions, known::CONDITION_PRUNE_HELD)?.clone();
+        (c.status == "True").then_some(c)
+    })
+    .await;
+    assert!(
+        held.message.contains("2 of the 3 objects"),
+        "{}",
+        held.message
+    );
+    assert_eq!(
+        present().await,
+        3,
+        "nothing is pruned before the confirmation"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(p.client.clone(), &ns);
+    eventually("a PruneHeld Event on the ManagedCluster", WAIT, || async {
+        let list = events.list(&Default::default()).await.unwrap();
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("PruneHeld"))
+            .then_some(())
+    })
+    .await;
+    // The id the condition gives, confirmed as the condition says, lets the prune go on.
+    let id = held
+        .message
+        .rsplit_once(&format!("{}=", known::ANNOTATION_CONFIRM_PRUNE))
+        .unwrap()
+        .1
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    mcs.patch(
+        "real-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {known::ANNOTATION_CONFIRM_PRUNE: id}}})),
+    )
+    .await
+    .unwrap();
+    eventually("the two orphaned ConfigMaps pruned", WAIT, || async {
+        (present().await == 1).then_some(())
+    })
+    .await;
+    assert!(cms.get_opt("cache").await.unwrap().is_some());
+    eventually("PruneHeld=False", WAIT, || async {
+        let mc = mcs.get("real-1").await.unwrap();
+        (conditions::status(&mc.status?.conditions, known::CONDITION_PRUNE_HELD)? == "False")
+            .then_some(())
+    })
+    .await;
+    agent.stop().await;
+}
