@@ -370,8 +370,35 @@ impl KubeBackend {
         })
     }
 
+    /// Registers a cluster that presented a bootstrap token: its ClusterRegistrationRequest,
+    /// the approval (automatic, or an administrator's), then its namespace, ManagedCluster and
+    /// a fresh cluster token.
     async fn register(&self, hello: &AgentHello) -> Result<Admission, Error> {
-        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
+        // Held for the API calls, released while waiting for a manual approval.
+        let mut permit = self.handshake_permit().await;
+        let crr = self.registration_request(hello).await?;
+        let re_registration = self.is_registered(&crr).await?;
+        let crr = if re_registration {
+            self.hold_re_registration(hello, &crr).await?
+        } else {
+            crr
+        };
+        let crr = self
+            .await_approval(hello, crr, re_registration, &mut permit)
+            .await?;
+        let admission = self.complete_registration(hello, &crr).await;
+        drop(permit);
+        admission
+    }
+
+    /// The cluster's ClusterRegistrationRequest, created pending when it has none.
+    async fn registration_request(
+        &self,
+        hello: &AgentHello,
+    ) -> Result<ClusterRegistrationRequest, Error> {
+        if let Some(crr) = self.crr(&hello.cluster_id).await? {
+            return Ok(crr);
+        }
         let name = known::cluster_registration_request_name(&hello.cluster_id);
         let spec = ClusterRegistrationRequestSpec {
             cluster_id: hello.cluster_id.clone(),
@@ -381,63 +408,76 @@ impl KubeBackend {
             cluster_labels: hello.cluster_labels.clone(),
             sync_mode: SyncMode::Pull,
         };
-        // Held for the API calls, released while waiting for a manual approval.
-        let mut permit = self.handshake_permit().await;
-        let crr = match self.crr(&hello.cluster_id).await? {
-            Some(c) => c,
-            None => {
-                let mut crr = ClusterRegistrationRequest::new(&name, spec);
-                crr.metadata.labels = Some(cluster_labels(hello, true));
-                match api.create(&PostParams::default(), &crr).await {
-                    Ok(c) => c,
-                    Err(kube::Error::Api(s)) if s.code == 409 => self
-                        .crr(&hello.cluster_id)
-                        .await?
-                        .ok_or_else(|| Error::WriteParentObject {
-                            operation: "create ClusterRegistrationRequest".into(),
-                            object: name.clone(),
-                            reason: "it already existed, then was gone on reading".into(),
-                        })?,
-                    Err(e) => return Err(api_err("create ClusterRegistrationRequest", &name)(e)),
-                }
-            }
-        };
-        let mut crr = crr;
-        // A bootstrap token must not take over a cluster that is registered already: whoever
-        // holds one could otherwise get that cluster's Descriptions (Secrets included) and lock
-        // its agent out. Such a request goes back to pending and waits for an administrator,
-        // also with automatic approval; the cluster's current token keeps working meanwhile.
-        let re_registration = self.is_registered(&crr).await?;
-        if re_registration {
-            let message = format!(
-                "cluster {} is registered already and asked to register again with a bootstrap \
-                 token; its current cluster token keeps working. If this is the cluster's own \
-                 agent (it lost its token), approve: kubectl patch clsrr {name} \
-                 --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'; \
-                 otherwise deny it and revoke the bootstrap token",
-                hello.cluster_id
-            );
-            let status = json!({"status": {"result": null, "errorMessage": message}});
-            crr = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .map_err(api_err(
-                    "reset ClusterRegistrationRequest to pending",
-                    &name,
-                ))?;
-            tracing::warn!(cluster_id = %hello.cluster_id, "a bootstrap token asked to re-register a registered cluster; waiting for an administrator");
-            self.event(
-                crr.object_ref(&()),
-                EventType::Warning,
-                "ReRegistrationPending",
-                message,
-                "Register",
-            )
-            .await;
+        let mut crr = ClusterRegistrationRequest::new(&name, spec);
+        crr.metadata.labels = Some(cluster_labels(hello, true));
+        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
+        match api.create(&PostParams::default(), &crr).await {
+            Ok(c) => Ok(c),
+            Err(kube::Error::Api(s)) if s.code == 409 => self
+                .crr(&hello.cluster_id)
+                .await?
+                .ok_or_else(|| Error::WriteParentObject {
+                    operation: "create ClusterRegistrationRequest".into(),
+                    object: name.clone(),
+                    reason: "it already existed, then was gone on reading".into(),
+                }),
+            Err(e) => Err(api_err("create ClusterRegistrationRequest", &name)(e)),
         }
+    }
+
+    /// A bootstrap token must not take over a cluster that is registered already: whoever
+    /// holds one could otherwise get that cluster's Descriptions (Secrets included) and lock
+    /// its agent out. Such a request goes back to pending and waits for an administrator, also
+    /// with automatic approval; the cluster's current token keeps working meanwhile.
+    async fn hold_re_registration(
+        &self,
+        hello: &AgentHello,
+        crr: &ClusterRegistrationRequest,
+    ) -> Result<ClusterRegistrationRequest, Error> {
+        let name = crr.name_any();
+        let message = format!(
+            "cluster {} is registered already and asked to register again with a bootstrap \
+             token; its current cluster token keeps working. If this is the cluster's own \
+             agent (it lost its token), approve: kubectl patch clsrr {name} \
+             --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'; \
+             otherwise deny it and revoke the bootstrap token",
+            hello.cluster_id
+        );
+        let status = json!({"status": {"result": null, "errorMessage": message}});
+        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
+        let crr = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(api_err(
+                "reset ClusterRegistrationRequest to pending",
+                &name,
+            ))?;
+        tracing::warn!(cluster_id = %hello.cluster_id, "a bootstrap token asked to re-register a registered cluster; waiting for an administrator");
+        self.event(
+            crr.object_ref(&()),
+            EventType::Warning,
+            "ReRegistrationPending",
+            message,
+            "Register",
+        )
+        .await;
+        Ok(crr)
+    }
+
+    /// Waits until the request is approved (at once with automatic approval, unless it is a
+    /// re-registration), polling it without holding a handshake permit; a denial ends the
+    /// registration with an Event.
+    async fn await_approval<'a>(
+        &'a self,
+        hello: &AgentHello,
+        mut crr: ClusterRegistrationRequest,
+        re_registration: bool,
+        permit: &mut Option<tokio::sync::SemaphorePermit<'a>>,
+    ) -> Result<ClusterRegistrationRequest, Error> {
+        let name = crr.name_any();
         loop {
             match crr.status.as_ref().and_then(|s| s.result) {
-                Some(ApprovedResult::Approved) => break,
+                Some(ApprovedResult::Approved) => return Ok(crr),
                 Some(ApprovedResult::Denied) | Some(ApprovedResult::Failed) => {
                     let reason = crr
                         .status
@@ -460,15 +500,15 @@ impl KubeBackend {
                         reason,
                     });
                 }
-                None if !self.inner.config.manual_approval && !re_registration => break,
+                None if !self.inner.config.manual_approval && !re_registration => return Ok(crr),
                 None => {
                     tracing::info!(
                         cluster_id = %hello.cluster_id,
                         "waiting for approval: kubectl patch clsrr {name} --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'"
                     );
-                    drop(permit);
+                    *permit = None;
                     tokio::time::sleep(self.inner.config.approval_poll).await;
-                    permit = self.handshake_permit().await;
+                    *permit = self.handshake_permit().await;
                     crr = self.crr(&hello.cluster_id).await?.ok_or_else(|| {
                         Error::RegistrationDenied {
                             cluster_id: hello.cluster_id.clone(),
@@ -478,6 +518,16 @@ impl KubeBackend {
                 }
             }
         }
+    }
+
+    /// Gives an approved cluster its dedicated namespace (the one it had, if any), its
+    /// ManagedCluster and a fresh cluster token, and records all of it on the request.
+    async fn complete_registration(
+        &self,
+        hello: &AgentHello,
+        crr: &ClusterRegistrationRequest,
+    ) -> Result<Admission, Error> {
+        let name = crr.name_any();
         let previous_ns = crr
             .status
             .as_ref()
@@ -508,6 +558,7 @@ impl KubeBackend {
             "managedClusterName": mc_name,
             "errorMessage": null,
         }});
+        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .map_err(api_err("approve ClusterRegistrationRequest", &name))?;
@@ -524,7 +575,6 @@ impl KubeBackend {
             "Register",
         )
         .await;
-        drop(permit);
         Ok(Admission {
             namespace: ns,
             managed_cluster_name: mc_name,
