@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 pub const RESOURCES: [&str; 4] = ["cpu", "memory", "pods", "nvidia.com/gpu"];
 
 /// A heartbeat, free of protobuf types.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Heartbeat {
     /// `gitVersion` of the child's API server.
     pub k8s_version: String,

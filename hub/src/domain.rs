@@ -2,6 +2,7 @@
 //! types. Conversion happens here, at the gRPC edge; nothing below this module sees prost types.
 
 use crate::Error;
+use atoll_applier::heartbeat::Heartbeat;
 use atoll_applier::model::{ObjectRef, ObjectReport, Phase, Report};
 use atoll_proto::v1;
 use atoll_runtime::text::truncate;
@@ -195,31 +196,14 @@ pub struct Session {
     pub epoch: u64,
 }
 
-/// A heartbeat.
+/// A heartbeat as the hub receives it: the child cluster's version, nodes, capacity and health
+/// as the applier collects them, and what the agent says of itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterHeartbeat {
-    /// Kubernetes gitVersion.
-    pub k8s_version: String,
-    /// e.g. `linux/amd64`.
-    pub platform: String,
+    /// The child cluster's version, node counts, capacity and health endpoints.
+    pub cluster: Heartbeat,
     /// The agent's version.
     pub agent_version: String,
-    /// Ready nodes.
-    pub ready_nodes: i32,
-    /// Not-ready nodes.
-    pub not_ready_nodes: i32,
-    /// Nodes in unknown state.
-    pub unknown_nodes: i32,
-    /// Summed capacity, quantity strings.
-    pub capacity: BTreeMap<String, String>,
-    /// Summed allocatable, quantity strings.
-    pub allocatable: BTreeMap<String, String>,
-    /// `/healthz` answered 200.
-    pub healthz: bool,
-    /// `/livez` answered 200.
-    pub livez: bool,
-    /// `/readyz` answered 200.
-    pub readyz: bool,
     /// The agent's heartbeat period, seconds.
     pub heartbeat_seconds: u32,
     /// The prune after a snapshot the agent holds back for confirmation, if any.
@@ -268,17 +252,19 @@ impl From<v1::Heartbeat> for ClusterHeartbeat {
     fn from(h: v1::Heartbeat) -> Self {
         let n = h.node_statistics.unwrap_or_default();
         ClusterHeartbeat {
-            k8s_version: h.k8s_version,
-            platform: h.platform,
+            cluster: Heartbeat {
+                k8s_version: h.k8s_version,
+                platform: h.platform,
+                ready_nodes: n.ready_nodes,
+                not_ready_nodes: n.not_ready_nodes,
+                unknown_nodes: n.unknown_nodes,
+                capacity: h.capacity.into_iter().collect(),
+                allocatable: h.allocatable.into_iter().collect(),
+                healthz: h.healthz,
+                livez: h.livez,
+                readyz: h.readyz,
+            },
             agent_version: h.agent_version,
-            ready_nodes: n.ready_nodes,
-            not_ready_nodes: n.not_ready_nodes,
-            unknown_nodes: n.unknown_nodes,
-            capacity: h.capacity.into_iter().collect(),
-            allocatable: h.allocatable.into_iter().collect(),
-            healthz: h.healthz,
-            livez: h.livez,
-            readyz: h.readyz,
             heartbeat_seconds: h.heartbeat_seconds,
             prune_hold: h.prune_hold.map(PruneHold::from),
         }
@@ -315,9 +301,9 @@ impl ClusterHeartbeat {
             self.heartbeat_seconds = period;
         }
         for (what, count) in [
-            ("ready", &mut self.ready_nodes),
-            ("not-ready", &mut self.not_ready_nodes),
-            ("unknown", &mut self.unknown_nodes),
+            ("ready", &mut self.cluster.ready_nodes),
+            ("not-ready", &mut self.cluster.not_ready_nodes),
+            ("unknown", &mut self.cluster.unknown_nodes),
         ] {
             let bounded = (*count).clamp(0, MAX_NODES_PER_STATE);
             if bounded != *count {
@@ -326,8 +312,8 @@ impl ClusterHeartbeat {
             }
         }
         for (what, map) in [
-            ("capacity", &mut self.capacity),
-            ("allocatable", &mut self.allocatable),
+            ("capacity", &mut self.cluster.capacity),
+            ("allocatable", &mut self.cluster.allocatable),
         ] {
             let mut kept = BTreeMap::new();
             for (name, quantity) in std::mem::take(map) {
@@ -354,8 +340,8 @@ impl ClusterHeartbeat {
             *map = kept;
         }
         for text in [
-            &mut self.k8s_version,
-            &mut self.platform,
+            &mut self.cluster.k8s_version,
+            &mut self.cluster.platform,
             &mut self.agent_version,
         ] {
             if text.len() > MAX_HEARTBEAT_TEXT {
@@ -560,17 +546,20 @@ mod tests {
                 .collect()
         };
         let hb = ClusterHeartbeat {
-            k8s_version: "v".repeat(1000),
-            ready_nodes: -3,
-            not_ready_nodes: i32::MAX,
-            capacity: map(&[
-                ("cpu", "8"),
-                ("nvidia.com/gpu", "2"),
-                ("memory", "999999999999999999999999999999Ei"),
-                ("bad name!", "1"),
-                ("pods", "lots"),
-            ]),
-            allocatable: (0..100).map(|i| (format!("r{i:03}"), "1".into())).collect(),
+            cluster: Heartbeat {
+                k8s_version: "v".repeat(1000),
+                ready_nodes: -3,
+                not_ready_nodes: i32::MAX,
+                capacity: map(&[
+                    ("cpu", "8"),
+                    ("nvidia.com/gpu", "2"),
+                    ("memory", "999999999999999999999999999999Ei"),
+                    ("bad name!", "1"),
+                    ("pods", "lots"),
+                ]),
+                allocatable: (0..100).map(|i| (format!("r{i:03}"), "1".into())).collect(),
+                ..Heartbeat::default()
+            },
             heartbeat_seconds: 4_000_000_000,
             prune_hold: Some(PruneHold {
                 id: "f".repeat(500),
@@ -583,14 +572,17 @@ mod tests {
         };
         let (b, notes) = hb.bounded(10);
         assert_eq!(b.heartbeat_seconds, 10);
-        assert_eq!((b.ready_nodes, b.not_ready_nodes), (0, MAX_NODES_PER_STATE));
         assert_eq!(
-            b.capacity,
+            (b.cluster.ready_nodes, b.cluster.not_ready_nodes),
+            (0, MAX_NODES_PER_STATE)
+        );
+        assert_eq!(
+            b.cluster.capacity,
             map(&[("cpu", "8"), ("nvidia.com/gpu", "2")]),
             "overflowing, unreadable and badly named quantities are left out"
         );
-        assert_eq!(b.allocatable.len(), MAX_RESOURCES_PER_HEARTBEAT);
-        assert_eq!(b.k8s_version.len(), MAX_HEARTBEAT_TEXT);
+        assert_eq!(b.cluster.allocatable.len(), MAX_RESOURCES_PER_HEARTBEAT);
+        assert_eq!(b.cluster.k8s_version.len(), MAX_HEARTBEAT_TEXT);
         let hold = b.prune_hold.unwrap();
         assert_eq!(hold.id.len(), MAX_PRUNE_HOLD_ID);
         assert_eq!(hold.descriptions.len(), MAX_PRUNE_HOLD_NAMES);
@@ -602,7 +594,10 @@ mod tests {
         assert!(notes.iter().any(|n| n.contains("too large")), "{notes:?}");
         // A well-behaved heartbeat passes unchanged, and a period of 0 means the hub's.
         let fine = ClusterHeartbeat {
-            capacity: map(&[("cpu", "500m")]),
+            cluster: Heartbeat {
+                capacity: map(&[("cpu", "500m")]),
+                ..Heartbeat::default()
+            },
             heartbeat_seconds: 5,
             ..ClusterHeartbeat::default()
         };

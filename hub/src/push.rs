@@ -188,17 +188,8 @@ fn data_only(kc: Kubeconfig) -> Result<Kubeconfig, String> {
 
 fn domain_heartbeat(h: &heartbeat::Heartbeat, period: Duration) -> ClusterHeartbeat {
     ClusterHeartbeat {
-        k8s_version: h.k8s_version.clone(),
-        platform: h.platform.clone(),
+        cluster: h.clone(),
         agent_version: format!("atoll-hub {} (push)", env!("CARGO_PKG_VERSION")),
-        ready_nodes: h.ready_nodes,
-        not_ready_nodes: h.not_ready_nodes,
-        unknown_nodes: h.unknown_nodes,
-        capacity: h.capacity.clone(),
-        allocatable: h.allocatable.clone(),
-        healthz: h.healthz,
-        livez: h.livez,
-        readyz: h.readyz,
         heartbeat_seconds: u32::try_from(period.as_secs()).unwrap_or(u32::MAX),
         prune_hold: None,
     }

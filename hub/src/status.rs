@@ -21,9 +21,9 @@ use std::time::Duration;
 /// The Ready condition a heartbeat implies: `(status, reason, message)`.
 pub fn ready_from_heartbeat(hb: &ClusterHeartbeat) -> (&'static str, &'static str, String) {
     let failing: Vec<&str> = [
-        ("healthz", hb.healthz),
-        ("livez", hb.livez),
-        ("readyz", hb.readyz),
+        ("healthz", hb.cluster.healthz),
+        ("livez", hb.cluster.livez),
+        ("readyz", hb.cluster.readyz),
     ]
     .into_iter()
     .filter(|(_, ok)| !ok)
@@ -60,20 +60,20 @@ pub fn status_from_heartbeat(
 ) -> ManagedClusterStatus {
     let mut s = existing.cloned().unwrap_or_default();
     s.last_observed_time = Some(Time(now));
-    s.k8s_version = Some(hb.k8s_version.clone()).filter(|v| !v.is_empty());
-    s.platform = Some(hb.platform.clone()).filter(|v| !v.is_empty());
+    s.k8s_version = Some(hb.cluster.k8s_version.clone()).filter(|v| !v.is_empty());
+    s.platform = Some(hb.cluster.platform.clone()).filter(|v| !v.is_empty());
     s.agent_version = Some(hb.agent_version.clone()).filter(|v| !v.is_empty());
     s.node_statistics = Some(NodeStatistics {
-        ready_nodes: Some(hb.ready_nodes),
-        not_ready_nodes: Some(hb.not_ready_nodes),
-        unknown_nodes: Some(hb.unknown_nodes),
+        ready_nodes: Some(hb.cluster.ready_nodes),
+        not_ready_nodes: Some(hb.cluster.not_ready_nodes),
+        unknown_nodes: Some(hb.cluster.unknown_nodes),
         lost_nodes: None,
     });
-    s.capacity = quantities(&hb.capacity);
-    s.allocatable = quantities(&hb.allocatable);
-    s.healthz = hb.healthz;
-    s.livez = hb.livez;
-    s.readyz = hb.readyz;
+    s.capacity = quantities(&hb.cluster.capacity);
+    s.allocatable = quantities(&hb.cluster.allocatable);
+    s.healthz = hb.cluster.healthz;
+    s.livez = hb.cluster.livez;
+    s.readyz = hb.cluster.readyz;
     s.heartbeat_frequency_seconds = Some(i64::from(hb.heartbeat_seconds)).filter(|v| *v > 0);
     let (status, reason, message) = ready_from_heartbeat(hb);
     conditions::set(
@@ -438,6 +438,7 @@ pub fn subscription_status_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use atoll_applier::heartbeat::Heartbeat;
     use atoll_applier::model::{ObjectRef, ObjectReport};
     use atoll_crds::apps::DescriptionPhase;
     use atoll_crds::apps::{SubscriptionSpec, SubscriptionStatus};
@@ -448,15 +449,18 @@ mod tests {
 
     fn hb(h: bool, l: bool, r: bool) -> ClusterHeartbeat {
         ClusterHeartbeat {
-            k8s_version: "v1.33.1".into(),
-            platform: "linux/amd64".into(),
+            cluster: Heartbeat {
+                k8s_version: "v1.33.1".into(),
+                platform: "linux/amd64".into(),
+                ready_nodes: 3,
+                capacity: [("cpu".to_string(), "8".to_string())].into(),
+                allocatable: [("cpu".to_string(), "7".to_string())].into(),
+                healthz: h,
+                livez: l,
+                readyz: r,
+                ..Heartbeat::default()
+            },
             agent_version: "0.1.0".into(),
-            ready_nodes: 3,
-            capacity: [("cpu".to_string(), "8".to_string())].into(),
-            allocatable: [("cpu".to_string(), "7".to_string())].into(),
-            healthz: h,
-            livez: l,
-            readyz: r,
             heartbeat_seconds: 10,
             ..Default::default()
         }
