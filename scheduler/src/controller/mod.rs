@@ -20,31 +20,23 @@ mod index;
 mod metrics;
 pub mod plan;
 mod reconcile;
+mod watches;
 
 pub use metrics::Metrics;
 pub use reconcile::{Config, Context, DEFAULT_SCHEDULER_NAME, Stores, error_policy, reconcile};
 
 use crate::Error;
-use crate::placement::ClusterInfo;
-use atoll_crds::apps::{
-    Description, Globalization, Localization, Manifest, OverridePolicy, Subscription,
-};
-use atoll_crds::atoll::FeedGrant;
-use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
-use atoll_crds::known;
+use atoll_crds::apps::Subscription;
 use atoll_runtime::ready::Ready;
 use futures::{FutureExt, StreamExt};
-use kube::api::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{Controller, WatchStreamExt};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
 use std::fmt::Debug;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -159,30 +151,13 @@ impl Trigger {
     }
 }
 
-/// What of a ManagedCluster affects scheduling (not its heartbeat timestamps).
-fn cluster_fingerprint(cluster: &ManagedCluster) -> u64 {
-    let info = ClusterInfo::from_managed_cluster(cluster);
-    let mut hasher = DefaultHasher::new();
-    info.labels.hash(&mut hasher);
-    info.ready.hash(&mut hasher);
-    info.allocatable.hash(&mut hasher);
-    for taint in &info.taints {
-        (&taint.key, &taint.value, &taint.effect).hash(&mut hasher);
-    }
-    cluster
-        .metadata
-        .deletion_timestamp
-        .is_some()
-        .hash(&mut hasher);
-    hasher.finish()
-}
-
-/// The objects of `event` that changed (not the initial list).
-fn changed<K>(event: &Event<K>) -> Option<&K> {
-    match event {
-        Event::Apply(k) | Event::Delete(k) => Some(k),
-        _ => None,
-    }
+/// What every watch hands its changes to: the Subscriptions (to find those a change affects),
+/// the queue of single Subscriptions, the queue of passes over all of them, and the input epoch.
+struct Wiring {
+    subscriptions: Store<Subscription>,
+    one: mpsc::Sender<ObjectRef<Subscription>>,
+    all: mpsc::Sender<()>,
+    inputs: epoch::InputEpoch,
 }
 
 /// Runs the scheduler until the process stops. `ready` is called once every cache has synced.
@@ -196,7 +171,44 @@ pub async fn run(
     let (one_tx, one_rx) = mpsc::channel::<ObjectRef<Subscription>>(TRIGGER_QUEUE);
     let inputs = epoch::InputEpoch::default();
     let (all_tx, all_rx) = mpsc::channel::<()>(1);
+    let (controller, subscriptions) = subscription_controller(&client);
+    let wiring = Wiring {
+        subscriptions,
+        one: one_tx,
+        all: all_tx,
+        inputs,
+    };
 
+    let clusters = watches::clusters(&client, &wiring);
+    let globalizations = watches::globalizations(&client, &wiring);
+    let localizations = watches::localizations(&client, &wiring);
+    let manifests = watches::manifests(&client, &wiring);
+    let grants = watches::grants(&client, &wiring);
+    let registrations = watches::registrations(&client, &wiring);
+    let (descriptions, descriptions_synced) = watches::descriptions(&client, &wiring);
+    let stores = Stores {
+        clusters,
+        registrations,
+        globalizations,
+        localizations,
+        manifests,
+        grants,
+        descriptions,
+    };
+    wait_until_synced(&stores, &descriptions_synced).await?;
+    ready();
+
+    let context = new_context(client, config, &metrics, reporter, &wiring, stores);
+    spawn_feed_release(&context);
+    run_controller(controller, one_rx, all_rx, &wiring.one, &metrics, context).await;
+    // The trigger queues stay open for as long as the controller runs.
+    drop(wiring);
+    Ok(())
+}
+
+/// The Subscription watch, reflected into the store every trigger maps through, and the
+/// controller over it. Nothing starts here: the watch is polled once the controller runs.
+fn subscription_controller(client: &Client) -> (Controller<Subscription>, Store<Subscription>) {
     let (subscriptions, writer) = reflector::store();
     let subscription_events = watcher::watcher(
         Api::<Subscription>::all(client.clone()),
@@ -210,226 +222,12 @@ pub async fn run(
         .with_config(
             kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
         );
+    (controller, subscriptions)
+}
 
-    let mut fingerprints: HashMap<String, u64> = HashMap::new();
-    let all = all_tx.clone();
-    let bump = inputs.clone();
-    let clusters = spawn_reflector(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-        &inputs,
-        &all_tx,
-        move |event| {
-            let (cluster, initial) = match event {
-                Event::Apply(c) | Event::Delete(c) => (c, false),
-                Event::InitApply(c) => (c, true),
-                _ => return Vec::new(),
-            };
-            let key = format!(
-                "{}/{}",
-                cluster.namespace().unwrap_or_default(),
-                cluster.name_any()
-            );
-            let fingerprint = match event {
-                Event::Delete(_) => 0,
-                _ => cluster_fingerprint(cluster),
-            };
-            let previous = fingerprints.insert(key, fingerprint);
-            if initial || previous == Some(fingerprint) {
-                return Vec::new();
-            }
-            bump.bump();
-            vec![Trigger::All(all.clone())]
-        },
-    );
-
-    let override_subs = subscriptions.clone();
-    let tx = one_tx.clone();
-    let bump = inputs.clone();
-    let globalizations = spawn_reflector(
-        Api::<Globalization>::all(client.clone()),
-        watcher::Config::default(),
-        &inputs,
-        &all_tx,
-        move |event| {
-            changed(event)
-                .inspect(|_| bump.bump())
-                .filter(|g| g.spec.override_policy == OverridePolicy::ApplyNow)
-                .map(|g| feed_triggers(&override_subs, &g.spec.feed, &tx))
-                .unwrap_or_default()
-        },
-    );
-    let override_subs = subscriptions.clone();
-    let tx = one_tx.clone();
-    let bump = inputs.clone();
-    let localizations = spawn_reflector(
-        Api::<Localization>::all(client.clone()),
-        watcher::Config::default(),
-        &inputs,
-        &all_tx,
-        move |event| {
-            changed(event)
-                .inspect(|_| bump.bump())
-                .filter(|l| l.spec.override_policy == OverridePolicy::ApplyNow)
-                .map(|l| feed_triggers(&override_subs, &l.spec.feed, &tx))
-                .unwrap_or_default()
-        },
-    );
-    let manifest_subs = subscriptions.clone();
-    let tx = one_tx.clone();
-    let bump = inputs.clone();
-    let manifests = spawn_reflector(
-        Api::<Manifest>::namespaced(client.clone(), known::NAMESPACE_RESERVED),
-        watcher::Config::default(),
-        &inputs,
-        &all_tx,
-        move |event| {
-            let Some(manifest) = changed(event) else {
-                return Vec::new();
-            };
-            bump.bump();
-            let labels = manifest.labels();
-            let label = |k: &str| labels.get(k).map_or("", String::as_str);
-            let group = label(known::LABEL_CONFIG_GROUP);
-            let version = label(known::LABEL_CONFIG_VERSION);
-            let api_version = if group.is_empty() {
-                version.to_owned()
-            } else {
-                format!("{group}/{version}")
-            };
-            feeds::subscriptions_naming(
-                &manifest_subs,
-                &api_version,
-                label(known::LABEL_CONFIG_KIND),
-                label(known::LABEL_CONFIG_NAMESPACE),
-                label(known::LABEL_CONFIG_NAME),
-            )
-            .into_iter()
-            .map(|r| Trigger::One(tx.clone(), r))
-            .collect()
-        },
-    );
-    let grant_subs = subscriptions.clone();
-    let tx = one_tx.clone();
-    let bump = inputs.clone();
-    let grants = spawn_reflector(
-        Api::<FeedGrant>::all(client.clone()),
-        watcher::Config::default(),
-        &inputs,
-        &all_tx,
-        move |event| {
-            let Some(grant) = changed(event) else {
-                return Vec::new();
-            };
-            bump.bump();
-            feeds::subscriptions_with_feeds_owned_by(
-                &grant_subs,
-                &grant.namespace().unwrap_or_default(),
-            )
-            .into_iter()
-            .map(|r| Trigger::One(tx.clone(), r))
-            .collect()
-        },
-    );
-    // Which ManagedClusters the hub registered: a registration's result or dedicated namespace
-    // changing can add or remove a cluster from every placement.
-    let all = all_tx.clone();
-    let bump = inputs.clone();
-    let mut registration_states: HashMap<String, String> = HashMap::new();
-    let registrations = spawn_reflector(
-        Api::<ClusterRegistrationRequest>::all(client.clone()),
-        watcher::Config::default(),
-        &inputs,
-        &all_tx,
-        move |event| {
-            let (crr, initial) = match event {
-                Event::Apply(c) | Event::Delete(c) => (c, false),
-                Event::InitApply(c) => (c, true),
-                _ => return Vec::new(),
-            };
-            let state = match (event, crr.status.as_ref()) {
-                (Event::Delete(_), _) | (_, None) => String::new(),
-                (_, Some(st)) => format!(
-                    "{}:{:?}:{}",
-                    crr.spec.cluster_id,
-                    st.result,
-                    st.dedicated_namespace.as_deref().unwrap_or_default()
-                ),
-            };
-            let previous = registration_states.insert(crr.name_any(), state.clone());
-            if initial || previous.as_ref() == Some(&state) {
-                return Vec::new();
-            }
-            bump.bump();
-            vec![Trigger::All(all.clone())]
-        },
-    );
-    // Metadata only: the render-hash annotation tells whether a write is needed, so the
-    // scheduler never holds every rendered object in memory.
-    let description_index = index::DescriptionIndex::default();
-    let observed = description_index.clone();
-    let bump = inputs.clone();
-    let tx = one_tx.clone();
-    let description_events = watcher::watcher(
-        Api::<PartialObjectMeta<Description>>::all(client.clone()),
-        watcher::Config::default().labels(known::LABEL_SUBS_UID),
-    )
-    .default_backoff();
-    let descriptions_synced = Ready::new();
-    let synced = descriptions_synced.clone();
-    let relisted = all_tx.clone();
-    tokio::spawn(async move {
-        let mut events = std::pin::pin!(description_events);
-        let mut listed = false;
-        while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(e) => {
-                    tracing::warn!(kind = "Description", error = %e, "watch failed");
-                    continue;
-                }
-            };
-            // Descriptions deleted or edited while the watch was down: every Subscription's
-            // next pass writes them again.
-            if is_relist(&event, &mut listed)
-                && Trigger::All(relisted.clone()).send().await.is_err()
-            {
-                return;
-            }
-            // A deleted Description, or one whose spec someone else edited, is written again
-            // by its Subscription's next pass.
-            let rewrite = observed.observe(&event);
-            if rewrite || matches!(event, Event::InitDone) {
-                bump.bump();
-            }
-            if observed.is_synced() {
-                synced.set();
-            }
-            let (true, Event::Apply(description) | Event::Delete(description)) = (rewrite, &event)
-            else {
-                continue;
-            };
-            let labels = description.labels();
-            if let (Some(ns), Some(name)) = (
-                labels.get(known::LABEL_SUBS_NAMESPACE),
-                labels.get(known::LABEL_SUBS_NAME),
-            ) && tx.send(ObjectRef::new(name).within(ns)).await.is_err()
-            {
-                return;
-            }
-        }
-    });
-
-    let stores = Stores {
-        clusters,
-        registrations,
-        globalizations,
-        localizations,
-        manifests,
-        grants,
-        descriptions: description_index,
-    };
-    // Reconciling before every cache is complete would unbind clusters not yet seen.
+/// Waits until every shared cache and the Description index have synced.
+/// Reconciling before every cache is complete would unbind clusters not yet seen.
+async fn wait_until_synced(stores: &Stores, descriptions_synced: &Ready) -> Result<(), Error> {
     for (kind, wait) in [
         ("ManagedCluster", stores.clusters.wait_until_ready().boxed()),
         // Before the first pass, or every cluster would look unregistered for a moment.
@@ -453,19 +251,30 @@ pub async fn run(
         tracing::debug!(kind, "cache synced");
     }
     descriptions_synced.wait().await;
-    ready();
+    Ok(())
+}
 
-    let context = Arc::new(Context {
+/// The state every reconcile shares: the synced stores, the Event recorder, and the feed
+/// watches, which trigger the Subscriptions naming a feed object on the single queue.
+fn new_context(
+    client: Client,
+    config: Config,
+    metrics: &Metrics,
+    reporter: Reporter,
+    wiring: &Wiring,
+    stores: Stores,
+) -> Arc<Context> {
+    Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         feeds: feeds::FeedWatches::new(
             client.clone(),
-            subscriptions.clone(),
-            one_tx.clone(),
+            wiring.subscriptions.clone(),
+            wiring.one.clone(),
             config.feed_ready_timeout,
-            inputs.clone(),
+            wiring.inputs.clone(),
             metrics.feed_watches.clone(),
         ),
-        inputs,
+        inputs: wiring.inputs.clone(),
         passes: epoch::Passes::default(),
         unregistered: parking_lot::Mutex::new(HashMap::new()),
         failures: parking_lot::Mutex::new(HashMap::new()),
@@ -473,11 +282,15 @@ pub async fn run(
         stores,
         metrics: metrics.clone(),
         config,
-    });
-    // Subscriptions deleted without a pass of this scheduler (its finalizer removed by hand,
-    // handed to another scheduler) or edited to drop a kind release their watches here. Weak,
-    // so that the sweep ends with the control loop.
-    let sweeping = Arc::downgrade(&context);
+    })
+}
+
+/// Starts the periodic release of feed watches no Subscription uses any more.
+/// Subscriptions deleted without a pass of this scheduler (its finalizer removed by hand,
+/// handed to another scheduler) or edited to drop a kind release their watches here.
+fn spawn_feed_release(context: &Arc<Context>) {
+    // Weak, so that the sweep ends with the control loop.
+    let sweeping = Arc::downgrade(context);
     // `interval` needs a period above zero.
     let sweep_every = context
         .config
@@ -495,6 +308,18 @@ pub async fn run(
             context.feeds.release_unused().await;
         }
     });
+}
+
+/// Runs the Subscription controller until it ends: a pass of each Subscription queued on
+/// `one_rx` (recording the queue depth as it is taken) and of every one on `all_rx`.
+async fn run_controller(
+    controller: Controller<Subscription>,
+    one_rx: mpsc::Receiver<ObjectRef<Subscription>>,
+    all_rx: mpsc::Receiver<()>,
+    one_tx: &mpsc::Sender<ObjectRef<Subscription>>,
+    metrics: &Metrics,
+    context: Arc<Context>,
+) {
     let depth_tx = one_tx.clone();
     let depth = metrics.queue_depth.clone();
     controller
@@ -510,25 +335,6 @@ pub async fn run(
             }
         })
         .await;
-    drop(all_tx);
-    Ok(())
-}
-
-fn feed_triggers(
-    subscriptions: &Store<Subscription>,
-    feed: &atoll_crds::apps::Feed,
-    tx: &mpsc::Sender<ObjectRef<Subscription>>,
-) -> Vec<Trigger> {
-    feeds::subscriptions_naming(
-        subscriptions,
-        &feed.api_version,
-        &feed.kind,
-        feed.namespace.as_deref().unwrap_or(""),
-        &feed.name,
-    )
-    .into_iter()
-    .map(|r| Trigger::One(tx.clone(), r))
-    .collect()
 }
 
 #[cfg(test)]
