@@ -9,7 +9,7 @@ use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::{conditions, known};
 use atoll_hub::run::{self, HubConfig, RunningHub};
 use atoll_runtime::admin::Readiness;
-use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually, init_tracing};
+use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, eventually};
 use devcluster::DevCluster;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -20,31 +20,19 @@ use std::time::Duration;
 /// How long a test waits for a condition.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// The test kit's parent with the test bootstrap token installed.
-async fn parent() -> Parent {
-    init_tracing();
-    let p = Parent::start().await;
-    bootstrap_secret(&p.client, BOOTSTRAP_TOKEN, None).await;
-    p
-}
-
 /// A hub serving `client`'s cluster with the test settings (edited), once it is ready.
 async fn hub(client: &Client, edit: impl FnOnce(&mut HubConfig)) -> RunningHub {
     let mut config = HubConfig::for_tests();
     edit(&mut config);
-    let readiness = Readiness::default();
     let hub = run::start(
         client.clone(),
         config,
         &mut Registry::default(),
-        readiness.clone(),
+        Readiness::default(),
     )
     .await
     .unwrap();
-    eventually("hub ready", WAIT, || async {
-        readiness.is_ready().then_some(())
-    })
-    .await;
+    hub.wait_ready().await;
     hub
 }
 
@@ -123,7 +111,7 @@ impl RealAgent {
 
 #[tokio::test]
 async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let child = DevCluster::start_default().await.unwrap();
     let child_client = child.client().await.unwrap();
     let h = hub(&p.client, |_| {}).await;
@@ -213,7 +201,7 @@ fn configmap_data(cm: &k8s_openapi::api::core::v1::ConfigMap) -> usize {
 #[tokio::test]
 async fn after_a_hub_restart_a_description_over_the_limit_is_withheld_and_the_agent_keeps_what_runs()
  {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let child = DevCluster::start_default().await.unwrap();
     let child_client = child.client().await.unwrap();
     let small_limit = |c: &mut HubConfig| c.controllers.limits.max_description_bytes = 4096;
@@ -273,7 +261,7 @@ async fn after_a_hub_restart_a_description_over_the_limit_is_withheld_and_the_ag
 #[tokio::test]
 async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_with_a_condition_and_an_event()
  {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let child = DevCluster::start_default().await.unwrap();
     let child_client = child.client().await.unwrap();
     let h = hub(&p.client, |_| {}).await;

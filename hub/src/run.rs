@@ -120,6 +120,11 @@ pub struct RunningHub {
 }
 
 impl RunningHub {
+    /// Waits until every watch of the hub has listed (what `/readyz` reports).
+    pub async fn wait_ready(&self) {
+        self.controllers.wait_ready().await;
+    }
+
     /// Stops serving and every background loop.
     pub async fn stop(mut self) -> Result<(), Error> {
         if let Some(tx) = self.shutdown.take() {

@@ -13,7 +13,7 @@ use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_client::HubClient;
 use atoll_proto::v1::hub_message::Message as Out;
 use atoll_runtime::admin::Readiness;
-use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually, init_tracing};
+use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually};
 use devcluster::DevCluster;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -31,31 +31,18 @@ const ID_B: &str = "bbbbbbbb-0000-4000-8000-00000000000b";
 /// How long a test waits for a condition.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// The test kit's parent with the test bootstrap token installed; tracing goes to the test's
-/// output.
-async fn parent() -> Parent {
-    init_tracing();
-    let p = Parent::start().await;
-    bootstrap_secret(&p.client, BOOTSTRAP_TOKEN, None).await;
-    p
-}
-
 async fn hub(client: &Client, edit: impl FnOnce(&mut HubConfig)) -> RunningHub {
     let mut config = HubConfig::for_tests();
     edit(&mut config);
-    let readiness = Readiness::default();
     let hub = run::start(
         client.clone(),
         config,
         &mut Registry::default(),
-        readiness.clone(),
+        Readiness::default(),
     )
     .await
     .unwrap();
-    eventually("hub ready", WAIT, || async {
-        readiness.is_ready().then_some(())
-    })
-    .await;
+    hub.wait_ready().await;
     hub
 }
 
@@ -251,7 +238,7 @@ fn ready(mc: &ManagedCluster) -> Option<String> {
 
 #[tokio::test]
 async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_the_cluster_token() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let w = a.welcome.clone();
@@ -401,7 +388,7 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
 
 #[tokio::test]
 async fn bad_tokens_are_unauthenticated() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     bootstrap_secret(
         &p.client,
         "old000.0123456789abcdef",
@@ -435,7 +422,7 @@ async fn bad_tokens_are_unauthenticated() {
 
 #[tokio::test]
 async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |c| c.backend.manual_approval = true).await;
     let crrs: Api<ClusterRegistrationRequest> = Api::all(p.client.clone());
     let pending = tokio::spawn({
@@ -522,7 +509,7 @@ async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
 
 #[tokio::test]
 async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
@@ -665,7 +652,7 @@ async fn snapshot_deltas_status_write_back_and_finalizer_lifecycle() {
 
 #[tokio::test]
 async fn a_report_on_another_clusters_description_is_denied_and_nothing_is_written() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let b = connect(&h, ID_B, "edge-b", BOOTSTRAP_TOKEN).await.unwrap();
@@ -698,7 +685,7 @@ async fn a_report_on_another_clusters_description_is_denied_and_nothing_is_writt
 
 #[tokio::test]
 async fn stream_end_marks_ready_unknown_and_taints_then_reconnection_clears_both() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
@@ -744,7 +731,7 @@ async fn stream_end_marks_ready_unknown_and_taints_then_reconnection_clears_both
 
 #[tokio::test]
 async fn a_deleted_cluster_releases_its_deleting_descriptions() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
@@ -783,7 +770,7 @@ async fn a_deleted_cluster_releases_its_deleting_descriptions() {
 
 #[tokio::test]
 async fn after_a_hub_restart_agents_reconnect_and_get_a_fresh_snapshot() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let mut a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();
@@ -812,7 +799,7 @@ async fn after_a_hub_restart_agents_reconnect_and_get_a_fresh_snapshot() {
 async fn subscription_aggregated_status_follows_description_reports_without_touching_scheduler_fields()
  {
     use atoll_crds::apps::Subscription;
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let apps: Namespace = serde_json::from_value(json!({"metadata": {"name": "apps"}})).unwrap();
     Api::<Namespace>::all(p.client.clone())
         .create(&PostParams::default(), &apps)
@@ -907,7 +894,7 @@ async fn subscription_aggregated_status_follows_description_reports_without_touc
 
 #[tokio::test]
 async fn a_cluster_not_ready_beyond_the_lost_timeout_releases_its_deleting_descriptions() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |c| {
         c.controllers.lost_cluster_timeout = Duration::from_secs(1);
         c.controllers.sweep_every = Duration::from_millis(200);
@@ -955,7 +942,7 @@ async fn a_cluster_not_ready_beyond_the_lost_timeout_releases_its_deleting_descr
 
 #[tokio::test]
 async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let child = DevCluster::start_default().await.unwrap();
     let child_client = child.client().await.unwrap();
     let h = hub(&p.client, |_| {}).await;
@@ -1030,7 +1017,7 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
 
 #[tokio::test]
 async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let child = DevCluster::start_default().await.unwrap();
     let child_client = child.client().await.unwrap();
     let h = hub(&p.client, |_| {}).await;
@@ -1069,7 +1056,7 @@ async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
 
 #[tokio::test]
 async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_and_an_event() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let ns = "clusternet-push2";
     let marker = std::env::temp_dir().join(format!("atoll-push-exec-{}", std::process::id()));
@@ -1121,7 +1108,7 @@ async fn push_credentials_that_would_run_a_program_are_refused_with_a_condition_
 
 #[tokio::test]
 async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &a.welcome.namespace);
@@ -1155,7 +1142,7 @@ async fn a_cluster_whose_heartbeats_stop_with_its_stream_open_is_marked_unknown(
 
 #[tokio::test]
 async fn two_hub_replicas_close_the_older_stream_of_a_cluster() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h1 = hub(&p.client, |_| {}).await;
     let h2 = hub(&p.client, |_| {}).await;
     let registered = connect(&h1, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
@@ -1217,7 +1204,7 @@ async fn registered_stream(h: &RunningHub) -> (Agent, String) {
 
 #[tokio::test]
 async fn stream_epochs_are_ordered_through_the_api_server_across_replicas() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h1 = hub(&p.client, |_| {}).await;
     let h2 = hub(&p.client, |_| {}).await;
     let first = connect(&h1, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
@@ -1246,7 +1233,7 @@ async fn stream_epochs_are_ordered_through_the_api_server_across_replicas() {
 
 #[tokio::test]
 async fn a_newer_stream_of_a_cluster_closes_the_older_one() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let (mut old, token) = registered_stream(&h).await;
     let new = connect(&h, ID_A, "edge-a", &token).await.unwrap();
@@ -1257,7 +1244,7 @@ async fn a_newer_stream_of_a_cluster_closes_the_older_one() {
 
 #[tokio::test]
 async fn deleting_a_clusters_token_secret_closes_its_open_stream() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let (mut a, token) = registered_stream(&h).await;
     let ns = a.welcome.namespace.clone();
@@ -1273,7 +1260,7 @@ async fn deleting_a_clusters_token_secret_closes_its_open_stream() {
 
 #[tokio::test]
 async fn denying_a_registration_closes_its_clusters_open_stream() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let (mut a, token) = registered_stream(&h).await;
     let crrs: Api<ClusterRegistrationRequest> = Api::all(p.client.clone());
@@ -1293,7 +1280,7 @@ async fn denying_a_registration_closes_its_clusters_open_stream() {
 
 #[tokio::test]
 async fn deleting_a_managed_cluster_closes_its_stream_and_its_token_admits_no_more() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let (mut a, token) = registered_stream(&h).await;
     let ns = a.welcome.namespace.clone();
@@ -1314,7 +1301,7 @@ async fn deleting_a_managed_cluster_closes_its_stream_and_its_token_admits_no_mo
 #[tokio::test]
 async fn a_rotation_asked_for_on_the_managed_cluster_gives_the_agent_a_new_token_and_retires_the_old()
  {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let (mut a, old_token) = registered_stream(&h).await;
     let ns = a.welcome.namespace.clone();
@@ -1355,7 +1342,7 @@ async fn a_rotation_asked_for_on_the_managed_cluster_gives_the_agent_a_new_token
 
 #[tokio::test]
 async fn a_cluster_token_with_a_lifetime_is_renewed_half_way_and_refused_once_expired() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |c| {
         c.backend.cluster_token_lifetime = Some(Duration::from_secs(4));
     })
@@ -1379,7 +1366,7 @@ async fn a_cluster_token_with_a_lifetime_is_renewed_half_way_and_refused_once_ex
 
 #[tokio::test]
 async fn an_administrators_relabel_sticks_when_the_agent_reconnects() {
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let w = a.welcome.clone();
@@ -1413,7 +1400,7 @@ async fn an_administrators_relabel_sticks_when_the_agent_reconnects() {
 #[tokio::test]
 async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats() {
     use futures::StreamExt;
-    let p = parent().await;
+    let p = Parent::for_agents().await;
     let h = hub(&p.client, |_| {}).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     let ns = a.welcome.namespace.clone();

@@ -33,6 +33,15 @@ impl Parent {
         }
         Parent { cluster, client }
     }
+
+    /// A parent agents can register with: [`Parent::start`], the test bootstrap token
+    /// ([`crate::BOOTSTRAP_TOKEN`]) installed, and tracing to the test's output.
+    pub async fn for_agents() -> Parent {
+        init_tracing();
+        let parent = Parent::start().await;
+        crate::bootstrap_secret(&parent.client, crate::BOOTSTRAP_TOKEN, None).await;
+        parent
+    }
 }
 
 /// Creates every CRD of `atoll_crds::crdgen::crds()` and waits until each is Established.
