@@ -1,21 +1,30 @@
-//! What each subcommand does: read the objects from the parent cluster, print a page or a
-//! `List`, or patch a registration's status.
+//! What each subcommand does: read the objects from the parent cluster and print a page or a
+//! `List` (once, or again on each change with `status --watch`), patch a registration's
+//! status, or apply and delete the Manifests of objects read from files.
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
-use atoll_crds::apps::{Description, Subscription};
+use atoll_crds::apps::{Description, Manifest, Subscription};
 use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
 use atoll_crds::known;
 use atoll_runtime::args::ClientArgs;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use kube::api::{DeleteParams, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::discovery::Scope;
+use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::Error;
-use crate::args::{Cli, ClustersArgs, Command, StatusArgs};
+use crate::args::{
+    ApplyArgs, Cli, ClustersArgs, Command, DeleteArgs, Describe, DescribeClusterArgs, Get,
+    GetManifestsArgs, InputArgs, StatusArgs,
+};
+use crate::manifests::{self, Kind, Object};
 use crate::registration::{self, Decision, Lookup};
-use crate::{clusters, output, status};
+use crate::{clusters, describe, output, status};
 
 /// Field manager of the plugin's writes, as the API server records it in `managedFields`.
 pub const FIELD_MANAGER: &str = "kubectl-atoll";
@@ -29,12 +38,29 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Error> {
             let decision = Decision::Deny { reason: a.reason };
             decide(&a.client, &a.cluster, decision).await?
         }
+        Command::Status(a) if a.watch => return watch_status(&a, out).await,
         Command::Status(a) => subscription_status(&a).await?,
+        Command::Describe(Describe::Cluster(a)) => describe_cluster(&a).await?,
+        Command::Get(Get::Manifests(a)) => list_manifests(&a).await?,
+        // These print a line per object as they go, so that a failure leaves what was done.
+        Command::Apply(a) => return apply(&a, out).await,
+        Command::Delete(a) => return delete(&a, out).await,
     };
+    write(out, &text)
+}
+
+/// Writes `text` to `out` and flushes it.
+fn write(out: &mut impl Write, text: &str) -> Result<(), Error> {
+    written(out, text).map(|_| ())
+}
+
+/// Writes `text` to `out` and flushes it; `false` when the reader has gone (a closed pipe).
+fn written(out: &mut impl Write, text: &str) -> Result<bool, Error> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
         // `kubectl atoll clusters | head` closes the pipe early; that is no failure.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::WriteOutput(e)),
-        _ => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Error::WriteOutput(e)),
     }
 }
 
@@ -136,35 +162,48 @@ async fn decide(args: &ClientArgs, cluster: &str, decision: Decision) -> Result<
     Ok(format!("{resource} {}\n", decision.verb()))
 }
 
+/// The Subscription's namespace: `-n`, else the kubeconfig context's.
+fn status_namespace(client: &Client, args: &StatusArgs) -> String {
+    args.namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned())
+}
+
+/// The label selector of a Subscription's Descriptions.
+fn descriptions_of(namespace: &str, name: &str) -> String {
+    format!(
+        "{}={name},{}={namespace}",
+        known::LABEL_SUBS_NAME,
+        known::LABEL_SUBS_NAMESPACE
+    )
+}
+
 async fn subscription_status(args: &StatusArgs) -> Result<String, Error> {
     let client = connect(&args.client).await?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let namespace = status_namespace(&client, args);
+    status_page(&client, &namespace, args).await
+}
+
+/// The `status` page (or `List`) of the Subscription as it is now.
+async fn status_page(client: &Client, namespace: &str, args: &StatusArgs) -> Result<String, Error> {
     let name = &args.subscription;
-    let sub = Api::<Subscription>::namespaced(client.clone(), &namespace)
+    let sub = Api::<Subscription>::namespaced(client.clone(), namespace)
         .get_opt(name)
         .await
         .map_err(|source| Error::GetSubscription {
-            namespace: namespace.clone(),
+            namespace: namespace.to_owned(),
             name: name.clone(),
             source,
         })?
         .ok_or_else(|| Error::UnknownSubscription {
-            namespace: namespace.clone(),
+            namespace: namespace.to_owned(),
             name: name.clone(),
         })?;
-    let selector = format!(
-        "{}={name},{}={namespace}",
-        known::LABEL_SUBS_NAME,
-        known::LABEL_SUBS_NAMESPACE
-    );
-    let descriptions = Api::<Description>::all(client)
-        .list(&ListParams::default().labels(&selector))
+    let descriptions = Api::<Description>::all(client.clone())
+        .list(&ListParams::default().labels(&descriptions_of(namespace, name)))
         .await
         .map_err(|source| Error::ListDescriptions {
-            namespace: namespace.clone(),
+            namespace: namespace.to_owned(),
             name: name.clone(),
             source,
         })?
@@ -176,6 +215,301 @@ async fn subscription_status(args: &StatusArgs) -> Result<String, Error> {
             items.extend(output::values(&descriptions)?);
             output::encode(&output::list(items), format)
         }
+    }
+}
+
+/// Whether a watch event may change the page: an object added, modified or deleted, or the
+/// end of a (re)list.
+fn changes<K>(event: &kube::runtime::watcher::Event<K>) -> bool {
+    use kube::runtime::watcher::Event;
+    matches!(event, Event::Apply(_) | Event::Delete(_) | Event::InitDone)
+}
+
+/// `status --watch`: the page, then the page again after a blank line whenever a watch event
+/// on the Subscription or one of its Descriptions changes it, until Ctrl-C. A Subscription
+/// deleted meanwhile is a page saying so; the watch goes on.
+async fn watch_status(args: &StatusArgs, out: &mut impl Write) -> Result<(), Error> {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+
+    let client = connect(&args.client).await?;
+    let namespace = status_namespace(&client, args);
+    let name = &args.subscription;
+    let mut last = status_page(&client, &namespace, args).await?;
+    if !written(out, &last)? {
+        return Ok(());
+    }
+    let subs = watcher::watcher(
+        Api::<Subscription>::namespaced(client.clone(), &namespace),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .map(|e| e.map(|e| changes(&e)))
+    .boxed();
+    let descs = watcher::watcher(
+        Api::<Description>::all(client.clone()),
+        watcher::Config::default().labels(&descriptions_of(&namespace, name)),
+    )
+    .map(|e| e.map(|e| changes(&e)))
+    .boxed();
+    let mut events = futures::stream::select(subs, descs);
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let event = tokio::select! {
+            _ = &mut interrupted => return Ok(()),
+            event = events.next() => event,
+        };
+        match event {
+            None => return Ok(()),
+            Some(Err(source)) => {
+                return Err(Error::WatchSubscription {
+                    namespace,
+                    name: name.clone(),
+                    source,
+                });
+            }
+            Some(Ok(false)) => {}
+            Some(Ok(true)) => {
+                let page = match status_page(&client, &namespace, args).await {
+                    Err(e @ Error::UnknownSubscription { .. }) => format!("{e}\n"),
+                    other => other?,
+                };
+                if page != last {
+                    if !written(out, &format!("\n{page}"))? {
+                        return Ok(());
+                    }
+                    last = page;
+                }
+            }
+        }
+    }
+}
+
+/// `describe cluster`: the ManagedCluster, the Descriptions in its dedicated namespace and the
+/// Events whose `involvedObject` is the ManagedCluster.
+async fn describe_cluster(args: &DescribeClusterArgs) -> Result<String, Error> {
+    let client = connect(&args.client).await?;
+    let all = Api::<ManagedCluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::ListManagedClusters)?
+        .items;
+    let mc = describe::find(&all, &args.cluster).map_err(|lookup| match lookup {
+        describe::Lookup::None => Error::UnknownManagedCluster {
+            cluster: args.cluster.clone(),
+        },
+        describe::Lookup::Ambiguous(candidates) => Error::AmbiguousManagedCluster {
+            cluster: args.cluster.clone(),
+            candidates,
+        },
+    })?;
+    let namespace = mc.metadata.namespace.clone().unwrap_or_default();
+    let descriptions = Api::<Description>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListNamespaceDescriptions {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+    // The fields `kubectl describe` selects the events of an object by.
+    let selector = format!(
+        "involvedObject.kind={},involvedObject.name={},involvedObject.namespace={namespace}",
+        ManagedCluster::kind(&()),
+        mc.name_any()
+    );
+    let events = Api::<Event>::namespaced(client, &namespace)
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map_err(|source| Error::ListEvents {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+    Ok(describe::render(
+        mc,
+        &descriptions,
+        &events,
+        Timestamp::now(),
+    ))
+}
+
+/// The `kind` of a Manifest in kubectl's output, `manifest.apps.clusternet.io`.
+fn manifest_resource() -> String {
+    format!("manifest.{}", Manifest::group(&()))
+}
+
+/// Every object of the inputs, read and parsed in order; nothing is written before all are.
+async fn read_objects(input: &InputArgs, verb: &'static str) -> Result<Vec<Object>, Error> {
+    let mut objects = Vec::new();
+    if let Some(dir) = &input.kustomize {
+        let name = format!("kustomize {}", dir.display());
+        objects.extend(manifests::parse(&kustomize(dir).await?, &name)?);
+    }
+    for file in &input.filename {
+        for (name, text) in read_input(file)? {
+            objects.extend(manifests::parse(&text, &name)?);
+        }
+    }
+    if objects.is_empty() {
+        return Err(Error::NoObjects { verb });
+    }
+    Ok(objects)
+}
+
+/// The texts `-f FILE` names, with their names: stdin for `-`, a directory's `.yaml`, `.yml`
+/// and `.json` files in name order, or the file.
+fn read_input(file: &str) -> Result<Vec<(String, String)>, Error> {
+    let failed = |input: &str| {
+        let input = input.to_owned();
+        move |source| Error::ReadInput { input, source }
+    };
+    if file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(failed(file))?;
+        return Ok(vec![(file.to_owned(), text)]);
+    }
+    let path = Path::new(file);
+    if !path.is_dir() {
+        let text = std::fs::read_to_string(path).map_err(failed(file))?;
+        return Ok(vec![(file.to_owned(), text)]);
+    }
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(failed(file))? {
+        let p = entry.map_err(failed(file))?.path();
+        let known = p
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| manifests::EXTENSIONS.contains(&e));
+        if known && p.is_file() {
+            paths.push(p);
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let name = p.display().to_string();
+            let text = std::fs::read_to_string(&p).map_err(failed(&name))?;
+            Ok((name, text))
+        })
+        .collect()
+}
+
+/// What `kubectl kustomize DIR` prints.
+async fn kustomize(dir: &Path) -> Result<String, Error> {
+    let shown = dir.display().to_string();
+    let out = tokio::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .await
+        .map_err(|source| Error::RunKustomize {
+            dir: shown.clone(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(Error::Kustomize {
+            dir: shown,
+            message: crate::table::one_line(&String::from_utf8_lossy(&out.stderr)),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The Manifest of each object, its kind found by API discovery of the parent cluster (one
+/// query per group version and kind).
+async fn to_manifests(
+    client: &Client,
+    objects: &[Object],
+    namespace: Option<&str>,
+) -> Result<Vec<Manifest>, Error> {
+    let default_namespace = namespace.unwrap_or(client.default_namespace());
+    let mut kinds: BTreeMap<(String, String), Kind> = BTreeMap::new();
+    let mut out = Vec::new();
+    for object in objects {
+        let key = (object.api_version().to_owned(), object.kind().to_owned());
+        if !kinds.contains_key(&key) {
+            let (group, version) = object.group_version();
+            let gvk = GroupVersionKind::gvk(group, version, object.kind());
+            let (resource, caps) =
+                kube::discovery::pinned_kind(client, &gvk)
+                    .await
+                    .map_err(|source| Error::UnknownKind {
+                        api_version: key.0.clone(),
+                        kind: key.1.clone(),
+                        source,
+                    })?;
+            let kind = Kind {
+                plural: resource.plural,
+                namespaced: caps.scope == Scope::Namespaced,
+            };
+            kinds.insert(key.clone(), kind);
+        }
+        if let Some(kind) = kinds.get(&key) {
+            out.push(manifests::manifest(object, kind, default_namespace));
+        }
+    }
+    Ok(out)
+}
+
+/// `apply`: reads every object and finds its kind, then server-side applies each Manifest,
+/// printing `manifest.apps.clusternet.io/NAME configured` as kubectl does.
+async fn apply(args: &ApplyArgs, out: &mut impl Write) -> Result<(), Error> {
+    let objects = read_objects(&args.input, "apply").await?;
+    let client = connect(&args.client).await?;
+    let all = to_manifests(&client, &objects, args.input.namespace.as_deref()).await?;
+    let api = Api::<Manifest>::namespaced(client, known::NAMESPACE_RESERVED);
+    let params = PatchParams::apply(FIELD_MANAGER);
+    for m in all {
+        let name = m.name_any();
+        api.patch(&name, &params, &Patch::Apply(&m))
+            .await
+            .map_err(|source| Error::ApplyManifest {
+                name: name.clone(),
+                source,
+            })?;
+        write(out, &format!("{}/{name} configured\n", manifest_resource()))?;
+    }
+    Ok(())
+}
+
+/// `delete -f`: deletes the Manifest of each object, printing `… deleted`; the ones that do
+/// not exist are named in the error at the end.
+async fn delete(args: &DeleteArgs, out: &mut impl Write) -> Result<(), Error> {
+    let objects = read_objects(&args.input, "delete").await?;
+    let client = connect(&args.client).await?;
+    let all = to_manifests(&client, &objects, args.input.namespace.as_deref()).await?;
+    let api = Api::<Manifest>::namespaced(client, known::NAMESPACE_RESERVED);
+    let mut missing = Vec::new();
+    for m in all {
+        let name = m.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => write(out, &format!("{}/{name} deleted\n", manifest_resource()))?,
+            Err(kube::Error::Api(e)) if e.code == 404 => missing.push(name),
+            Err(source) => return Err(Error::DeleteManifest { name, source }),
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::ManifestsNotFound { names: missing })
+    }
+}
+
+/// `get manifests`: the Manifests in the reserved namespace.
+async fn list_manifests(args: &GetManifestsArgs) -> Result<String, Error> {
+    let client = connect(&args.client).await?;
+    let all = Api::<Manifest>::namespaced(client, known::NAMESPACE_RESERVED)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::ListManifests)?
+        .items;
+    match args.output {
+        None => Ok(manifests::render(&all, Timestamp::now())),
+        Some(format) => output::encode(&output::list(output::values(&all)?), format),
     }
 }
 
@@ -196,6 +530,35 @@ mod tests {
         let io = std::io::Error::other("disk\nfull");
         let e = Error::WriteOutput(io);
         assert_eq!(report(&e), "error: failed to write the output: disk full");
+    }
+
+    #[test]
+    fn a_watch_redraws_on_changes_and_at_the_end_of_a_list_only() {
+        use kube::runtime::watcher::Event;
+        let sub = || Subscription::new("web", Default::default());
+        assert!(changes(&Event::Apply(sub())));
+        assert!(changes(&Event::Delete(sub())));
+        assert!(changes(&Event::<Subscription>::InitDone));
+        assert!(!changes(&Event::<Subscription>::Init));
+        assert!(!changes(&Event::InitApply(sub())));
+    }
+
+    #[test]
+    fn a_closed_pipe_is_no_failure_but_stops_the_output() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        assert!(!written(&mut Closed, "page").unwrap());
+        assert!(write(&mut Closed, "page").is_ok());
+        let mut buf = Vec::new();
+        assert!(written(&mut buf, "page").unwrap());
+        assert_eq!(buf, b"page");
     }
 
     #[test]

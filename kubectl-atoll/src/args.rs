@@ -1,6 +1,8 @@
 //! The command line: `kubectl atoll <subcommand>`. kubectl runs this binary with every argument
 //! after `atoll`, so each subcommand takes the client flags (`--kubeconfig`, `--context`) itself.
 
+use std::path::PathBuf;
+
 use atoll_runtime::args::ClientArgs;
 
 /// `kubectl atoll`: atoll's fleet from the parent cluster.
@@ -14,7 +16,10 @@ use atoll_runtime::args::ClientArgs;
         kubectl atoll clusters\n  \
         kubectl atoll approve edge-1\n  \
         kubectl atoll deny edge-2 --reason \"not one of ours\"\n  \
-        kubectl atoll status web -n shop"
+        kubectl atoll status web -n shop\n  \
+        kubectl atoll describe cluster edge-1\n  \
+        kubectl atoll apply -f web.yaml\n  \
+        kubectl atoll get manifests"
 )]
 pub struct Cli {
     /// What to do.
@@ -59,8 +64,116 @@ pub enum Command {
     /// phase, and the replicas of each feed in each cluster.
     #[command(after_help = "Examples:\n  \
         kubectl atoll status web\n  \
-        kubectl atoll status web -n shop -o yaml")]
+        kubectl atoll status web -n shop -o yaml\n  \
+        kubectl atoll status web -n shop --watch")]
     Status(StatusArgs),
+    /// Show one object in detail, as `kubectl describe` does.
+    #[command(subcommand)]
+    Describe(Describe),
+    /// Store objects as Manifests in `clusternet-reserved`, as Clusternet's shadow API does, so
+    /// that Subscriptions can distribute them.
+    #[command(after_help = "Each object becomes the Manifest \
+        <resource-plural>.<namespace>.<name> (<resource-plural>.<name> when cluster-scoped) \
+        with the labels apps.clusternet.io/config.{group,version,kind,name,namespace}; it is \
+        server-side applied with field manager kubectl-atoll. Every input is read and every \
+        kind looked up before anything is written.\n\n\
+        Examples:\n  \
+        kubectl atoll apply -f web.yaml\n  \
+        kubectl atoll apply -f manifests/\n  \
+        helm template web ./chart | kubectl atoll apply -f -\n  \
+        kubectl atoll apply -k overlays/prod")]
+    Apply(ApplyArgs),
+    /// Delete the Manifests of the objects in files.
+    #[command(after_help = "Examples:\n  \
+        kubectl atoll delete -f web.yaml")]
+    Delete(DeleteArgs),
+    /// List atoll objects.
+    #[command(subcommand)]
+    Get(Get),
+}
+
+/// What `kubectl atoll get` lists.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum Get {
+    /// The Manifests in `clusternet-reserved`, with the kind, namespace and name of the object
+    /// each holds.
+    #[command(
+        visible_alias = "manifest",
+        after_help = "Examples:\n  \
+        kubectl atoll get manifests\n  \
+        kubectl atoll get manifests -o yaml"
+    )]
+    Manifests(GetManifestsArgs),
+}
+
+/// Where the objects of `apply` and `delete` come from.
+#[derive(Clone, Debug, clap::Args)]
+pub struct InputArgs {
+    /// A file (YAML or JSON, one or more documents), a directory (its .yaml, .yml and .json
+    /// files) or `-` for stdin; may be given several times.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE|DIR|-",
+        required_unless_present = "kustomize"
+    )]
+    pub filename: Vec<String>,
+    /// A kustomization directory: the objects `kubectl kustomize DIR` prints.
+    #[arg(short = 'k', long, value_name = "DIR", conflicts_with = "filename")]
+    pub kustomize: Option<PathBuf>,
+    /// The namespace of namespaced objects that name none; defaults to the kubeconfig
+    /// context's namespace.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+/// Arguments of `kubectl atoll apply`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ApplyArgs {
+    /// The objects to store.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// How to reach the parent cluster.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Arguments of `kubectl atoll delete`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DeleteArgs {
+    /// The objects whose Manifests to delete.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// How to reach the parent cluster.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Flags of `kubectl atoll get manifests`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct GetManifestsArgs {
+    /// Print the Manifests as a `List` in this format instead of a table.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<Output>,
+    /// How to reach the parent cluster.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// What `kubectl atoll describe` shows.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum Describe {
+    /// A ManagedCluster: its id, namespace, conditions, version, nodes, allocatable, labels,
+    /// taints and last heartbeat, the Descriptions it receives with their objects, and the
+    /// Events about it.
+    #[command(
+        visible_aliases = ["clusters", "managedcluster", "mcls"],
+        after_help = "CLUSTER is the ManagedCluster's name or its cluster id.\n\n\
+        Examples:\n  \
+        kubectl atoll describe cluster edge-1\n  \
+        kubectl atoll describe cluster 3f1e9a52-8c41-4b7e-9d0a-2b6c5e4f7a10"
+    )]
+    Cluster(DescribeClusterArgs),
 }
 
 /// Output format of the listing subcommands.
@@ -118,6 +231,20 @@ pub struct StatusArgs {
     /// Print the Subscription and its Descriptions as a `List` in this format instead of tables.
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<Output>,
+    /// After the first page, print it again (after a blank line) whenever the Subscription or
+    /// one of its Descriptions changes, until interrupted (Ctrl-C).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// How to reach the parent cluster.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Arguments of `kubectl atoll describe cluster`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DescribeClusterArgs {
+    /// The ManagedCluster's name or cluster id.
+    pub cluster: String,
     /// How to reach the parent cluster.
     #[command(flatten)]
     pub client: ClientArgs,
@@ -154,6 +281,41 @@ mod tests {
         assert_eq!(s.namespace.as_deref(), Some("shop"));
         assert_eq!(s.output, Some(Output::Yaml));
         assert_eq!(s.client.kubeconfig.as_deref(), Some("/tmp/k".as_ref()));
+        assert!(!s.watch);
+        let cli = Cli::try_parse_from(["kubectl-atoll", "status", "web", "-w"]).unwrap();
+        assert!(matches!(cli.command, Command::Status(s) if s.watch));
+    }
+
+    #[test]
+    fn describe_takes_the_kind_then_the_name() {
+        let cli = Cli::try_parse_from([
+            "kubectl-atoll",
+            "describe",
+            "mcls",
+            "edge",
+            "--context",
+            "p",
+        ])
+        .unwrap();
+        let Command::Describe(Describe::Cluster(d)) = cli.command else {
+            panic!("not describe cluster: {cli:?}");
+        };
+        assert_eq!(d.cluster, "edge");
+        assert!(Cli::try_parse_from(["kubectl-atoll", "describe", "cluster"]).is_err());
+    }
+
+    #[test]
+    fn apply_takes_files_or_a_kustomization_but_not_both() {
+        let cli =
+            Cli::try_parse_from(["kubectl-atoll", "apply", "-f", "a.yaml", "-f", "-"]).unwrap();
+        let Command::Apply(a) = cli.command else {
+            panic!("not apply: {cli:?}");
+        };
+        assert_eq!(a.input.filename, ["a.yaml", "-"]);
+        let cli = Cli::try_parse_from(["kubectl-atoll", "delete", "-k", "dir"]).unwrap();
+        assert!(matches!(cli.command, Command::Delete(d) if d.input.kustomize.is_some()));
+        assert!(Cli::try_parse_from(["kubectl-atoll", "apply"]).is_err());
+        assert!(Cli::try_parse_from(["kubectl-atoll", "apply", "-f", "a", "-k", "b"]).is_err());
     }
 
     #[test]

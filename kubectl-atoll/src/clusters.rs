@@ -74,7 +74,7 @@ fn cluster_row(mc: &ManagedCluster, now: Timestamp) -> Vec<String> {
 }
 
 /// The `Ready` condition's status and how long it has held, `True (5m)`; [`NONE`] without one.
-fn ready(mc: &ManagedCluster, now: Timestamp) -> String {
+pub(crate) fn ready(mc: &ManagedCluster, now: Timestamp) -> String {
     let condition = mc.status.as_ref().and_then(|s| {
         s.conditions
             .iter()
@@ -87,7 +87,7 @@ fn ready(mc: &ManagedCluster, now: Timestamp) -> String {
 }
 
 /// Ready nodes over all nodes the agent counted, `3/4`; [`NONE`] before the first report.
-fn nodes(mc: &ManagedCluster) -> String {
+pub(crate) fn nodes(mc: &ManagedCluster) -> String {
     let Some(n) = mc.status.as_ref().and_then(|s| s.node_statistics.as_ref()) else {
         return NONE.to_owned();
     };
@@ -121,7 +121,7 @@ fn labels(labels: Option<&BTreeMap<String, String>>) -> String {
 
 /// `key=value:Effect` (or `key:Effect` without a value), comma-separated, as kubectl describes
 /// node taints.
-fn taints(taints: &[Taint]) -> String {
+pub(crate) fn taints(taints: &[Taint]) -> String {
     let text = taints
         .iter()
         .map(|t| match t.value.as_deref() {

@@ -66,6 +66,153 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// No ManagedCluster has the name or cluster id given.
+    #[error("no ManagedCluster with name or cluster id {cluster:?} (see `kubectl atoll clusters`)")]
+    UnknownManagedCluster {
+        /// The name given.
+        cluster: String,
+    },
+    /// Several ManagedClusters (in different dedicated namespaces) have the name given.
+    #[error("cluster name {cluster:?} matches several ManagedClusters ({}): give its cluster id", candidates.join(", "))]
+    AmbiguousManagedCluster {
+        /// The name given.
+        cluster: String,
+        /// `<namespace>/<name>` of each match.
+        candidates: Vec<String>,
+    },
+    /// Listing the Descriptions in a cluster's dedicated namespace failed.
+    #[error("failed to list the Descriptions in namespace {namespace}")]
+    ListNamespaceDescriptions {
+        /// The dedicated namespace.
+        namespace: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the Events about an object failed.
+    #[error("failed to list the Events in namespace {namespace}")]
+    ListEvents {
+        /// The namespace of the object.
+        namespace: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading a file, a directory or stdin failed.
+    #[error("failed to read {input}")]
+    ReadInput {
+        /// The file or directory, or `-`.
+        input: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An input is not valid YAML.
+    #[error("{input}{position}: invalid YAML")]
+    ParseYaml {
+        /// The file, `-`, or `kustomize DIR`.
+        input: String,
+        /// `:line:column` of the error, when known.
+        position: String,
+        /// The parser's error.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// An input is not valid JSON.
+    #[error("{input}:{line}:{column}: invalid JSON")]
+    ParseJson {
+        /// The file, `-`, or `kustomize DIR`.
+        input: String,
+        /// Line of the error.
+        line: usize,
+        /// Column of the error.
+        column: usize,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A document is no object that can be applied.
+    #[error("{input}: document {document}: {problem}")]
+    InvalidObject {
+        /// The file, `-`, or `kustomize DIR`.
+        input: String,
+        /// The document's number in the input, from 1.
+        document: usize,
+        /// What it lacks.
+        problem: &'static str,
+    },
+    /// The inputs hold no object.
+    #[error("no objects passed to {verb}")]
+    NoObjects {
+        /// `apply` or `delete`.
+        verb: &'static str,
+    },
+    /// `kubectl kustomize` could not be started.
+    #[error("failed to run `kubectl kustomize {dir}`")]
+    RunKustomize {
+        /// The kustomization directory.
+        dir: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `kubectl kustomize` failed.
+    #[error("`kubectl kustomize {dir}` failed: {message}")]
+    Kustomize {
+        /// The kustomization directory.
+        dir: String,
+        /// What it printed on stderr, on one line.
+        message: String,
+    },
+    /// API discovery does not know an object's kind.
+    #[error("unknown kind {kind:?} in {api_version:?}: the parent cluster does not serve it")]
+    UnknownKind {
+        /// The object's apiVersion.
+        api_version: String,
+        /// The object's kind.
+        kind: String,
+        /// The discovery error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Server-side applying a Manifest failed.
+    #[error("failed to apply Manifest {name}")]
+    ApplyManifest {
+        /// The Manifest's name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a Manifest failed.
+    #[error("failed to delete Manifest {name}")]
+    DeleteManifest {
+        /// The Manifest's name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Some Manifests to delete do not exist (the others were deleted).
+    #[error("Manifests not found: {}", names.join(", "))]
+    ManifestsNotFound {
+        /// The names of the missing Manifests.
+        names: Vec<String>,
+    },
+    /// Listing the Manifests failed.
+    #[error("failed to list Manifests")]
+    ListManifests(#[source] kube::Error),
+    /// Watching a Subscription or its Descriptions failed.
+    #[error("failed to watch Subscription {namespace}/{name} and its Descriptions")]
+    WatchSubscription {
+        /// The Subscription's namespace.
+        namespace: String,
+        /// The Subscription's name.
+        name: String,
+        /// The watch error.
+        #[source]
+        source: kube::runtime::watcher::Error,
+    },
     /// Encoding the objects as JSON failed.
     #[error("failed to encode the output as JSON")]
     EncodeJson(#[source] serde_json::Error),

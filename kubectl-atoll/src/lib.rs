@@ -1,9 +1,11 @@
 //! `kubectl atoll`, a kubectl plugin for atoll's parent cluster (issue 14, first step).
 //!
-//! - [`args`]: the command line (`clusters`, `approve`, `deny`, `status`).
+//! - [`args`]: the command line (`clusters`, `approve`, `deny`, `status`, `describe`, `apply`,
+//!   `delete`, `get`).
 //! - [`app`]: reads and writes the API objects and prints the pages.
-//! - [`clusters`], [`registration`], [`status`]: what each subcommand shows or writes, as pure
-//!   functions from typed objects to tables, lookups and patches.
+//! - [`clusters`], [`registration`], [`status`], [`describe`], [`manifests`]: what each
+//!   subcommand reads, shows or writes, as pure functions from typed objects to tables, lookups,
+//!   patches and Manifests.
 //! - [`table`]: kubectl-like tables and ages.
 //! - [`output`]: `-o json|yaml`.
 
@@ -12,7 +14,9 @@
 pub mod app;
 pub mod args;
 pub mod clusters;
+pub mod describe;
 mod error;
+pub mod manifests;
 pub mod output;
 pub mod registration;
 pub mod status;

@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use atoll_crds::apps::{
-    AggregatedStatus, Description, DescriptionSpec, Feed, FeedStatusPerCluster, ReplicaStatus,
-    SchedulingStrategy, Subscriber, Subscription, SubscriptionSpec,
+    AggregatedStatus, Description, DescriptionSpec, Feed, FeedStatusPerCluster, Manifest,
+    ReplicaStatus, SchedulingStrategy, Subscriber, Subscription, SubscriptionSpec,
 };
 use atoll_crds::clusters::{
     ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
     ManagedClusterSpec,
 };
 use atoll_crds::known;
-use atoll_testkit::{Parent, create_namespace};
+use atoll_testkit::{Parent, create_namespace, eventually};
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -139,6 +140,28 @@ fn table(text: &str, title: &str) -> Vec<BTreeMap<String, String>> {
                 .collect()
         })
         .collect()
+}
+
+/// The rows of the indented table under the line `title` (spaces before it ignored), as
+/// `kubectl describe` prints them: the table ends at the first line indented less than its
+/// header.
+fn indented_table(text: &str, title: &str) -> Vec<BTreeMap<String, String>> {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(title));
+    lines
+        .next()
+        .unwrap_or_else(|| panic!("no {title:?} in:\n{text}"));
+    let mut lines = lines.peekable();
+    let header = lines.peek().copied().unwrap_or_default();
+    let indent = &header[..header.len() - header.trim_start().len()];
+    let body: Vec<&str> = lines
+        .take_while(|l| {
+            !indent.is_empty() && l.starts_with(indent) && !l[indent.len()..].starts_with(' ')
+        })
+        .map(|l| &l[indent.len()..])
+        .collect();
+    table(&body.join("\n"), "")
 }
 
 fn ago(minutes: i64) -> Value {
@@ -529,5 +552,493 @@ async fn status_shows_conditions_clusters_and_replicas_per_feed() {
     assert_eq!(
         line,
         "error: subscription \"web\" not found in namespace \"default\""
+    );
+}
+
+/// An Event in `EDGE_NS` about `kind`/`name`, last seen `minutes` ago.
+async fn event(client: &kube::Client, name: &str, kind: &str, object: &str, minutes: i64) {
+    let api: Api<Event> = Api::namespaced(client.clone(), EDGE_NS);
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": name.to_lowercase(), "namespace": EDGE_NS},
+        "involvedObject": {
+            "apiVersion": "clusters.clusternet.io/v1beta1", "kind": kind,
+            "namespace": EDGE_NS, "name": object,
+        },
+        "type": "Warning", "reason": format!("{name}Reason"),
+        "message": format!("{name} says\nhello"),
+        "firstTimestamp": ago(minutes), "lastTimestamp": ago(minutes), "count": 1,
+        "source": {"component": "atoll-hub"},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &event).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_cluster_shows_the_cluster_its_descriptions_and_events() {
+    let f = Fixture::start().await;
+    let client = f.client();
+    managed_cluster(&client).await;
+    subscription(&client).await;
+    // `shop.web` carries two objects; the agent reported the Deployment's status.
+    let descs: Api<Description> = Api::namespaced(client.clone(), EDGE_NS);
+    let raw = json!({"spec": {"raw": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 3}},
+    ]}});
+    descs
+        .patch("shop.web", &ss(), &Patch::Merge(&raw))
+        .await
+        .unwrap();
+    let status = json!({"status": {"manifestStatuses": [{
+        "apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web",
+        "observedStatus": {"readyReplicas": 2},
+    }]}});
+    descs
+        .patch_status("shop.web", &ss(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    event(&client, "Older", "ManagedCluster", "edge", 9).await;
+    event(&client, "Newer", "ManagedCluster", "edge", 3).await;
+    event(&client, "Elsewhere", "ManagedCluster", "someone-else", 1).await;
+
+    let page = f.run(&["describe", "cluster", "edge"]).await.ok();
+    for line in [
+        "Name:            edge\n".to_owned(),
+        format!("Cluster ID:      {EDGE_ID}\n"),
+        format!("Namespace:       {EDGE_NS}\n"),
+        "Ready:           True (30m)\n".to_owned(),
+        "Version:         v1.33.1\n".to_owned(),
+        "Nodes:           3/4 ready\n".to_owned(),
+        "Taints:          dedicated=gpu:NoSchedule\n".to_owned(),
+        "Allocatable:     cpu: 8\n                 memory: 32Gi\n".to_owned(),
+        "    Subscription:  shop/web\n".to_owned(),
+        "    Objects:       2\n".to_owned(),
+    ] {
+        assert!(page.contains(&line), "{line:?} in:\n{page}");
+    }
+    assert!(page.contains("  shop.web:\n    Subscription:  shop/web\n    Deployer:      Generic\n    Phase:         Failure\n    Reason:        apply Deployment shop/web: forbidden\n"), "{page}");
+
+    let conditions = indented_table(&page, "Conditions:");
+    assert_eq!(conditions.len(), 1, "{page}");
+    assert_eq!(conditions[0]["TYPE"], "Ready");
+    assert_eq!(conditions[0]["REASON"], "ManagedClusterReady");
+
+    let objects = indented_table(&page, "Objects:       2");
+    let rows: Vec<[&str; 5]> = objects
+        .iter()
+        .map(|r| {
+            [
+                r["API VERSION"].as_str(),
+                r["KIND"].as_str(),
+                r["NAMESPACE"].as_str(),
+                r["NAME"].as_str(),
+                r["OBSERVED STATUS"].as_str(),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["v1", "Namespace", "<none>", "shop", "<none>"],
+            [
+                "apps/v1",
+                "Deployment",
+                "shop",
+                "web",
+                "{\"readyReplicas\":2}"
+            ],
+        ],
+        "{page}"
+    );
+    // The other Subscription's Description is listed too: the cluster receives it.
+    assert!(
+        page.contains("  shop.other:\n    Subscription:  shop/other\n"),
+        "{page}"
+    );
+
+    let events = indented_table(&page, "Events:");
+    let rows: Vec<[&str; 4]> = events
+        .iter()
+        .map(|r| {
+            [
+                r["TYPE"].as_str(),
+                r["REASON"].as_str(),
+                r["AGE"].as_str(),
+                r["MESSAGE"].as_str(),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["Warning", "OlderReason", "9m", "Older says hello"],
+            ["Warning", "NewerReason", "3m", "Newer says hello"],
+        ],
+        "newest last, only the events about edge:\n{page}"
+    );
+
+    let by_id = f.run(&["describe", "cluster", EDGE_ID]).await.ok();
+    assert!(by_id.starts_with("Name:            edge\n"), "{by_id}");
+
+    let line = f.run(&["describe", "cluster", "ghost"]).await.failed();
+    assert_eq!(
+        line,
+        "error: no ManagedCluster with name or cluster id \"ghost\" (see `kubectl atoll clusters`)"
+    );
+}
+
+const NAMESPACE_AND_DEPLOYMENT: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: qux
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: my-nginx
+  namespace: qux
+  labels:
+    app: nginx
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: nginx}
+  template:
+    metadata:
+      labels: {app: nginx}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+";
+
+async fn manifests(client: &kube::Client) -> Vec<Manifest> {
+    let mut all = Api::<Manifest>::namespaced(client.clone(), known::NAMESPACE_RESERVED)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_get_and_delete_manifests_as_clusternets_shadow_api_names_them() {
+    let f = Fixture::start().await;
+    let client = f.client();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nginx.yaml");
+    std::fs::write(&file, NAMESPACE_AND_DEPLOYMENT).unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = f.run(&["apply", "-f", file]).await.ok();
+    assert_eq!(
+        out,
+        "manifest.apps.clusternet.io/namespaces.qux configured\n\
+         manifest.apps.clusternet.io/deployments.qux.my-nginx configured\n"
+    );
+    let all = manifests(&client).await;
+    let names: Vec<&str> = all
+        .iter()
+        .map(|m| m.metadata.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(names, ["deployments.qux.my-nginx", "namespaces.qux"]);
+    let deploy = &all[0];
+    let labels = deploy.metadata.labels.clone().unwrap();
+    for (key, value) in [
+        (known::LABEL_CONFIG_GROUP, "apps"),
+        (known::LABEL_CONFIG_VERSION, "v1"),
+        (known::LABEL_CONFIG_KIND, "Deployment"),
+        (known::LABEL_CONFIG_NAME, "my-nginx"),
+        (known::LABEL_CONFIG_NAMESPACE, "qux"),
+        (known::LABEL_CREATED_BY, known::CREATED_BY_HUB),
+        ("app", "nginx"),
+    ] {
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            Some(value),
+            "{key}: {labels:?}"
+        );
+    }
+    assert_eq!(deploy.template["kind"], "Deployment");
+    assert_eq!(deploy.template["spec"]["replicas"], 2);
+    assert_eq!(deploy.template["metadata"]["namespace"], "qux");
+    assert_eq!(
+        deploy.template["metadata"]["labels"][known::LABEL_CREATED_BY],
+        known::CREATED_BY_HUB
+    );
+    let managers: Vec<&str> = deploy
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    assert_eq!(managers, ["kubectl-atoll"]);
+    let ns = &all[1];
+    let labels = ns.metadata.labels.clone().unwrap();
+    assert_eq!(labels[known::LABEL_CONFIG_GROUP], "");
+    assert_eq!(labels[known::LABEL_CONFIG_VERSION], "v1");
+    assert_eq!(labels[known::LABEL_CONFIG_KIND], "Namespace");
+    assert_eq!(labels[known::LABEL_CONFIG_NAME], "qux");
+    assert_eq!(labels[known::LABEL_CONFIG_NAMESPACE], "");
+
+    // Applying again changes nothing.
+    f.run(&["apply", "-f", dir.path().to_str().unwrap()])
+        .await
+        .ok();
+    assert_eq!(manifests(&client).await.len(), 2);
+
+    let page = f.run(&["get", "manifests"]).await.ok();
+    let rows = table(&page, "");
+    let cells: Vec<[&str; 4]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r["NAME"].as_str(),
+                r["KIND"].as_str(),
+                r["NAMESPACE"].as_str(),
+                r["TEMPLATE NAME"].as_str(),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ["deployments.qux.my-nginx", "Deployment", "qux", "my-nginx"],
+            ["namespaces.qux", "Namespace", "<none>", "qux"],
+        ],
+        "{page}"
+    );
+    assert!(rows.iter().all(|r| r["AGE"].ends_with('s')), "{page}");
+    let list = f.run(&["get", "manifests", "-o", "json"]).await.json();
+    assert_eq!(list["items"][0]["kind"], "Manifest");
+    assert_eq!(list["items"][0]["template"]["kind"], "Deployment");
+
+    let out = f.run(&["delete", "-f", file]).await.ok();
+    assert_eq!(
+        out,
+        "manifest.apps.clusternet.io/namespaces.qux deleted\n\
+         manifest.apps.clusternet.io/deployments.qux.my-nginx deleted\n"
+    );
+    assert!(manifests(&client).await.is_empty());
+    assert_eq!(
+        f.run(&["get", "manifests"]).await.ok(),
+        "No Manifests in namespace clusternet-reserved.\n"
+    );
+    let line = f.run(&["delete", "-f", file]).await;
+    assert_eq!(line.code, Some(1), "{line:?}");
+    assert!(
+        line.stderr
+            .contains("Manifests not found: namespaces.qux, deployments.qux.my-nginx"),
+        "{line:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_writes_nothing_when_an_input_is_invalid() {
+    let f = Fixture::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a-good.yaml"), NAMESPACE_AND_DEPLOYMENT).unwrap();
+    let bad = dir.path().join("b-bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n data: {a: 1}\n",
+    )
+    .unwrap();
+    let line = f
+        .run(&["apply", "-f", dir.path().to_str().unwrap()])
+        .await
+        .failed();
+    let want = format!("error: {}:5:", bad.display());
+    assert!(line.starts_with(&want), "{line}");
+    assert!(line.contains("invalid YAML"), "{line}");
+    assert!(manifests(&f.client()).await.is_empty(), "nothing applied");
+
+    let widget = dir.path().join("widget.yaml");
+    std::fs::write(
+        &widget,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+    )
+    .unwrap();
+    let good = dir.path().join("a-good.yaml");
+    let line = f
+        .run(&[
+            "apply",
+            "-f",
+            good.to_str().unwrap(),
+            "-f",
+            widget.to_str().unwrap(),
+        ])
+        .await
+        .failed();
+    assert!(
+        line.starts_with("error: unknown kind \"Widget\" in \"example.com/v1\""),
+        "{line}"
+    );
+    assert!(manifests(&f.client()).await.is_empty(), "nothing applied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_prints_the_page_again_when_the_subscription_changes() {
+    let f = Fixture::start().await;
+    let client = f.client();
+    subscription(&client).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-atoll"))
+        .args(["status", "web", "-n", "shop", "--watch", "--kubeconfig"])
+        .arg(&f.kubeconfig)
+        .env_remove("ATOLL_KUBECONFIG")
+        .env_remove("ATOLL_CONTEXT")
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut text = seen.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        })
+    };
+    let output = || seen.lock().unwrap().clone();
+    let timeout = std::time::Duration::from_secs(20);
+    eventually("the first page", timeout, || async {
+        output().contains("Releases:      0/2 clusters completed\n")
+    })
+    .await;
+
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), "shop");
+    let status = json!({"status": {"completedReleases": 2}});
+    subs.patch_status("web", &ss(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    eventually("the page after the change", timeout, || async {
+        output().contains("\n\nSubscription:  shop/web\n")
+            && output().contains("Releases:      2/2 clusters completed\n")
+    })
+    .await;
+    // A Description's change is seen too.
+    let descs: Api<Description> = Api::namespaced(client.clone(), EDGE_NS);
+    let status = json!({"status": {"phase": "Success", "reason": ""}});
+    descs
+        .patch_status("shop.web", &ss(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    eventually(
+        "the page after the Description's change",
+        timeout,
+        || async {
+            let text = output();
+            let last = text
+                .rsplit("Subscription:  shop/web")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            last.contains("clusternet-edge/shop.web   Success")
+        },
+    )
+    .await;
+    assert!(
+        output()
+            .lines()
+            .next()
+            .is_some_and(|l| l == "Subscription:  shop/web"),
+        "{}",
+        output()
+    );
+    // Ctrl-C ends the watch with success.
+    let pid = child.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let exit = tokio::time::timeout(timeout, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    reader.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_reads_stdin_and_a_kustomization() {
+    let f = Fixture::start().await;
+    let client = f.client();
+
+    // `-f -`: JSON on stdin; a namespaced object without namespace goes to `-n`.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-atoll"))
+        .args(["apply", "-f", "-", "-n", "shop", "--kubeconfig"])
+        .arg(&f.kubeconfig)
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}});
+        stdin.write_all(cm.to_string().as_bytes()).await.unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "manifest.apps.clusternet.io/configmaps.shop.conf configured\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = manifests(&client).await;
+    assert_eq!(all[0].template["metadata"]["namespace"], "shop");
+
+    let kubectl_works = tokio::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_works {
+        eprintln!("kubectl not found: `apply -k` not tested");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nginx.yaml"), NAMESPACE_AND_DEPLOYMENT).unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources: [nginx.yaml]\nnamePrefix: prod-\n",
+    )
+    .unwrap();
+    let out = f
+        .run(&["apply", "-k", dir.path().to_str().unwrap()])
+        .await
+        .ok();
+    assert_eq!(
+        out,
+        "manifest.apps.clusternet.io/namespaces.qux configured\n\
+         manifest.apps.clusternet.io/deployments.qux.prod-my-nginx configured\n"
+    );
+    let names: Vec<String> = manifests(&client)
+        .await
+        .into_iter()
+        .filter_map(|m| m.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "configmaps.shop.conf",
+            "deployments.qux.prod-my-nginx",
+            "namespaces.qux"
+        ],
+        "kustomize prefixes the Deployment, not the Namespace"
     );
 }
