@@ -45,6 +45,12 @@ pub struct Args {
     /// conflicts and left untouched.
     #[arg(long, env = "ATOLL_ADOPT_EXISTING")]
     pub adopt_existing: bool,
+    /// Migration from Clusternet: take over, in place (same object, same uid), the objects a
+    /// Clusternet agent deployed, that is whose `apps.clusternet.io/owned-by-description`
+    /// annotation names a Clusternet Description (`<namespace>.<base>-generic`) and that no
+    /// inventory of this agent lists. Without it they are reported as conflicts.
+    #[arg(long, env = "ATOLL_ADOPT_CLUSTERNET")]
+    pub adopt_clusternet: bool,
     /// Write only namespaced objects in these namespaces, `a,b` (empty: no restriction). For an
     /// agent installed with the narrower role of `manifests/agent/namespaced`: other objects are
     /// refused before the API server is called, each with a clear error in its Description's
@@ -138,6 +144,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let applier = Arc::new(
         Applier::new(child.clone(), atoll_crds::known::FIELD_MANAGER_AGENT)
             .with_adopt_existing(args.adopt_existing)
+            .with_adopt_clusternet(args.adopt_clusternet)
             .with_allowed_namespaces(parse_namespaces(&args.namespaces))
             .with_metrics(applier_metrics),
     );

@@ -119,6 +119,7 @@ pub struct Applier {
     pub(crate) client: kube::Client,
     field_manager: String,
     adopt_existing: bool,
+    adopt_clusternet: bool,
     /// The namespaces the agent may write (`--namespaces`); `None`: every namespace and
     /// cluster-scoped objects.
     allowed_namespaces: Option<BTreeSet<String>>,
@@ -144,6 +145,7 @@ impl Applier {
             client: child,
             field_manager,
             adopt_existing: false,
+            adopt_clusternet: false,
             allowed_namespaces: None,
             delete_timeout: Duration::from_secs(120),
             state: Mutex::new(State::default()),
@@ -157,6 +159,14 @@ impl Applier {
     /// objects annotated `apps.clusternet.io/adopt: "true"` in the child are taken over.
     pub fn with_adopt_existing(mut self, adopt: bool) -> Self {
         self.adopt_existing = adopt;
+        self
+    }
+
+    /// Take over, in place, objects a Clusternet agent deployed (`--adopt-clusternet`, for a
+    /// migration): their owner annotation names a Clusternet Description
+    /// (`<namespace>.<base>-generic`) and no inventory of this child lists them.
+    pub fn with_adopt_clusternet(mut self, adopt: bool) -> Self {
+        self.adopt_clusternet = adopt;
         self
     }
 
@@ -597,7 +607,8 @@ impl Applier {
                     let adopt = annotations
                         .get(ANNOTATION_ADOPT)
                         .is_some_and(|v| v == "true")
-                        || (self.adopt_existing && owner.is_none());
+                        || (self.adopt_existing && owner.is_none())
+                        || (self.adopt_clusternet && owner.is_some_and(|o| is_clusternet_owner(o)));
                     // Ours already when an earlier run applied it and its inventory was lost.
                     if self.owner_keeps(key, &object, owner, adopt) {
                         return Err(Error::OwnershipConflict {
@@ -1076,6 +1087,12 @@ impl Applier {
     }
 }
 
+/// Whether an owner annotation names a Description of Clusternet's: `<namespace>.<base>-generic`.
+/// atoll's own owners have two dots at least (`<namespace>.<subscription-namespace>.<name>`).
+fn is_clusternet_owner(owner: &str) -> bool {
+    owner.matches('.').count() == 1 && owner.ends_with("-generic")
+}
+
 fn merge_yielded(a: &[String], b: &[String]) -> Vec<String> {
     let mut out = a.to_vec();
     for y in b {
@@ -1361,6 +1378,19 @@ mod tests {
         let mut owners: Vec<&str> = owners.iter().map(String::as_str).collect();
         owners.sort_unstable();
         assert_eq!(owners, vec!["horizontal-pod-autoscaler", "keda"]);
+    }
+
+    #[test]
+    fn a_clusternet_owner_is_told_from_atolls_own() {
+        for (owner, clusternet) in [
+            ("clusternet-5l82l.web-generic", true),
+            ("clusternet-5l82l.web-helm", false),
+            ("clusternet-5l82l.default.web", false),
+            ("clusternet-5l82l.default.web-generic", false),
+            ("web-generic", false),
+        ] {
+            assert_eq!(is_clusternet_owner(owner), clusternet, "{owner}");
+        }
     }
 
     #[test]

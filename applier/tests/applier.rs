@@ -777,3 +777,69 @@ async fn a_field_an_autoscaler_takes_over_later_is_left_to_it() {
         Some("nginx:2")
     );
 }
+
+/// Migration from Clusternet: a Deployment its agent deployed (its owner annotation names a
+/// Clusternet Description, its fields belong to Clusternet's field manager) is taken over by the
+/// atoll Description with --adopt-clusternet, in place: same uid, atoll's owner annotation,
+/// atoll's spec. Without that opt-in (even with --adopt-existing, which takes only objects no
+/// Description owns) it is a conflict and left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_a_clusternet_agent_deployed_is_adopted_in_place() {
+    let (_cluster, client) = child().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let mut theirs = deployment("web", 2, "nginx:1.25");
+    theirs["metadata"]["annotations"] = json!({
+        "apps.clusternet.io/owned-by-description": "clusternet-5l82l.web-generic",
+        "clusternet.io/last-applied-configuration": theirs.to_string(),
+    });
+    let theirs: Deployment = serde_json::from_value(theirs).unwrap();
+    let created = deployments
+        .create(
+            &PostParams {
+                field_manager: Some("clusternet-agent".into()),
+                ..PostParams::default()
+            },
+            &theirs,
+        )
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+
+    let d = desc("default.web", 1, vec![deployment("web", 3, "nginx:1.27")]);
+    for applier in [
+        Applier::new(client.clone(), "atoll-agent"),
+        Applier::new(client.clone(), "atoll-agent").with_adopt_existing(true),
+    ] {
+        let report = applier.apply(&d).await;
+        assert_eq!(report.phase, Phase::Failure, "no opt-in: a conflict");
+        let untouched = deployments.get("web").await.unwrap();
+        assert_eq!(untouched.spec.as_ref().unwrap().replicas, Some(2));
+    }
+
+    let report = Applier::new(client.clone(), "atoll-agent")
+        .with_adopt_clusternet(true)
+        .apply(&d)
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let adopted = deployments.get("web").await.unwrap();
+    assert_eq!(
+        adopted.metadata.uid.as_deref(),
+        Some(uid.as_str()),
+        "not recreated"
+    );
+    assert_eq!(
+        adopted
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("apps.clusternet.io/owned-by-description"))
+            .map(String::as_str),
+        Some(format!("{NS}.default.web").as_str()),
+    );
+    let spec = adopted.spec.unwrap();
+    assert_eq!(spec.replicas, Some(3));
+    assert_eq!(
+        spec.template.spec.unwrap().containers[0].image.as_deref(),
+        Some("nginx:1.27")
+    );
+}

@@ -48,6 +48,7 @@ async fn render(dir: &str) -> Vec<Value> {
     let tmp = tempfile::tempdir().unwrap();
     let kubectl = Kubectl::new(tmp.path().join("none"), tmp.path().join("cache"))
         .with_home(tmp.path().join("home"));
+    // A name under manifests/, or an absolute path.
     let path = manifests().join(dir);
     let text = kubectl
         .run(&["kustomize", path.to_str().unwrap()])
@@ -392,7 +393,11 @@ async fn the_parent_install_applies_and_server_dry_runs_against_devcluster() {
         .run(&["get", "crd", "-o", "name"])
         .await
         .unwrap();
-    assert_eq!(crds.lines().count(), 8, "{crds}");
+    assert_eq!(
+        crds.lines().count(),
+        atoll_crds::crdgen::crds().len(),
+        "every CRD of the types, no other: {crds}"
+    );
     assert!(crds.contains("feedgrants.apps.atoll.dev"), "{crds}");
 }
 
@@ -555,4 +560,75 @@ async fn the_parent_install_ships_no_bootstrap_token() {
         !text.contains("--auto-approve") && !text.contains("ATOLL_HUB_AUTO_APPROVE"),
         "the installed hub must wait for an administrator's approval:\n{text}"
     );
+}
+
+/// `path` relative to `from` (both absolute): kustomize takes no absolute paths.
+fn relative(from: &Path, path: &Path) -> PathBuf {
+    let from: Vec<_> = from.components().collect();
+    let path: Vec<_> = path.components().collect();
+    let common = from.iter().zip(&path).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for c in &path[common..] {
+        out.push(c);
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_kube_system_bootstrap_tokens_component_grants_get_only_and_turns_the_flag_on() {
+    if !kubectl_or_skip("kube-system bootstrap tokens component").await {
+        return;
+    }
+    let overlay = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let parent = manifests().join("parent").canonicalize().unwrap();
+    let base = relative(overlay.path(), &parent);
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+            base.display(),
+            base.join("kube-system-bootstrap-tokens").display()
+        ),
+    )
+    .unwrap();
+    let objects = render(overlay.path().to_str().unwrap()).await;
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kube-system")
+        .unwrap();
+    let rules: Vec<(Vec<String>, Vec<String>)> = role["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let list = |k: &str| -> Vec<String> {
+                r[k].as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect()
+            };
+            (list("resources"), list("verbs"))
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        vec![(vec!["secrets".to_owned()], vec!["get".to_owned()])],
+        "get on Secrets in kube-system, nothing else"
+    );
+    let binding = objects
+        .iter()
+        .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["namespace"] == "kube-system")
+        .unwrap();
+    assert_eq!(binding["subjects"][0]["name"], "atoll-hub");
+    let hub = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "atoll-hub")
+        .unwrap();
+    let args =
+        serde_yaml::to_string(&hub["spec"]["template"]["spec"]["containers"][0]["args"]).unwrap();
+    assert!(args.contains("--kube-system-bootstrap-tokens"), "{args}");
 }

@@ -47,6 +47,12 @@ pub struct HubArgs {
     /// '{"status":{"result":"Approved"}}'`.
     #[arg(long, env = "ATOLL_HUB_AUTO_APPROVE")]
     pub auto_approve: bool,
+    /// Also accept the bootstrap tokens kept where kubeadm and Clusternet keep them
+    /// (`bootstrap.kubernetes.io/token` Secrets in kube-system), after those of
+    /// clusternet-system. Needs `get` on Secrets in kube-system: install with the
+    /// `manifests/parent/kube-system-bootstrap-tokens` component.
+    #[arg(long, env = "ATOLL_HUB_KUBE_SYSTEM_BOOTSTRAP_TOKENS")]
+    pub kube_system_bootstrap_tokens: bool,
     /// A cluster not Ready for this long is lost: its Descriptions' finalizers are released
     /// (e.g. `5m`, `90s`, `1h`).
     #[arg(long, env = "ATOLL_HUB_LOST_CLUSTER_TIMEOUT", default_value = "5m", value_parser = parse_duration)]

@@ -47,6 +47,8 @@ pub const REPORTING_CONTROLLER: &str = "atoll-hub";
 pub struct BackendConfig {
     /// Wait for a user to approve each ClusterRegistrationRequest.
     pub manual_approval: bool,
+    /// Look for bootstrap-token Secrets in kube-system too, after clusternet-system.
+    pub kube_system_bootstrap_tokens: bool,
     /// How long after its stream ends a cluster is marked `Ready=Unknown` and tainted.
     pub disconnect_grace: Duration,
     /// How often a pending registration is re-read while waiting for approval.
@@ -60,6 +62,7 @@ impl Default for BackendConfig {
     fn default() -> Self {
         BackendConfig {
             manual_approval: false,
+            kube_system_bootstrap_tokens: false,
             disconnect_grace: Duration::from_secs(20),
             approval_poll: Duration::from_secs(1),
             cluster_token_lifetime: None,
@@ -242,12 +245,7 @@ impl KubeBackend {
     }
 
     async fn check_bootstrap(&self, hello: &AgentHello, t: &BootstrapToken) -> Result<(), Error> {
-        let secrets: Api<Secret> = Api::namespaced(self.client(), BOOTSTRAP_TOKEN_NAMESPACE);
-        let name = t.secret_name();
-        let secret = secrets
-            .get_opt(&name)
-            .await
-            .map_err(api_err("get bootstrap-token Secret", &name))?;
+        let secret = self.bootstrap_secret(t).await?;
         let rejection = match secret {
             None => Err(TokenRejection::Unknown),
             Some(s) => {
@@ -264,6 +262,27 @@ impl KubeBackend {
             cluster_id: hello.cluster_id.clone(),
             reason: format!("bootstrap token {}: {r}", t.id),
         })
+    }
+
+    /// The Secret of bootstrap token `t`: in clusternet-system, else (when enabled) in
+    /// kube-system, where kubeadm and Clusternet keep them.
+    async fn bootstrap_secret(&self, t: &BootstrapToken) -> Result<Option<Secret>, Error> {
+        let name = t.secret_name();
+        let namespaces: &[&str] = if self.inner.config.kube_system_bootstrap_tokens {
+            &[BOOTSTRAP_TOKEN_NAMESPACE, "kube-system"]
+        } else {
+            &[BOOTSTRAP_TOKEN_NAMESPACE]
+        };
+        for namespace in namespaces {
+            let secrets: Api<Secret> = Api::namespaced(self.client(), namespace);
+            if let Some(secret) = secrets.get_opt(&name).await.map_err(api_err(
+                "get bootstrap-token Secret",
+                &format!("{namespace}/{name}"),
+            ))? {
+                return Ok(Some(secret));
+            }
+        }
+        Ok(None)
     }
 
     async fn crr(&self, cluster_id: &str) -> Result<Option<ClusterRegistrationRequest>, Error> {

@@ -59,6 +59,7 @@ impl HubConfig {
             },
             backend: BackendConfig {
                 manual_approval: !a.auto_approve,
+                kube_system_bootstrap_tokens: a.kube_system_bootstrap_tokens,
                 disconnect_grace: a.disconnect_grace,
                 approval_poll: Duration::from_secs(1),
                 cluster_token_lifetime: a.cluster_token_lifetime.filter(|d| !d.is_zero()),
@@ -91,6 +92,7 @@ impl HubConfig {
             },
             backend: BackendConfig {
                 manual_approval: false,
+                kube_system_bootstrap_tokens: false,
                 disconnect_grace: Duration::from_millis(500),
                 approval_poll: Duration::from_millis(100),
                 cluster_token_lifetime: None,

@@ -420,6 +420,36 @@ async fn bad_tokens_are_unauthenticated() {
     assert!(crr.is_none(), "a refused agent got a registration request");
 }
 
+/// Migration from Clusternet: a bootstrap token kept where kubeadm and Clusternet keep it
+/// (kube-system) registers a cluster only when the hub is told to look there.
+#[tokio::test]
+async fn a_kube_system_bootstrap_token_is_accepted_only_when_enabled() {
+    let p = Parent::for_agents().await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "bootstrap-token-k8s000", "namespace": "kube-system"},
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {"token-id": "k8s000", "token-secret": "0123456789abcdef",
+                       "usage-bootstrap-authentication": "true"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(p.client.clone(), "kube-system")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let token = "k8s000.0123456789abcdef";
+    let h = hub(&p.client, |_| {}).await;
+    let err = connect(&h, ID_B, "edge-b", token)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("a kube-system token accepted without the flag"));
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    drop(h);
+
+    let h = hub(&p.client, |c| c.backend.kube_system_bootstrap_tokens = true).await;
+    let registered = connect(&h, ID_B, "edge-b", token).await;
+    assert!(registered.is_ok(), "{:?}", registered.err());
+}
+
 #[tokio::test]
 async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
     let p = Parent::for_agents().await;
