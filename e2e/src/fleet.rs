@@ -16,8 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
 use crate::control_plane::{b64, write_private};
-pub use crate::kubectl::client_for;
 use crate::kubectl::Kubectl;
+pub use crate::kubectl::client_for;
 use crate::plan::{self, Backend, Binaries, ChildSpec, Layout};
 use crate::process::{
     self, Launch, Stopped, exited, free_addr, launch, poll_until, wait_for_process,

@@ -88,7 +88,6 @@ impl Kubectl {
     }
 }
 
-
 /// A kube client for a kubeconfig file.
 pub async fn client_for(path: &Path) -> Result<Client, Error> {
     let err = |message: String| Error::Kubeconfig {

@@ -206,7 +206,6 @@ pub fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-
 /// Starts `l` and records it in `state` (saved at once, so `fleet down` finds it).
 pub(crate) fn launch(state: &mut FleetState, layout: &Layout, l: Launch<'_>) -> Result<(), Error> {
     let record = spawn(l)?;
