@@ -53,14 +53,27 @@ pub struct UpOptions {
     pub persist_parent: bool,
 }
 
+/// The most children `fleet up` starts: a devcluster child and its agent take a few tens of MiB,
+/// a real control plane about 545 MiB (e2e/README.md), on a 24 GiB machine.
+pub fn max_children(backend: Backend) -> usize {
+    match backend {
+        Backend::Devcluster => 250,
+        Backend::Kube => 30,
+    }
+}
+
 /// Starts the fleet and returns once every ManagedCluster is Ready; the processes keep running
 /// after this process exits. On failure everything started so far is stopped again (logs are
 /// kept).
 pub async fn up(opts: &UpOptions) -> Result<FleetState, Error> {
-    if opts.children == 0 || opts.children > 30 {
+    let most = max_children(opts.backend);
+    if opts.children == 0 || opts.children > most {
         return Err(Error::InvalidArgument {
             what: "--children".into(),
-            message: format!("{} is out of range; give 1 to 30", opts.children),
+            message: format!(
+                "{} is out of range; give 1 to {most} with the {:?} backend",
+                opts.children, opts.backend
+            ),
         });
     }
     let binaries = Binaries::locate(&opts.bin_dir)?;
@@ -907,6 +920,33 @@ mod tests {
         AggregatedStatus, DescriptionSpec, DescriptionStatus, Feed, FeedStatus,
         FeedStatusPerCluster, ReplicaStatus, SubscriptionSpec, SubscriptionStatus,
     };
+
+    #[tokio::test]
+    async fn up_takes_1_to_250_devcluster_children_and_30_real_ones() {
+        let opts = |children, backend| UpOptions {
+            dir: PathBuf::from("/nonexistent/fleet"),
+            children,
+            bin_dir: PathBuf::from("/nonexistent/bin"),
+            manifests: PathBuf::from("/nonexistent/manifests"),
+            nodes: 1,
+            workload_delay_ms: 0,
+            timeout: Duration::from_secs(1),
+            backend,
+            persist_parent: false,
+        };
+        let refused = |children, backend| async move {
+            matches!(
+                up(&opts(children, backend)).await,
+                Err(Error::InvalidArgument { what, .. }) if what == "--children"
+            )
+        };
+        assert!(refused(0, Backend::Devcluster).await);
+        assert!(refused(251, Backend::Devcluster).await);
+        assert!(refused(31, Backend::Kube).await);
+        // In range, it goes on to look for the binaries (and fails there, in this test).
+        assert!(!refused(200, Backend::Devcluster).await);
+        assert!(!refused(30, Backend::Kube).await);
+    }
     use atoll_crds::clusters::{ManagedClusterSpec, ManagedClusterStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
