@@ -635,7 +635,7 @@ async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
 }
 
 #[tokio::test]
-async fn a_helm_chart_feed_is_refused_by_name_and_places_nothing() {
+async fn a_helm_chart_feed_is_named_in_a_condition_and_the_other_feeds_go_on() {
     let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
@@ -650,30 +650,56 @@ async fn a_helm_chart_feed_is_refused_by_name_and_places_nothing() {
     )
     .await;
     let _scheduler = start_scheduler(client).await;
-    apply(
-        client,
-        web_sub(json!({"feeds": [
-            {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
-            {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "namespace": "default", "name": "mysql"},
-        ]})),
-    )
-    .await;
-    let condition = eventually("FeedsResolved=False", WAIT, || async {
-        let sub = subscription(client, "default", "web").await;
-        sub.status.and_then(|s| {
-            s.conditions
-                .into_iter()
-                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
-        })
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"});
+    let chart = json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "namespace": "default", "name": "mysql"});
+    let condition = |type_: &'static str| async move {
+        subscription(client, "default", "web")
+            .await
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
+    };
+
+    // Only a chart: nothing to place.
+    apply(client, web_sub(json!({"feeds": [chart]}))).await;
+    let refused = eventually("FeedsResolved=False", WAIT, || async {
+        condition("FeedsResolved")
+            .await
+            .filter(|c| c.status == "False")
     })
     .await;
-    assert_eq!(condition.reason, "FeedNotSupported");
+    assert_eq!(refused.reason, "FeedNotSupported");
     assert!(
-        condition.message.contains("HelmChart default/mysql"),
+        refused.message.contains("HelmChart default/mysql"),
         "{}",
-        condition.message
+        refused.message
     );
     assert!(descriptions_of(client, "default", "web").await.is_empty());
+
+    // A chart beside a Deployment: the Deployment lands, the chart is named.
+    apply(client, web_sub(json!({"feeds": [web, chart]}))).await;
+    wait_replicas(client, vec![("clusternet-a", 2)]).await;
+    let charts = eventually("ChartsDistributed=False", WAIT, || async {
+        condition("ChartsDistributed")
+            .await
+            .filter(|c| c.status == "False")
+    })
+    .await;
+    assert_eq!(charts.reason, "FeedNotSupported");
+    assert!(
+        charts.message.contains("HelmChart default/mysql"),
+        "{}",
+        charts.message
+    );
+    let descriptions = descriptions_of(client, "default", "web").await;
+    assert_eq!(descriptions.len(), 1);
+    assert_eq!(descriptions[0].spec.raw.len(), 1, "the Deployment only");
+
+    // Without the chart the condition goes away.
+    apply(client, web_sub(json!({"feeds": [web]}))).await;
+    eventually("no ChartsDistributed", WAIT, || async {
+        condition("ChartsDistributed").await.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

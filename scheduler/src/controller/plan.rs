@@ -27,6 +27,9 @@ pub mod condition {
     pub const FEEDS_RESOLVED: &str = "FeedsResolved";
     /// Every override applied cleanly to every bound cluster.
     pub const OVERRIDES_APPLIED: &str = "OverridesApplied";
+    /// The Subscription's HelmChart feeds are distributed (present, `False`, only while some
+    /// are not: atoll does not install charts yet).
+    pub const CHARTS_DISTRIBUTED: &str = "ChartsDistributed";
 }
 
 /// A feed and what it resolved to.
@@ -67,11 +70,19 @@ impl Unresolved {
     /// A feed of a kind atoll does not distribute.
     pub fn not_supported(message: String) -> Self {
         Self {
-            reason: "FeedNotSupported",
+            reason: REASON_NOT_SUPPORTED,
             message,
         }
     }
+
+    /// Whether the feed is of a kind atoll does not distribute (it waits for nothing).
+    pub fn is_not_supported(&self) -> bool {
+        self.reason == REASON_NOT_SUPPORTED
+    }
 }
+
+/// The reason of a feed of a kind atoll does not distribute.
+const REASON_NOT_SUPPORTED: &str = "FeedNotSupported";
 
 /// One status condition as the plan wants it (`type`, `status`, `reason`, `message`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +145,10 @@ fn cond(
 
 /// Plans one Subscription. `bound` is its current `status.bindingClusters`.
 ///
+/// Feeds of a kind atoll does not distribute (HelmCharts) do not hold the others back: the
+/// rest is planned without them, and the condition `ChartsDistributed=False` names them. A
+/// Subscription with no other feed places nothing (`FeedsResolved=False`).
+///
 /// A bound cluster that becomes unreachable (not `Ready`, or tainted
 /// `clusters.clusternet.io/unschedulable` by the hub when its agent's stream dropped) stays bound:
 /// what already runs there keeps running, and nothing is deleted when its agent comes back.
@@ -141,6 +156,45 @@ fn cond(
 /// clusters and it keeps its other objects with 0 replicas until it is reachable again. A cluster
 /// that is unreachable and not yet bound is never bound.
 pub fn plan(
+    spec: &SubscriptionSpec,
+    feeds: &[ResolvedFeed],
+    clusters: &[ClusterInfo],
+    globalizations: &[&Globalization],
+    localizations: &[&Localization],
+    bound: &[String],
+) -> Plan {
+    let not_supported =
+        |f: &&ResolvedFeed| f.object.as_ref().is_err_and(Unresolved::is_not_supported);
+    let (unsupported, supported): (Vec<&ResolvedFeed>, Vec<&ResolvedFeed>) =
+        feeds.iter().partition(not_supported);
+    if unsupported.is_empty() || supported.is_empty() {
+        return plan_feeds(spec, feeds, clusters, globalizations, localizations, bound);
+    }
+    let supported: Vec<ResolvedFeed> = supported.into_iter().cloned().collect();
+    let mut plan = plan_feeds(
+        spec,
+        &supported,
+        clusters,
+        globalizations,
+        localizations,
+        bound,
+    );
+    let messages: Vec<&str> = unsupported
+        .iter()
+        .filter_map(|f| f.object.as_ref().err())
+        .map(|u| u.message.as_str())
+        .collect();
+    plan.conditions.push(cond(
+        condition::CHARTS_DISTRIBUTED,
+        false,
+        REASON_NOT_SUPPORTED,
+        format!("{}; the other feeds are distributed", messages.join("; ")),
+    ));
+    plan
+}
+
+/// [`plan`] for feeds that hold every one back until it resolves.
+fn plan_feeds(
     spec: &SubscriptionSpec,
     feeds: &[ResolvedFeed],
     clusters: &[ClusterInfo],
@@ -173,7 +227,7 @@ pub fn plan(
     if !unresolved.is_empty() {
         // A refusal needs someone else's action (a FeedGrant), and an unsupported kind the
         // Subscription's own, so they name the condition before a feed that is only missing.
-        let reason = ["FeedNotGranted", "FeedNotSupported"]
+        let reason = ["FeedNotGranted", REASON_NOT_SUPPORTED]
             .into_iter()
             .find(|r| unresolved.iter().any(|u| u.reason == *r))
             .unwrap_or("FeedNotFound");

@@ -266,8 +266,8 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
                 resolved.push(ResolvedFeed {
                     feed: feed.clone(),
                     object: Err(Unresolved::not_supported(format!(
-                        "HelmChart {}: atoll does not distribute Helm charts yet; remove the \
-                         feed, or deploy the chart's rendered objects (helm template) as feeds",
+                        "HelmChart {} is not distributed: atoll does not install Helm charts \
+                         yet; deploy the chart's rendered objects (helm template) as feeds",
                         feed_location(feed)
                     ))),
                 });
@@ -316,7 +316,10 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         .map(|s| s.binding_clusters.clone())
         .unwrap_or_default();
     let plan = plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs, &bound);
-    let mut waiting = resolved.iter().any(|f| f.object.is_err());
+    // A feed of a kind atoll does not distribute waits for nothing but a change of the spec.
+    let mut waiting = resolved
+        .iter()
+        .any(|f| f.object.as_ref().is_err_and(|u| !u.is_not_supported()));
     if let Some(placement) = &plan.placement {
         waiting |= write_descriptions(sub, &plan, ctx).await?;
         remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
@@ -603,6 +606,16 @@ fn desired_status(sub: &Subscription, plan: &Plan, now: &Time) -> SubscriptionSt
             to_condition(planned, generation, now),
         );
     }
+    // Present only while some HelmChart feed is not distributed.
+    if !plan
+        .conditions
+        .iter()
+        .any(|c| c.type_ == plan::condition::CHARTS_DISTRIBUTED)
+    {
+        status
+            .conditions
+            .retain(|c| c.type_ != plan::condition::CHARTS_DISTRIBUTED);
+    }
     status
 }
 
@@ -680,6 +693,7 @@ fn event_reason(planned: &PlannedCondition) -> &'static str {
         (plan::condition::FEEDS_RESOLVED, false, reason) => reason,
         (plan::condition::FEEDS_RESOLVED, true, _) => "FeedsResolved",
         (plan::condition::OVERRIDES_APPLIED, false, _) => "InvalidOverride",
+        (plan::condition::CHARTS_DISTRIBUTED, _, reason) => reason,
         _ => "OverridesApplied",
     }
 }
