@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::State;
-use super::engine::{self, DeleteOpts, INTERNAL_MANAGER, Manager, finalizers, mstr};
+use super::engine::{self, DeleteOpts, Manager, finalizers, mstr};
 use super::registry::storage_key;
 use crate::store::{ObjRef, ResKey, Txn};
 
@@ -114,16 +114,7 @@ fn drop_finalizer(state: &State, txn: &mut Txn<'_>, r: &ObjRef, finalizer: &str)
     {
         m.remove("finalizers");
     }
-    if let Err(e) = engine::finish_update(
-        state,
-        txn,
-        &info,
-        &obj,
-        new,
-        None,
-        Manager::Internal(INTERNAL_MANAGER),
-        false,
-    ) {
+    if let Err(e) = engine::finish_internal_update(state, txn, &info, &obj, new) {
         tracing::warn!(error = %e.message, "removing finalizer {finalizer} failed");
     }
 }

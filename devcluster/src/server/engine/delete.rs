@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 
 use super::hooks::after_remove;
 use super::meta::{finalizers, is_crd, is_namespace, meta_mut, mstr, now};
-use super::update::finish_update;
-use super::{INTERNAL_MANAGER, Manager};
+use super::update::finish_internal_update;
 use crate::api::resource::ResourceInfo;
 use crate::server::error::ApiError;
 use crate::server::registry::storage_key;
@@ -252,16 +251,7 @@ fn orphan_dependents(state: &State, txn: &mut Txn<'_>, owner_uid: &str) {
                 m.remove("ownerReferences");
             }
         }
-        if let Err(e) = finish_update(
-            state,
-            txn,
-            &info,
-            &obj,
-            new,
-            None,
-            Manager::Internal(INTERNAL_MANAGER),
-            false,
-        ) {
+        if let Err(e) = finish_internal_update(state, txn, &info, &obj, new) {
             tracing::warn!(error = %e.message, "orphaning a dependent failed");
         }
     }

@@ -40,7 +40,7 @@ pub(crate) use delete::{DeleteOpts, Deleted, delete, delete_collection, delete_o
 pub(crate) use meta::{api_version_is, finalizers, meta_mut, mstr, now, present};
 pub(crate) use patch::patch;
 pub(crate) use scale::{scale_of, write_scale};
-pub(crate) use update::{finish_update, update};
+pub(crate) use update::{finish_internal_update, finish_update, update};
 
 /// The field manager of devcluster's own writes (controllers, orphaning).
 pub(crate) const INTERNAL_MANAGER: &str = "devcluster";

@@ -140,6 +140,27 @@ pub(crate) fn finish_update(
     commit_update(state, txn, info, old, new, dry_run)
 }
 
+/// An update the server makes itself (a controller removing a finalizer or an owner
+/// reference), recorded under the internal field manager, never a dry run.
+pub(crate) fn finish_internal_update(
+    state: &State,
+    txn: &mut Txn<'_>,
+    info: &ResourceInfo,
+    old: &Obj,
+    new: Value,
+) -> Result<Written, ApiError> {
+    finish_update(
+        state,
+        txn,
+        info,
+        old,
+        new,
+        None,
+        Manager::Internal(super::INTERNAL_MANAGER),
+        false,
+    )
+}
+
 /// The part of an update that needs only the old object, not the store: immutable metadata,
 /// finalizer and status rules, validation, managedFields, generation. Done before the store
 /// lock is taken (see [`optimistic`]).
