@@ -11,6 +11,7 @@
 //! ```
 
 pub mod api;
+pub mod app;
 pub mod objects;
 pub mod server;
 pub mod simulate;
@@ -55,6 +56,9 @@ pub enum Error {
     /// Building a kube client failed.
     #[error("building a client: {0}")]
     Client(String),
+    /// Listening for SIGTERM failed.
+    #[error("listening for SIGTERM: {0}")]
+    Signal(#[source] std::io::Error),
 }
 
 /// How to start a devcluster.
