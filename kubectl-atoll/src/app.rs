@@ -1,30 +1,36 @@
 //! What each subcommand does: read the objects from the parent cluster and print a page or a
 //! `List` (once, or again on each change with `status --watch`), patch a registration's
-//! status, or apply and delete the Manifests of objects read from files.
+//! status, apply and delete the Manifests of objects read from files, plan a Subscription read
+//! from a file with the scheduler's planner, or print a completion script.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use atoll_crds::apps::{Description, Manifest, Subscription};
-use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
+use atoll_crds::apps::{Description, Feed, Globalization, Localization, Manifest, Subscription};
+use atoll_crds::atoll::FeedGrant;
+use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster, check_registered};
 use atoll_crds::known;
 use atoll_runtime::args::ClientArgs;
+use atoll_scheduler::controller::plan::{self as scheduler_plan, ResolvedFeed, Unresolved};
+use atoll_scheduler::placement::ClusterInfo;
+use atoll_scheduler::tenancy;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::discovery::Scope;
 use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::Value;
 
 use crate::Error;
 use crate::args::{
-    ApplyArgs, Cli, ClustersArgs, Command, DeleteArgs, Describe, DescribeClusterArgs, Get,
-    GetManifestsArgs, InputArgs, StatusArgs,
+    ApplyArgs, Cli, ClustersArgs, Command, CompletionArgs, DeleteArgs, Describe,
+    DescribeClusterArgs, Get, GetManifestsArgs, InputArgs, PlanArgs, Shell, StatusArgs,
 };
 use crate::manifests::{self, Kind, Object};
 use crate::registration::{self, Decision, Lookup};
-use crate::{clusters, describe, output, status};
+use crate::{clusters, describe, output, plan, status};
 
 /// Field manager of the plugin's writes, as the API server records it in `managedFields`.
 pub const FIELD_MANAGER: &str = "kubectl-atoll";
@@ -42,6 +48,8 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Error> {
         Command::Status(a) => subscription_status(&a).await?,
         Command::Describe(Describe::Cluster(a)) => describe_cluster(&a).await?,
         Command::Get(Get::Manifests(a)) => list_manifests(&a).await?,
+        Command::Plan(a) => plan(&a).await?,
+        Command::Completion(a) => completion(&a),
         // These print a line per object as they go, so that a failure leaves what was done.
         Command::Apply(a) => return apply(&a, out).await,
         Command::Delete(a) => return delete(&a, out).await,
@@ -510,6 +518,195 @@ async fn list_manifests(args: &GetManifestsArgs) -> Result<String, Error> {
     match args.output {
         None => Ok(manifests::render(&all, Timestamp::now())),
         Some(format) => output::encode(&output::list(output::values(&all)?), format),
+    }
+}
+
+/// The plugin's executable, as completion scripts name it.
+const BIN: &str = "kubectl-atoll";
+
+/// `completion SHELL`: the completion script of the [`Cli`], for the command `kubectl-atoll`.
+///
+/// clap_complete's bash script spells its states two ways when the command's name has a hyphen,
+/// so nothing after a subcommand completes (clap-rs/clap#6421): the bash script is generated
+/// for `kubectl_atoll` (its function `_kubectl_atoll`) and registered for `kubectl-atoll`.
+fn completion(args: &CompletionArgs) -> String {
+    use clap::CommandFactory;
+    let shell = args.shell.generator();
+    let name = match args.shell {
+        Shell::Bash => BIN.replace('-', "_"),
+        Shell::Zsh | Shell::Fish => BIN.to_owned(),
+    };
+    let mut script = Vec::new();
+    let mut command = Cli::command();
+    clap_complete::generate(shell, &mut command, name.as_str(), &mut script);
+    let script = String::from_utf8_lossy(&script);
+    match args.shell {
+        // Only the `complete -F _kubectl_atoll … kubectl_atoll` lines end with the name.
+        Shell::Bash => script.replace(&format!(" {name}\n"), &format!(" {BIN}\n")),
+        Shell::Zsh | Shell::Fish => script.into_owned(),
+    }
+}
+
+/// The ManagedClusters a placement may choose, as the scheduler's `registered_clusters` picks
+/// them: not being deleted, and registered by the hub ([`check_registered`]).
+fn registered(
+    clusters: &[ManagedCluster],
+    requests: &[ClusterRegistrationRequest],
+) -> Vec<ClusterInfo> {
+    clusters
+        .iter()
+        .filter(|mc| mc.metadata.deletion_timestamp.is_none())
+        .filter(|mc| {
+            let name = known::cluster_registration_request_name(&mc.spec.cluster_id);
+            let crr = requests.iter().find(|c| c.name_any() == name);
+            check_registered(mc, crr).is_ok()
+        })
+        .map(ClusterInfo::from_managed_cluster)
+        .collect()
+}
+
+/// Resolves `feed` for a Subscription in `namespace` as the scheduler does: a HelmChart is not
+/// supported; the Manifest's template when there is one (refused unless granted); else, by
+/// discovery, the live object (refused unless granted), or why there is none.
+async fn resolve_feed(
+    client: &Client,
+    feed: &Feed,
+    namespace: &str,
+    manifests: &[Manifest],
+    grants: &[&FeedGrant],
+) -> Result<Result<Value, Unresolved>, Error> {
+    if scheduler_plan::is_helm_chart(feed) {
+        return Ok(Err(Unresolved::helm_chart(feed)));
+    }
+    if let Some(template) = plan::manifest_template(feed, manifests) {
+        let owner = tenancy::manifest_feed_owner(feed);
+        return Ok(match plan::refused(feed, &owner, namespace, grants) {
+            Some(refusal) => Err(refusal),
+            None => Ok(template),
+        });
+    }
+    let (group, version) = match feed.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", feed.api_version.as_str()),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, &feed.kind);
+    let (resource, caps) = match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            return Ok(Err(Unresolved::kind_not_served(feed)));
+        }
+        Err(kube::Error::Discovery(_)) => return Ok(Err(Unresolved::kind_not_served(feed))),
+        Err(source) => {
+            return Err(Error::DiscoverFeedKind {
+                feed: feed.key(),
+                source,
+            });
+        }
+    };
+    let namespaced = caps.scope == Scope::Namespaced;
+    let owner = tenancy::feed_owner(feed, namespaced);
+    if let Some(refusal) = plan::refused(feed, &owner, namespace, grants) {
+        return Ok(Err(refusal));
+    }
+    let api: Api<DynamicObject> = if namespaced {
+        let ns = feed.namespace.as_deref().filter(|ns| !ns.is_empty());
+        Api::namespaced_with(client.clone(), ns.unwrap_or("default"), &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let object = api
+        .get_opt(&feed.name)
+        .await
+        .map_err(|source| Error::GetFeed {
+            feed: feed.key(),
+            source,
+        })?;
+    let Some(mut object) = object else {
+        return Ok(Err(Unresolved::not_found(feed)));
+    };
+    object.metadata.managed_fields = None;
+    let mut value = serde_json::to_value(&object).map_err(Error::EncodeJson)?;
+    // As the scheduler does: a DynamicObject does not always carry apiVersion and kind.
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".into(), Value::from(feed.api_version.clone()));
+        map.insert("kind".into(), Value::from(feed.kind.clone()));
+    }
+    Ok(Ok(value))
+}
+
+/// Lists every object of kind `K` in all namespaces, or fails with `failed`.
+async fn list_all<K>(client: &Client, failed: fn(kube::Error) -> Error) -> Result<Vec<K>, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(failed)?
+        .items)
+}
+
+/// `plan -f`: reads the Subscription, then what the scheduler reads (registered clusters,
+/// overrides, FeedGrants, Manifests, each feed, the current binding if the Subscription
+/// exists), and prints the scheduler's plan. Writes nothing.
+async fn plan(args: &PlanArgs) -> Result<String, Error> {
+    let inputs = read_input(&args.filename)?;
+    let client = connect(&args.client).await?;
+    let default_namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let sub = plan::read_subscription(&inputs, &args.filename, &default_namespace)?;
+    let namespace = sub.metadata.namespace.clone().unwrap_or_default();
+    let name = sub.metadata.name.clone().unwrap_or_default();
+
+    let clusters = list_all::<ManagedCluster>(&client, Error::ListManagedClusters).await?;
+    let requests = registration_requests(&client).await?;
+    let clusters = registered(&clusters, &requests);
+    let globalizations = list_all::<Globalization>(&client, Error::ListGlobalizations).await?;
+    let localizations = list_all::<Localization>(&client, Error::ListLocalizations).await?;
+    let grants = list_all::<FeedGrant>(&client, Error::ListFeedGrants).await?;
+    let manifests = Api::<Manifest>::namespaced(client.clone(), known::NAMESPACE_RESERVED)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::ListManifests)?
+        .items;
+    let existing = Api::<Subscription>::namespaced(client.clone(), &namespace)
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::GetSubscription {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
+    let bound = existing
+        .and_then(|s| s.status)
+        .map(|s| s.binding_clusters)
+        .unwrap_or_default();
+
+    let grant_refs: Vec<&FeedGrant> = grants.iter().collect();
+    let mut resolved = Vec::with_capacity(sub.spec.feeds.len());
+    // As the scheduler: too many feeds are refused by the planner before any is resolved.
+    if sub.spec.feeds.len() <= scheduler_plan::MAX_FEEDS {
+        for feed in &sub.spec.feeds {
+            let object = resolve_feed(&client, feed, &namespace, &manifests, &grant_refs).await?;
+            resolved.push(ResolvedFeed {
+                feed: feed.clone(),
+                object,
+            });
+        }
+    }
+    let globs: Vec<&Globalization> = globalizations.iter().collect();
+    let locs: Vec<&Localization> = localizations.iter().collect();
+    let planned = scheduler_plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs, &bound);
+    match args.output {
+        None => plan::render(&sub, &planned, clusters.len(), args.show_objects),
+        Some(format) => {
+            let status = plan::planned_subscription(&sub, &planned, Timestamp::now());
+            let mut items = output::values(std::slice::from_ref(&status))?;
+            items.extend(output::values(&plan::descriptions(&sub, &planned))?);
+            output::encode(&output::list(items), format)
+        }
     }
 }
 

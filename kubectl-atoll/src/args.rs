@@ -19,7 +19,9 @@ use atoll_runtime::args::ClientArgs;
         kubectl atoll status web -n shop\n  \
         kubectl atoll describe cluster edge-1\n  \
         kubectl atoll apply -f web.yaml\n  \
-        kubectl atoll get manifests"
+        kubectl atoll get manifests\n  \
+        kubectl atoll plan -f web-subscription.yaml\n  \
+        kubectl atoll completion bash"
 )]
 pub struct Cli {
     /// What to do.
@@ -90,6 +92,86 @@ pub enum Command {
     /// List atoll objects.
     #[command(subcommand)]
     Get(Get),
+    /// Show what the scheduler would do with a Subscription before it is applied: the clusters
+    /// it would bind, the replicas of each (Dividing), each cluster's rendered objects, and the
+    /// conditions it would set. Nothing is written.
+    #[command(
+        after_help = "The plan is the scheduler's own (atoll_scheduler's pure planner), \
+        computed from what the parent holds now: the registered ManagedClusters (approved by \
+        the hub, not being deleted), the Globalizations and Localizations, the FeedGrants, and \
+        each feed (its Manifest in clusternet-reserved, else the live object). When the \
+        Subscription exists already, its current binding is taken into account as the \
+        scheduler does.\n\n\
+        Examples:\n  \
+        kubectl atoll plan -f web-subscription.yaml\n  \
+        kubectl atoll plan -f web-subscription.yaml --show-objects\n  \
+        kubectl atoll plan -f web-subscription.yaml -o yaml"
+    )]
+    Plan(PlanArgs),
+    /// Print a shell completion script for kubectl-atoll.
+    #[command(
+        after_help = "The scripts complete the kubectl-atoll command. kubectl (1.26 and \
+        later) completes `kubectl atoll ...` only through an executable named \
+        kubectl_complete-atoll on PATH: the README shows how to make one from the bash \
+        script.\n\n\
+        Examples:\n  \
+        source <(kubectl atoll completion bash)\n  \
+        kubectl atoll completion zsh > \"${fpath[1]}/_kubectl-atoll\"\n  \
+        kubectl atoll completion fish > ~/.config/fish/completions/kubectl-atoll.fish"
+    )]
+    Completion(CompletionArgs),
+}
+
+/// Arguments of `kubectl atoll plan`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The Subscription (YAML or JSON, one object), or `-` for stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE|-")]
+    pub filename: String,
+    /// The Subscription's namespace when it names none; defaults to the kubeconfig context's
+    /// namespace.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// After the tables, print each cluster's rendered objects as YAML documents.
+    #[arg(long)]
+    pub show_objects: bool,
+    /// Print the Subscription with its planned status and the Description of each cluster as
+    /// a `List` in this format instead of tables.
+    #[arg(short = 'o', long, value_enum, conflicts_with = "show_objects")]
+    pub output: Option<Output>,
+    /// How to reach the parent cluster.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Arguments of `kubectl atoll completion`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CompletionArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// The shells `completion` writes scripts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    /// Bash.
+    Bash,
+    /// Zsh.
+    Zsh,
+    /// Fish.
+    Fish,
+}
+
+impl Shell {
+    /// The generator of `clap_complete` for this shell.
+    pub fn generator(self) -> clap_complete::Shell {
+        match self {
+            Shell::Bash => clap_complete::Shell::Bash,
+            Shell::Zsh => clap_complete::Shell::Zsh,
+            Shell::Fish => clap_complete::Shell::Fish,
+        }
+    }
 }
 
 /// What `kubectl atoll get` lists.
@@ -316,6 +398,41 @@ mod tests {
         assert!(matches!(cli.command, Command::Delete(d) if d.input.kustomize.is_some()));
         assert!(Cli::try_parse_from(["kubectl-atoll", "apply"]).is_err());
         assert!(Cli::try_parse_from(["kubectl-atoll", "apply", "-f", "a", "-k", "b"]).is_err());
+    }
+
+    #[test]
+    fn plan_takes_one_file_and_objects_or_an_output_format() {
+        let cli = Cli::try_parse_from(["kubectl-atoll", "plan", "-f", "s.yaml", "--show-objects"])
+            .unwrap();
+        let Command::Plan(p) = cli.command else {
+            panic!("not plan: {cli:?}");
+        };
+        assert_eq!(p.filename, "s.yaml");
+        assert!(p.show_objects && p.output.is_none());
+        assert!(Cli::try_parse_from(["kubectl-atoll", "plan"]).is_err());
+        let both = [
+            "kubectl-atoll",
+            "plan",
+            "-f",
+            "s",
+            "-o",
+            "yaml",
+            "--show-objects",
+        ];
+        assert!(Cli::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn completion_knows_bash_zsh_and_fish() {
+        for (name, shell) in [
+            ("bash", Shell::Bash),
+            ("zsh", Shell::Zsh),
+            ("fish", Shell::Fish),
+        ] {
+            let cli = Cli::try_parse_from(["kubectl-atoll", "completion", name]).unwrap();
+            assert!(matches!(cli.command, Command::Completion(c) if c.shell == shell));
+        }
+        assert!(Cli::try_parse_from(["kubectl-atoll", "completion", "tcsh"]).is_err());
     }
 
     #[test]

@@ -213,6 +213,60 @@ pub enum Error {
         #[source]
         source: kube::runtime::watcher::Error,
     },
+    /// The input of `plan -f` holds no object, or more than one.
+    #[error("{input}: {found} objects, expected one Subscription")]
+    NotOneSubscription {
+        /// The file or `-`.
+        input: String,
+        /// How many objects it holds.
+        found: usize,
+    },
+    /// The input of `plan -f` is an object of another kind.
+    #[error("{input}: a {api_version} {kind}, not an apps.clusternet.io/v1alpha1 Subscription")]
+    NotASubscription {
+        /// The file or `-`.
+        input: String,
+        /// The object's apiVersion.
+        api_version: String,
+        /// The object's kind.
+        kind: String,
+    },
+    /// The Subscription of `plan -f` does not match the Subscription schema.
+    #[error("{input}: invalid Subscription")]
+    ParseSubscription {
+        /// The file or `-`.
+        input: String,
+        /// The decoding error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Listing the Globalizations failed.
+    #[error("failed to list Globalizations")]
+    ListGlobalizations(#[source] kube::Error),
+    /// Listing the Localizations failed.
+    #[error("failed to list Localizations")]
+    ListLocalizations(#[source] kube::Error),
+    /// Listing the FeedGrants failed.
+    #[error("failed to list FeedGrants")]
+    ListFeedGrants(#[source] kube::Error),
+    /// API discovery of a feed's kind failed (other than not finding it).
+    #[error("failed to discover the kind of feed {feed}")]
+    DiscoverFeedKind {
+        /// The feed's key.
+        feed: String,
+        /// The discovery error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading a feed's live object failed.
+    #[error("failed to get feed {feed}")]
+    GetFeed {
+        /// The feed's key.
+        feed: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Encoding the objects as JSON failed.
     #[error("failed to encode the output as JSON")]
     EncodeJson(#[source] serde_json::Error),

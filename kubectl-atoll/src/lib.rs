@@ -1,9 +1,9 @@
 //! `kubectl atoll`, a kubectl plugin for atoll's parent cluster (issue 14, first step).
 //!
 //! - [`args`]: the command line (`clusters`, `approve`, `deny`, `status`, `describe`, `apply`,
-//!   `delete`, `get`).
+//!   `delete`, `get`, `plan`, `completion`).
 //! - [`app`]: reads and writes the API objects and prints the pages.
-//! - [`clusters`], [`registration`], [`status`], [`describe`], [`manifests`]: what each
+//! - [`clusters`], [`registration`], [`status`], [`describe`], [`manifests`], [`plan`]: what each
 //!   subcommand reads, shows or writes, as pure functions from typed objects to tables, lookups,
 //!   patches and Manifests.
 //! - [`table`]: kubectl-like tables and ages.
@@ -18,6 +18,7 @@ pub mod describe;
 mod error;
 pub mod manifests;
 pub mod output;
+pub mod plan;
 pub mod registration;
 pub mod status;
 pub mod table;

@@ -12,7 +12,7 @@ use atoll_crds::apps::{
 };
 use atoll_crds::atoll::FeedGrant;
 use atoll_crds::{conditions, known};
-use atoll_scheduler::controller::plan::{Plan, Unresolved};
+use atoll_scheduler::controller::plan::{Plan, Unresolved, manifest_holds};
 use atoll_scheduler::tenancy::{self, Access, FeedOwner};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -67,56 +67,8 @@ pub fn read_subscription(
     Ok(sub)
 }
 
-/// Whether a feed names a Clusternet HelmChart, which atoll does not distribute yet.
-pub fn is_helm_chart(feed: &Feed) -> bool {
-    feed.kind == atoll_crds::helm::HELM_CHART_KIND
-        && feed.api_version == atoll_crds::apps::API_VERSION
-}
-
-/// `namespace/name` of a feed, or `name` without a namespace.
-pub fn feed_location(feed: &Feed) -> String {
-    match &feed.namespace {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{}", feed.name),
-        _ => feed.name.clone(),
-    }
-}
-
-/// `apiVersion kind` of a feed.
-fn kind_text(feed: &Feed) -> String {
-    format!("{} {}", feed.api_version, feed.kind)
-}
-
-/// Why a HelmChart feed is not resolved, as the scheduler says it.
-pub fn helm_chart(feed: &Feed) -> Unresolved {
-    Unresolved::not_supported(format!(
-        "HelmChart {}: atoll does not distribute Helm charts yet; remove the feed, or deploy \
-         the chart's rendered objects (helm template) as feeds",
-        feed_location(feed)
-    ))
-}
-
-/// Why a feed of a kind the parent does not serve is not resolved.
-pub fn kind_not_served(feed: &Feed) -> Unresolved {
-    Unresolved::missing(format!(
-        "{} {}: the parent cluster does not serve {}; install its CRD first",
-        feed.kind,
-        feed_location(feed),
-        kind_text(feed)
-    ))
-}
-
-/// Why a feed with neither a Manifest nor a live object is not resolved.
-pub fn not_found(feed: &Feed) -> Unresolved {
-    Unresolved::missing(format!(
-        "{} {} not found: create it in the parent, or a Manifest for it in {}",
-        feed.kind,
-        feed_location(feed),
-        known::NAMESPACE_RESERVED
-    ))
-}
-
 /// Why a Subscription in `subscription_namespace` may not use `feed` owned by `owner`, if it
-/// may not ([`tenancy::feed_access`]).
+/// may not ([`tenancy::feed_access`]), in the scheduler's words.
 pub fn refused(
     feed: &Feed,
     owner: &FeedOwner,
@@ -125,37 +77,16 @@ pub fn refused(
 ) -> Option<Unresolved> {
     match tenancy::feed_access(subscription_namespace, feed, owner, grants) {
         Access::Own | Access::Granted(_) => None,
-        Access::Refused(refusal) => Some(Unresolved::not_granted(refusal.message(&format!(
-            "{} {}",
-            feed.kind,
-            feed_location(feed)
-        )))),
+        Access::Refused(refusal) => Some(Unresolved::refused(feed, &refusal)),
     }
 }
 
-/// The template of the Manifest in `clusternet-reserved` that holds `feed` (found by its
-/// `apps.clusternet.io/config.*` labels, as the scheduler finds it), unless it is being deleted.
+/// The template of the Manifest in `clusternet-reserved` that holds `feed`, found as the
+/// scheduler finds it ([`manifest_holds`]).
 pub fn manifest_template(feed: &Feed, manifests: &[Manifest]) -> Option<Value> {
-    let (group, version) = match feed.api_version.split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", feed.api_version.as_str()),
-    };
-    let namespace = feed.namespace.as_deref().unwrap_or("");
-    let label_is = |m: &Manifest, key: &str, value: &str| {
-        let found = m.metadata.labels.as_ref().and_then(|l| l.get(key));
-        found.map_or("", String::as_str) == value
-    };
     manifests
         .iter()
-        .find(|m| {
-            m.metadata.namespace.as_deref() == Some(known::NAMESPACE_RESERVED)
-                && m.metadata.deletion_timestamp.is_none()
-                && label_is(m, known::LABEL_CONFIG_GROUP, group)
-                && label_is(m, known::LABEL_CONFIG_VERSION, version)
-                && label_is(m, known::LABEL_CONFIG_KIND, &feed.kind)
-                && label_is(m, known::LABEL_CONFIG_NAME, &feed.name)
-                && label_is(m, known::LABEL_CONFIG_NAMESPACE, namespace)
-        })
+        .find(|m| manifest_holds(m, feed))
         .map(|m| m.template.clone())
 }
 
@@ -478,26 +409,7 @@ spec:
     }
 
     #[test]
-    fn feed_problems_read_as_the_schedulers() {
-        assert_eq!(not_found(&feed()).reason, "FeedNotFound");
-        assert_eq!(
-            not_found(&feed()).message,
-            "Deployment shop/web not found: create it in the parent, or a Manifest for it in \
-             clusternet-reserved"
-        );
-        assert!(
-            kind_not_served(&feed())
-                .message
-                .ends_with("does not serve apps/v1 Deployment; install its CRD first")
-        );
-        let chart = Feed {
-            api_version: atoll_crds::apps::API_VERSION.into(),
-            kind: "HelmChart".into(),
-            namespace: None,
-            name: "redis".into(),
-        };
-        assert!(is_helm_chart(&chart) && !is_helm_chart(&feed()));
-        assert_eq!(helm_chart(&chart).reason, "FeedNotSupported");
+    fn a_feed_of_another_namespace_is_refused_in_the_schedulers_words() {
         let owner = FeedOwner::Namespace("shop".into());
         assert!(refused(&feed(), &owner, "shop", &[]).is_none());
         let refusal = refused(&feed(), &owner, "ops", &[]).unwrap();
@@ -540,7 +452,7 @@ spec:
     #[test]
     fn unresolved_feeds_are_conditions_and_bind_nothing() {
         let sub = read_subscription(&one(SUB), "-", "shop").unwrap();
-        let plan = planned(&sub, Err(not_found(&feed())));
+        let plan = planned(&sub, Err(Unresolved::not_found(&feed())));
         let conditions = condition_table(&plan);
         assert_eq!(conditions.column("TYPE"), ["FeedsResolved", "Scheduled"]);
         assert_eq!(conditions.column("STATUS"), ["False", "False"]);

@@ -1042,3 +1042,329 @@ async fn apply_reads_stdin_and_a_kustomization() {
         "kustomize prefixes the Deployment, not the Namespace"
     );
 }
+
+/// A child cluster as the hub registers it: its dedicated namespace `clusternet-<name>`, a
+/// Ready ManagedCluster with allocatable capacity and, when `approved`, the approved
+/// ClusterRegistrationRequest naming that namespace (without it the scheduler, and so `plan`,
+/// leaves the cluster out).
+async fn registered_cluster(client: &kube::Client, name: &str, id: &str, approved: bool) {
+    let namespace = format!("clusternet-{name}");
+    create_namespace(client, &namespace).await;
+    let mut mc = ManagedCluster::new(
+        name,
+        ManagedClusterSpec {
+            cluster_id: id.into(),
+            ..ManagedClusterSpec::default()
+        },
+    );
+    mc.metadata.labels = Some(BTreeMap::from([
+        (known::LABEL_CLUSTER_ID.into(), id.into()),
+        (known::LABEL_CLUSTER_NAME.into(), name.into()),
+    ]));
+    let api: Api<ManagedCluster> = Api::namespaced(client.clone(), &namespace);
+    api.create(&PostParams::default(), &mc).await.unwrap();
+    let status = json!({"status": {
+        "k8sVersion": "v1.33.1",
+        "healthz": true, "livez": true, "readyz": true,
+        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "ManagedClusterReady",
+            "message": "cluster is healthy", "lastTransitionTime": ago(30),
+        }],
+    }});
+    api.patch_status(name, &ss(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    if !approved {
+        return;
+    }
+    let crrs: Api<ClusterRegistrationRequest> = Api::all(client.clone());
+    let crr_name = known::cluster_registration_request_name(id);
+    let crr = ClusterRegistrationRequest::new(
+        &crr_name,
+        ClusterRegistrationRequestSpec {
+            cluster_id: id.into(),
+            cluster_name: Some(name.into()),
+            ..ClusterRegistrationRequestSpec::default()
+        },
+    );
+    crrs.create(&PostParams::default(), &crr).await.unwrap();
+    let status = json!({"status": {
+        "result": "Approved", "dedicatedNamespace": namespace, "managedClusterName": name,
+    }});
+    crrs.patch_status(&crr_name, &ss(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+/// Server-side applies `object` (any kind the parent serves) as the test.
+async fn apply_object(client: &kube::Client, object: Value) {
+    let api_version = object["apiVersion"].as_str().unwrap();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = object["kind"].as_str().unwrap();
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let (resource, _) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    let api: Api<kube::api::DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let name = object["metadata"]["name"].as_str().unwrap();
+    api.patch(name, &ss_apply(), &Patch::Apply(&object))
+        .await
+        .unwrap();
+}
+
+fn ss_apply() -> PatchParams {
+    PatchParams::apply("test").force()
+}
+
+/// A Subscription of `shop/web` (the Deployment, or `feed_name`) with `strategy`, as a file.
+fn subscription_file(dir: &Path, strategy: &str, feed_name: &str) -> String {
+    let dividing = if strategy == "Dividing" {
+        "  dividingScheduling: {type: Static}\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        "apiVersion: apps.clusternet.io/v1alpha1\nkind: Subscription\nmetadata:\n  name: web\n  \
+         namespace: shop\nspec:\n  schedulingStrategy: {strategy}\n{dividing}  subscribers:\n  \
+         - clusterAffinity: {{}}\n    weight: 1\n  feeds:\n  - apiVersion: apps/v1\n    \
+         kind: Deployment\n    namespace: shop\n    name: {feed_name}\n"
+    );
+    let file = dir.join(format!("{strategy}-{feed_name}.yaml"));
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_owned()
+}
+
+/// The image of the first container of the Deployment in `objects`.
+fn image(objects: &Value) -> &str {
+    objects[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_shows_the_schedulers_decision_and_writes_nothing() {
+    let f = Fixture::start().await;
+    let client = f.client();
+    create_namespace(&client, "shop").await;
+    registered_cluster(&client, "alpha", EDGE_ID, true).await;
+    registered_cluster(&client, "beta", NEW_ID, true).await;
+    // Not registered by the hub: the scheduler leaves it out, and so does the plan.
+    registered_cluster(&client, "gamma", DENIED_ID, false).await;
+    apply_object(
+        &client,
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {
+                "replicas": 4,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+                },
+            },
+        }),
+    )
+    .await;
+    apply_object(
+        &client,
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Localization",
+            "metadata": {"name": "canary", "namespace": "clusternet-alpha"},
+            "spec": {
+                "overridePolicy": "ApplyNow",
+                "priority": 300,
+                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "web"},
+                "overrides": [{"name": "image", "type": "JSONPatch", "value":
+                    "[{\"op\": \"replace\", \"path\": \"/spec/template/spec/containers/0/image\", \"value\": \"nginx:1.28\"}]"}],
+            },
+        }),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+
+    // Replication: both registered clusters, the Localization only in alpha's objects.
+    let replication = subscription_file(dir.path(), "Replication", "web");
+    let page = f
+        .run(&["plan", "-f", &replication, "--show-objects"])
+        .await
+        .ok();
+    assert!(page.starts_with("Subscription:  shop/web\nStrategy:      Replication\n"));
+    assert!(
+        page.contains("Bound:         2 of 2 registered clusters\n"),
+        "{page}"
+    );
+    let clusters = table(&page, "Clusters:");
+    let keys: Vec<&str> = clusters.iter().map(|r| r["CLUSTER"].as_str()).collect();
+    assert_eq!(
+        keys,
+        ["clusternet-alpha/alpha", "clusternet-beta/beta"],
+        "{page}"
+    );
+    assert!(clusters.iter().all(|r| r["OBJECTS"] == "1"), "{page}");
+    let conditions = table(&page, "Conditions:");
+    let types: Vec<(&str, &str)> = conditions
+        .iter()
+        .map(|r| (r["TYPE"].as_str(), r["STATUS"].as_str()))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("FeedsResolved", "True"),
+            ("Scheduled", "True"),
+            ("OverridesApplied", "True")
+        ],
+        "{page}"
+    );
+    let (_, objects) = page.split_once("\nObjects for ").unwrap();
+    let (alpha, beta) = objects.split_once("\nObjects for ").unwrap();
+    assert!(
+        alpha.starts_with("clusternet-alpha/alpha:\n---\n"),
+        "{page}"
+    );
+    assert!(alpha.contains("image: nginx:1.28\n"), "{page}");
+    assert!(beta.starts_with("clusternet-beta/beta:\n---\n"), "{page}");
+    assert!(beta.contains("image: nginx:1.27\n"), "{page}");
+    assert!(!beta.contains("nginx:1.28"), "{page}");
+
+    let list: Value = serde_yaml::from_str(
+        &f.run(&["plan", "-f", &replication, "-o", "yaml"])
+            .await
+            .ok(),
+    )
+    .unwrap();
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3, "{list}");
+    assert_eq!(items[0]["kind"], "Subscription");
+    assert_eq!(
+        items[0]["status"]["bindingClusters"],
+        json!(["clusternet-alpha/alpha", "clusternet-beta/beta"])
+    );
+    assert_eq!(items[1]["kind"], "Description");
+    assert_eq!(items[1]["metadata"]["namespace"], "clusternet-alpha");
+    assert_eq!(items[1]["metadata"]["name"], "shop.web");
+    assert_eq!(image(&items[1]["spec"]["raw"]), "nginx:1.28");
+    assert_eq!(image(&items[2]["spec"]["raw"]), "nginx:1.27");
+
+    // Dividing: the 4 replicas split by the equal weights.
+    let dividing = subscription_file(dir.path(), "Dividing", "web");
+    let page = f.run(&["plan", "-f", &dividing]).await.ok();
+    let replicas = table(&page, "Replicas:");
+    let split: Vec<(&str, &str)> = replicas
+        .iter()
+        .map(|r| (r["CLUSTER"].as_str(), r["REPLICAS"].as_str()))
+        .collect();
+    assert_eq!(
+        split,
+        [
+            ("clusternet-alpha/alpha", "2"),
+            ("clusternet-beta/beta", "2")
+        ],
+        "{page}"
+    );
+    assert!(
+        replicas
+            .iter()
+            .all(|r| r["FEED"] == "apps/v1/Deployment/shop/web")
+    );
+    assert!(
+        !page.contains("Objects for"),
+        "objects only on demand: {page}"
+    );
+
+    // A missing feed: FeedsResolved=False as in `status`, nothing bound.
+    let missing = subscription_file(dir.path(), "Replication", "gone");
+    let page = f.run(&["plan", "-f", &missing]).await.ok();
+    let conditions = table(&page, "Conditions:");
+    let feeds = conditions
+        .iter()
+        .find(|r| r["TYPE"] == "FeedsResolved")
+        .unwrap();
+    assert_eq!(feeds["STATUS"], "False", "{page}");
+    assert_eq!(feeds["REASON"], "FeedNotFound", "{page}");
+    assert!(
+        feeds["MESSAGE"].contains("Deployment shop/gone not found"),
+        "{page}"
+    );
+    assert!(page.contains("\nClusters:\n<none>\n"), "{page}");
+
+    // Bad inputs: one line, exit 1.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "kind: Subscription\nmetadata: [\n").unwrap();
+    let line = f.run(&["plan", "-f", bad.to_str().unwrap()]).await.failed();
+    assert!(line.contains("invalid YAML"), "{line}");
+    let invalid = dir.path().join("invalid.yaml");
+    std::fs::write(
+        &invalid,
+        std::fs::read_to_string(&replication)
+            .unwrap()
+            .replace("Replication", "Sometimes"),
+    )
+    .unwrap();
+    let line = f
+        .run(&["plan", "-f", invalid.to_str().unwrap()])
+        .await
+        .failed();
+    assert!(line.contains("invalid Subscription"), "{line}");
+
+    // Nothing was written.
+    let descriptions = Api::<Description>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(descriptions.items.is_empty(), "no Description written");
+    let subscriptions = Api::<Subscription>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(subscriptions.items.is_empty(), "no Subscription written");
+}
+
+/// What `kubectl-atoll completion SHELL` prints (it takes no client flags).
+async fn completion(shell: &str) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-atoll"))
+        .args(["completion", shell])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_scripts_name_every_subcommand() {
+    use clap::CommandFactory;
+    let dir = tempfile::tempdir().unwrap();
+    let bash = completion("bash").await;
+    let command = kubectl_atoll::args::Cli::command();
+    let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
+    assert!(names.contains(&"plan") && names.contains(&"completion"));
+    for name in names {
+        assert!(bash.contains(&format!(",{name})")), "{name} in:\n{bash}");
+    }
+    assert!(bash.contains("complete -F _kubectl_atoll"), "{bash}");
+    for shell in ["zsh", "fish"] {
+        let script = completion(shell).await;
+        assert!(script.contains("show-objects"), "{shell}:\n{script}");
+    }
+
+    // The bash script completes a subcommand's flags, as kubectl_complete-atoll calls it.
+    let script = dir.path().join("kubectl-atoll.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let shell = format!(
+        "source {}; COMP_WORDS=(kubectl-atoll plan --sh); COMP_CWORD=2; \
+         _kubectl_atoll kubectl-atoll --sh plan; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display()
+    );
+    match tokio::process::Command::new("bash")
+        .args(["-c", &shell])
+        .output()
+        .await
+    {
+        Ok(out) => assert_eq!(String::from_utf8_lossy(&out.stdout), "--show-objects\n"),
+        Err(e) => eprintln!("bash not found ({e}): the script is not run"),
+    }
+}

@@ -15,7 +15,6 @@ use crate::Error;
 use crate::tenancy::{self, Access, FeedOwner, Refusal};
 use atoll_crds::apps::{Feed, Manifest, Subscription};
 use atoll_crds::atoll::FeedGrant;
-use atoll_crds::known;
 use atoll_runtime::ready::Ready;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -38,7 +37,7 @@ const MISSING_KIND_TTL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FeedProblem {
     /// The parent does not serve the feed's kind (yet).
-    KindNotServed(String),
+    KindNotServed,
     /// Neither a Manifest nor a live object exists.
     NotFound,
     /// The Subscription may not use the feed: no FeedGrant allows it.
@@ -121,18 +120,18 @@ impl FeedWatches {
         if let Some(at) = self.missing.lock().await.get(&gvk)
             && at.elapsed() < MISSING_KIND_TTL
         {
-            return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
+            return Ok(Err(FeedProblem::KindNotServed));
         }
         let (resource, capabilities) = match kube::discovery::pinned_kind(&self.client, &gvk).await
         {
             Ok(found) => found,
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 self.missing.lock().await.insert(gvk, Instant::now());
-                return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
+                return Ok(Err(FeedProblem::KindNotServed));
             }
             Err(kube::Error::Discovery(_)) => {
                 self.missing.lock().await.insert(gvk, Instant::now());
-                return Ok(Err(FeedProblem::KindNotServed(kind_text(feed))));
+                return Ok(Err(FeedProblem::KindNotServed));
             }
             Err(source) => {
                 return Err(Error::DiscoverFeedKind {
@@ -423,29 +422,9 @@ pub fn subscriptions_with_feeds_owned_by(
 
 /// The Manifest template of `feed`, found by the labels the hub and Clusternet put on Manifests.
 pub fn manifest_template(feed: &Feed, manifests: &Store<Manifest>) -> Option<Value> {
-    let (group, version) = split_api_version(&feed.api_version);
-    let namespace = feed.namespace.as_deref().unwrap_or("");
     manifests
-        .find(|m| {
-            m.metadata.namespace.as_deref() == Some(known::NAMESPACE_RESERVED)
-                && m.metadata.deletion_timestamp.is_none()
-                && label_is(m, known::LABEL_CONFIG_GROUP, group)
-                && label_is(m, known::LABEL_CONFIG_VERSION, version)
-                && label_is(m, known::LABEL_CONFIG_KIND, &feed.kind)
-                && label_is(m, known::LABEL_CONFIG_NAME, &feed.name)
-                && label_is(m, known::LABEL_CONFIG_NAMESPACE, namespace)
-        })
+        .find(|m| super::plan::manifest_holds(m, feed))
         .map(|m| m.template.clone())
-}
-
-fn label_is(manifest: &Manifest, key: &str, value: &str) -> bool {
-    let found = manifest
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(key))
-        .map_or("", String::as_str);
-    found == value
 }
 
 /// The Subscriptions (not being deleted) with a feed `api_version/kind namespace/name`.

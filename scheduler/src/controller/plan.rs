@@ -6,7 +6,9 @@
 use crate::Error;
 use crate::overrides::{self, DividedReplicas, OverrideSet};
 use crate::placement::{self, ClusterInfo, FeedReplicas, Placement};
-use atoll_crds::apps::{Feed, Globalization, Localization, SchedulingStrategy, SubscriptionSpec};
+use atoll_crds::apps::{
+    Feed, Globalization, Localization, Manifest, SchedulingStrategy, SubscriptionSpec,
+};
 use atoll_crds::known;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -83,6 +85,82 @@ impl Unresolved {
 
 /// The reason of a feed of a kind atoll does not distribute.
 const REASON_NOT_SUPPORTED: &str = "FeedNotSupported";
+
+/// Why a feed is not resolved, in the words the Subscription's conditions use (the scheduler
+/// and `kubectl atoll plan` say the same).
+impl Unresolved {
+    /// A HelmChart feed: atoll does not install charts yet.
+    pub fn helm_chart(feed: &Feed) -> Self {
+        Self::not_supported(format!(
+            "HelmChart {} is not distributed: atoll does not install Helm charts yet; deploy \
+             the chart's rendered objects (helm template) as feeds",
+            feed_location(feed)
+        ))
+    }
+
+    /// A feed of a kind the parent does not serve.
+    pub fn kind_not_served(feed: &Feed) -> Self {
+        Self::missing(format!(
+            "{} {}: the parent cluster does not serve {} {}; install its CRD first",
+            feed.kind,
+            feed_location(feed),
+            feed.api_version,
+            feed.kind
+        ))
+    }
+
+    /// A feed with neither a live object in the parent nor a Manifest.
+    pub fn not_found(feed: &Feed) -> Self {
+        Self::missing(format!(
+            "{} {} not found: create it in the parent, or a Manifest for it in {}",
+            feed.kind,
+            feed_location(feed),
+            known::NAMESPACE_RESERVED
+        ))
+    }
+
+    /// A feed the Subscription may not use, and the FeedGrant that would allow it.
+    pub fn refused(feed: &Feed, refusal: &crate::tenancy::Refusal) -> Self {
+        Self::not_granted(refusal.message(&format!("{} {}", feed.kind, feed_location(feed))))
+    }
+}
+
+/// Whether a feed names a Clusternet HelmChart, which atoll does not distribute yet.
+pub fn is_helm_chart(feed: &Feed) -> bool {
+    feed.kind == atoll_crds::helm::HELM_CHART_KIND
+        && feed.api_version == atoll_crds::apps::API_VERSION
+}
+
+/// `namespace/name` of a feed, or `name` without a namespace.
+pub fn feed_location(feed: &Feed) -> String {
+    match &feed.namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", feed.name),
+        _ => feed.name.clone(),
+    }
+}
+
+/// Whether `manifest` holds `feed`: in `clusternet-reserved`, not being deleted, and labelled
+/// `apps.clusternet.io/config.{group,version,kind,name,namespace}` as the feed's object.
+pub fn manifest_holds(manifest: &Manifest, feed: &Feed) -> bool {
+    let (group, version) = match feed.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", feed.api_version.as_str()),
+    };
+    let label_is = |key: &str, value: &str| {
+        let found = manifest.metadata.labels.as_ref().and_then(|l| l.get(key));
+        found.map_or("", String::as_str) == value
+    };
+    manifest.metadata.namespace.as_deref() == Some(known::NAMESPACE_RESERVED)
+        && manifest.metadata.deletion_timestamp.is_none()
+        && label_is(known::LABEL_CONFIG_GROUP, group)
+        && label_is(known::LABEL_CONFIG_VERSION, version)
+        && label_is(known::LABEL_CONFIG_KIND, &feed.kind)
+        && label_is(known::LABEL_CONFIG_NAME, &feed.name)
+        && label_is(
+            known::LABEL_CONFIG_NAMESPACE,
+            feed.namespace.as_deref().unwrap_or(""),
+        )
+}
 
 /// One status condition as the plan wants it (`type`, `status`, `reason`, `message`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -519,4 +597,44 @@ fn render(
         objects: Arc::new(objects),
         hash,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_problems_name_the_feed_and_what_to_do() {
+        let feed = Feed {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        };
+        assert_eq!(Unresolved::not_found(&feed).reason, "FeedNotFound");
+        assert_eq!(
+            Unresolved::not_found(&feed).message,
+            "Deployment shop/web not found: create it in the parent, or a Manifest for it in \
+             clusternet-reserved"
+        );
+        assert!(
+            Unresolved::kind_not_served(&feed)
+                .message
+                .ends_with("does not serve apps/v1 Deployment; install its CRD first")
+        );
+        let chart = Feed {
+            api_version: atoll_crds::apps::API_VERSION.into(),
+            kind: "HelmChart".into(),
+            namespace: None,
+            name: "redis".into(),
+        };
+        assert!(is_helm_chart(&chart) && !is_helm_chart(&feed));
+        let refused = Unresolved::helm_chart(&chart);
+        assert!(refused.is_not_supported());
+        assert!(
+            refused
+                .message
+                .starts_with("HelmChart redis is not distributed")
+        );
+    }
 }

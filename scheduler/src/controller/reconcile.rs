@@ -262,14 +262,10 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         let grants: Vec<&FeedGrant> = grant_state.iter().map(AsRef::as_ref).collect();
         let namespace = sub.namespace().unwrap_or_default();
         for feed in &sub.spec.feeds {
-            if is_helm_chart(feed) {
+            if plan::is_helm_chart(feed) {
                 resolved.push(ResolvedFeed {
                     feed: feed.clone(),
-                    object: Err(Unresolved::not_supported(format!(
-                        "HelmChart {} is not distributed: atoll does not install Helm charts \
-                         yet; deploy the chart's rendered objects (helm template) as feeds",
-                        feed_location(feed)
-                    ))),
+                    object: Err(Unresolved::helm_chart(feed)),
                 });
                 continue;
             }
@@ -279,20 +275,9 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
                 .await?;
             let object = match resolution {
                 Ok(object) => Ok(object),
-                Err(FeedProblem::KindNotServed(kind)) => Err(Unresolved::missing(format!(
-                    "{} {}: the parent cluster does not serve {kind}; install its CRD first",
-                    feed.kind,
-                    feed_location(feed)
-                ))),
-                Err(FeedProblem::NotFound) => Err(Unresolved::missing(format!(
-                    "{} {} not found: create it in the parent, or a Manifest for it in {}",
-                    feed.kind,
-                    feed_location(feed),
-                    known::NAMESPACE_RESERVED
-                ))),
-                Err(FeedProblem::NotGranted(refusal)) => Err(Unresolved::not_granted(
-                    refusal.message(&format!("{} {}", feed.kind, feed_location(feed))),
-                )),
+                Err(FeedProblem::KindNotServed) => Err(Unresolved::kind_not_served(feed)),
+                Err(FeedProblem::NotFound) => Err(Unresolved::not_found(feed)),
+                Err(FeedProblem::NotGranted(refusal)) => Err(Unresolved::refused(feed, &refusal)),
             };
             resolved.push(ResolvedFeed {
                 feed: feed.clone(),
@@ -334,19 +319,6 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
     } else {
         Action::requeue(ctx.config.resync)
     })
-}
-
-/// Whether a feed names a Clusternet HelmChart.
-fn is_helm_chart(feed: &atoll_crds::apps::Feed) -> bool {
-    feed.kind == atoll_crds::helm::HELM_CHART_KIND
-        && feed.api_version == atoll_crds::apps::API_VERSION
-}
-
-fn feed_location(feed: &atoll_crds::apps::Feed) -> String {
-    match &feed.namespace {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{}", feed.name),
-        _ => feed.name.clone(),
-    }
 }
 
 /// Adds the scheduler's finalizer, so that deleting the Subscription waits for its Descriptions.
