@@ -85,8 +85,8 @@ pub fn binary(env: &str, name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target/release").join(name))
 }
 
-/// The bootstrap token that [`OwnRuntimeCluster::start_parent`] installs.
-pub const BOOTSTRAP_TOKEN: &str = "07401b.f395accd246ae52d";
+/// The bootstrap token that [`OwnRuntimeCluster::start_parent`] installs (the test kit's).
+pub use atoll_testkit::BOOTSTRAP_TOKEN;
 
 /// A devcluster served by a runtime of its own (one OS thread), so that its requests are not
 /// queued behind the benchmark's own tasks. Dropping the handle stops it.
@@ -132,35 +132,13 @@ impl OwnRuntimeCluster {
     /// install would leave it: atoll's CRDs, the `clusternet-system` and `clusternet-reserved`
     /// namespaces, and a bootstrap-token Secret for [`BOOTSTRAP_TOKEN`].
     pub async fn start_parent(name: &'static str) -> (OwnRuntimeCluster, kube::Client) {
-        use k8s_openapi::api::core::v1::{Namespace, Secret};
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        use kube::Api;
-        use kube::api::PostParams;
         let parent = OwnRuntimeCluster::start(name, devcluster::Config::default());
         let client = parent.client().await;
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in atoll_crds::crdgen::crds() {
-            crds.create(&PostParams::default(), &crd).await.unwrap();
-        }
+        atoll_testkit::install_crds(&client).await;
         for ns in ["clusternet-system", "clusternet-reserved"] {
-            let ns: Namespace =
-                serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
-            Api::<Namespace>::all(client.clone())
-                .create(&PostParams::default(), &ns)
-                .await
-                .unwrap();
+            atoll_testkit::create_namespace(&client, ns).await;
         }
-        let (id, secret) = BOOTSTRAP_TOKEN.split_once('.').unwrap();
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "clusternet-system"},
-            "type": "bootstrap.kubernetes.io/token",
-            "stringData": {"token-id": id, "token-secret": secret, "usage-bootstrap-authentication": "true"}
-        }))
-        .unwrap();
-        Api::<Secret>::namespaced(client.clone(), "clusternet-system")
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
+        atoll_testkit::bootstrap_secret(&client, BOOTSTRAP_TOKEN, None).await;
         (parent, client)
     }
 
