@@ -5,8 +5,9 @@
 #   docker build --target scheduler -t atoll-scheduler .
 #   docker build --target hub       -t atoll-hub .
 #   docker build --target agent     -t atoll-agent .
+#   docker build --target kubectl-atoll -t atoll-kubectl-atoll .   # the kubectl plugin
 #
-# All three binaries are compiled once in the shared `builder` stage (BuildKit reuses it across
+# All the binaries are compiled once in the shared `builder` stage (BuildKit reuses it across
 # the three builds). Runtime images are distroless/cc (glibc, CA certificates, no shell) and run
 # as the `nonroot` user (65532), matching the securityContext in manifests/.
 
@@ -22,9 +23,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked \
-        -p atoll-scheduler -p atoll-hub -p atoll-agent \
+        -p atoll-scheduler -p atoll-hub -p atoll-agent -p kubectl-atoll \
     && mkdir -p /out \
-    && cp target/release/atoll-scheduler target/release/atoll-hub target/release/atoll-agent /out/
+    && cp target/release/atoll-scheduler target/release/atoll-hub target/release/atoll-agent \
+          target/release/kubectl-atoll /out/
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime-base
 USER 65532:65532
@@ -44,6 +46,16 @@ LABEL org.opencontainers.image.title="atoll-agent" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/atoll-agent /usr/local/bin/atoll-agent
 ENTRYPOINT ["/usr/local/bin/atoll-agent"]
+
+# The kubectl plugin, for a workstation without a Rust toolchain: run it from the image
+# (docker run --rm -v ~/.kube:/home/nonroot/.kube:ro atoll-kubectl-atoll clusters), or copy the
+# binary out onto PATH (docker create, then docker cp <id>:/usr/local/bin/kubectl-atoll .).
+FROM runtime-base AS kubectl-atoll
+LABEL org.opencontainers.image.title="kubectl-atoll" \
+      org.opencontainers.image.description="kubectl plugin for an atoll fleet: clusters, registrations, status, plan, Manifests" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=builder /out/kubectl-atoll /usr/local/bin/kubectl-atoll
+ENTRYPOINT ["/usr/local/bin/kubectl-atoll"]
 
 # Last, so that a plain `docker build .` produces the hub.
 FROM runtime-base AS hub
