@@ -51,6 +51,15 @@ bench:
 	@echo "## hub + 1,000 real agents" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agents
 	@echo "## agent" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agent
 
+## bench-fleet: propagation end to end on a fleet of real processes (parent, scheduler, hub, N
+## child devclusters, N agents): feed edit -> every child, first placement, raw API-server
+## baseline (e2e/README.md, "Fleet benchmark"). BENCH_FLEET_N lists the fleet sizes.
+.PHONY: bench-fleet
+BENCH_FLEET_N ?= 10 100
+bench-fleet:
+	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent --bins
+	$(CARGO) run --release -p atoll-e2e --example bench_fleet -- $(BENCH_FLEET_N)
+
 ## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,
 ## kube-scheduler, etcd, kwok), built from the upstream Go modules pinned in e2e/k8s/versions.env
 ## into a cache outside git ($$HOME/.cache/atoll/k8s; K8S_VERSION=... builds another version).

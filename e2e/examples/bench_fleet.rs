@@ -1,0 +1,856 @@
+//! Fleet benchmark (issue 15, first step): propagation end to end on a REAL fleet of processes.
+//!
+//! For each N given (default `10 100`), `atoll_e2e::fleet::up` starts a parent devcluster, the
+//! scheduler, the hub, N child devclusters and N agents (the release binaries), and then:
+//!
+//! 1. **first placement**: a ConfigMap feed `bench/bench-feed` (and its Namespace) in the parent,
+//!    then a Replication Subscription to every cluster (`clusterAffinity: {}`); timed from the
+//!    Subscription's create acknowledged to the ConfigMap readable in each child;
+//! 2. **edits** (20): a merge PATCH of the feed's `data.value` in the parent, timed from the
+//!    PATCH acknowledged to the new value readable in each child; the next edit starts once all
+//!    N children have it (plus a short pause), and a child missing for 60 s fails the run;
+//! 3. **raw baseline**, interleaved with the edits (one try after each): a merge PATCH of a
+//!    ConfigMap in `bench-raw` written straight to child-1's API server, timed from the request
+//!    to its own watch event: the floor any propagation (one write, one watch hop) pays.
+//!
+//! "Readable in a child" is the arrival of the first event carrying the value on a kube-rs
+//! watcher of that child's `bench` namespace, started (and listed) before the first write. A
+//! watcher on the parent's Descriptions splits each figure in two: the scheduler (PATCH
+//! acknowledged → every cluster's Description carries the value) and the rest (hub watch →
+//! gRPC stream → agent apply → child watch). The CPU time each kind of process used (from
+//! `/proc/<pid>/stat`) is measured over 5 idle seconds and over the edits; the difference is the
+//! CPU an edit costs.
+//!
+//! Prints a markdown table per N, then one with every N side by side. The fleet is stopped at
+//! the end, on failure and on Ctrl-C too (its logs are kept when the run fails).
+//!
+//! ```text
+//! cargo build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent --bins
+//! cargo run --release -p atoll-e2e --example bench_fleet -- [N...]     # default: 10 100
+//! ```
+//!
+//! (`make bench-fleet` does both.) The binaries are taken from the directory above this
+//! example's (`target/release/`), or from `ATOLL_BIN_DIR`. `kubectl` must be on PATH (the fleet
+//! installs the CRDs with it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use atoll_bench::{cpu_seconds, loadavg, percentile};
+use atoll_crds::apps::{Description, Subscription};
+use atoll_e2e::fleet::{self, UpOptions};
+use atoll_e2e::plan::{Backend, Layout};
+use atoll_e2e::state::{FleetState, Role};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
+
+/// Namespace of the feed, in the parent and in every child.
+const NS: &str = "bench";
+/// The feed ConfigMap.
+const CM: &str = "bench-feed";
+/// The data key the edits change.
+const KEY: &str = "value";
+/// Namespace of the raw baseline's ConfigMap, written to child-1 directly.
+const RAW_NS: &str = "bench-raw";
+/// The raw baseline's ConfigMap.
+const RAW_CM: &str = "bench-raw";
+/// Feed edits per N (the issue asks for at least 20).
+const EDITS: usize = 20;
+/// The longest any child may take to receive a value before the run fails.
+const ARRIVAL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Pause after every child has an edit, before the raw try and the next edit (agents report
+/// their status to the hub after applying; the next edit should not race those writes).
+const PAUSE: Duration = Duration::from_millis(500);
+/// Most children `fleet up` starts on devclusters.
+const MAX_CHILDREN: usize = 250;
+/// The idle window (after the first placement, before the edits) over which the fleet's
+/// background CPU (heartbeats, status) is measured, to subtract it from the edits' CPU.
+const IDLE: Duration = Duration::from_secs(5);
+
+/// A value seen by a watcher.
+struct Seen {
+    /// Index of the child (0-based) or of the watcher.
+    who: usize,
+    /// `data.value` of the ConfigMap.
+    value: String,
+    /// When the watch event arrived here.
+    at: Instant,
+}
+
+/// What the ConfigMap watchers send.
+enum WatchMsg {
+    /// The watcher's initial list is done.
+    Ready(usize),
+    /// An event carrying a value.
+    Seen(Seen),
+}
+
+/// A Description in the parent, as its watcher saw it.
+struct DescSeen {
+    /// Its namespace (one per cluster).
+    namespace: String,
+    /// Its spec, serialized.
+    spec: String,
+    /// When the watch event arrived here.
+    at: Instant,
+}
+
+/// Stops the fleet in `dir` when dropped: at the end, on an error, on Ctrl-C (the run's future is
+/// dropped) and on a panic. Logs are kept unless the run succeeded.
+struct FleetGuard {
+    dir: PathBuf,
+    succeeded: bool,
+}
+
+impl Drop for FleetGuard {
+    fn drop(&mut self) {
+        let dir = self.dir.clone();
+        if !Layout::new(&dir).state().is_file() {
+            // Nothing running: `fleet up` failed and stopped what it had started itself.
+            eprintln!("bench_fleet: logs kept in {}/logs", dir.display());
+            return;
+        }
+        eprintln!("bench_fleet: stopping the fleet in {}", dir.display());
+        // A runtime of its own on a thread of its own: this may run inside the main runtime.
+        let outcome = std::thread::spawn(move || -> Result<Vec<String>> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let results = rt.block_on(fleet::down(&dir, Duration::from_secs(5)))?;
+            Ok(results
+                .into_iter()
+                .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
+                .collect())
+        })
+        .join();
+        match outcome {
+            Ok(Ok(failed)) if failed.is_empty() => {}
+            Ok(Ok(failed)) => eprintln!(
+                "bench_fleet: some processes could not be stopped: {}",
+                failed.join("; ")
+            ),
+            Ok(Err(e)) => eprintln!("bench_fleet: fleet down failed: {e:#}"),
+            Err(_) => eprintln!("bench_fleet: fleet down panicked"),
+        }
+        if self.succeeded {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("bench_fleet: logs kept in {}/logs", self.dir.display());
+        }
+    }
+}
+
+/// Aborts the watcher tasks when dropped (before the fleet they watch is stopped).
+struct Watchers(Vec<JoinHandle<()>>);
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// CPU seconds per kind of process of the fleet, and of this benchmark process.
+type CpuByRole = BTreeMap<&'static str, f64>;
+
+/// Everything one N measured.
+struct Figures {
+    n: usize,
+    cores: usize,
+    load_before: String,
+    load_after: String,
+    fleet_up: Duration,
+    /// Per child: Subscription created → ConfigMap in that child.
+    placement: Vec<Duration>,
+    /// Subscription created → Description of every cluster written (as the parent's watch saw it).
+    placement_desc_last: Option<Duration>,
+    /// Per child and edit: PATCH acknowledged → value in that child.
+    per_child: Vec<Duration>,
+    /// Per edit: PATCH acknowledged → value in the last child.
+    until_last: Vec<Duration>,
+    /// Per edit and cluster: PATCH acknowledged → that cluster's Description carries the value.
+    desc_per_cluster: Vec<Duration>,
+    /// Per edit: PATCH acknowledged → the last Description carries the value.
+    desc_until_last: Vec<Duration>,
+    /// Per edit: the parent PATCH's round trip.
+    parent_patch: Vec<Duration>,
+    /// Per try: the raw PATCH's round trip on child-1.
+    raw_patch: Vec<Duration>,
+    /// Per try: the raw PATCH sent → its watch event on child-1.
+    raw_watch: Vec<Duration>,
+    /// CPU seconds used during the edits, per kind of process.
+    cpu: CpuByRole,
+    /// CPU seconds used while idle over [`IDLE`], per kind of process.
+    idle_cpu: CpuByRole,
+    /// Wall time of the edit phase.
+    edit_wall: Duration,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let ns: Vec<usize> = match parse_args() {
+        Ok(ns) => ns,
+        Err(e) => {
+            eprintln!("bench_fleet: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut all = Vec::new();
+    for n in ns {
+        let result = tokio::select! {
+            r = run(n) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+        };
+        match result {
+            Ok(figures) => {
+                println!("{}", table(&figures));
+                all.push(figures);
+            }
+            Err(e) => {
+                eprintln!("bench_fleet: N={n} FAILED: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if all.len() > 1 {
+        println!("{}", side_by_side(&all));
+    }
+    ExitCode::SUCCESS
+}
+
+/// The Ns on the command line, default `10 100`.
+fn parse_args() -> Result<Vec<usize>> {
+    let ns = std::env::args()
+        .skip(1)
+        .map(|a| {
+            let n: usize = a
+                .parse()
+                .with_context(|| format!("{a:?} is not a number"))?;
+            if n == 0 || n > MAX_CHILDREN {
+                bail!("N={n} is out of range; give 1 to {MAX_CHILDREN}");
+            }
+            Ok(n)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(if ns.is_empty() { vec![10, 100] } else { ns })
+}
+
+/// `ATOLL_BIN_DIR`, or the directory above this example's (`target/release/examples/x` →
+/// `target/release`).
+fn bin_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("ATOLL_BIN_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let dir = exe.parent().context("the executable has no directory")?;
+    Ok(if dir.file_name().is_some_and(|n| n == "examples") {
+        dir.parent().unwrap_or(dir).to_path_buf()
+    } else {
+        dir.to_path_buf()
+    })
+}
+
+/// Progress on stderr, stamped with the time since `started`.
+fn log(started: Instant, msg: &str) {
+    eprintln!("[{:>7.1}s] {msg}", started.elapsed().as_secs_f64());
+}
+
+/// One N: fleet up, placement, edits with interleaved raw tries, fleet down.
+async fn run(n: usize) -> Result<Figures> {
+    let started = Instant::now();
+    let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
+    let load_before = loadavg();
+    let dir = std::env::temp_dir().join(format!("atoll-bench-fleet-{}-n{n}", std::process::id()));
+    let opts = UpOptions {
+        dir: dir.clone(),
+        children: n,
+        bin_dir: bin_dir()?,
+        manifests: Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests"),
+        nodes: 3,
+        workload_delay_ms: 500,
+        timeout: Duration::from_secs(180),
+        backend: Backend::Devcluster,
+        persist_parent: false,
+    };
+    log(started, &format!("N={n}: fleet up in {}", dir.display()));
+    // Armed before `up`: an interrupt during start-up stops what its state file lists so far.
+    let mut guard = FleetGuard {
+        dir,
+        succeeded: false,
+    };
+    let state = fleet::up(&opts).await.context("fleet up")?;
+    let fleet_up = started.elapsed();
+    log(started, &format!("N={n}: fleet up, all Ready"));
+    let figures = measure(n, &state, started, cores, load_before, fleet_up).await?;
+    guard.succeeded = true;
+    drop(guard);
+    log(started, &format!("N={n}: done"));
+    Ok(figures)
+}
+
+/// Everything between fleet up and fleet down.
+async fn measure(
+    n: usize,
+    state: &FleetState,
+    started: Instant,
+    cores: usize,
+    load_before: String,
+    fleet_up: Duration,
+) -> Result<Figures> {
+    let parent = fleet::client_for(&state.parent_kubeconfig).await?;
+    let mut children = Vec::with_capacity(n);
+    for child in &state.children {
+        children.push(fleet::client_for(&child.kubeconfig).await?);
+    }
+    let raw_client = children.first().cloned().context("no child")?;
+
+    // Watchers first: every child's `bench`, child-1's `bench-raw`, the parent's Descriptions.
+    let (tx, mut rx) = unbounded_channel();
+    let (raw_tx, mut raw_rx) = unbounded_channel();
+    let (desc_tx, mut desc_rx) = unbounded_channel();
+    let mut tasks: Vec<JoinHandle<()>> = children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| watch_configmap(c.clone(), NS, CM, i, tx.clone()))
+        .collect();
+    tasks.push(watch_configmap(
+        raw_client.clone(),
+        RAW_NS,
+        RAW_CM,
+        0,
+        raw_tx,
+    ));
+    tasks.push(watch_descriptions(parent.clone(), desc_tx));
+    let _watchers = Watchers(tasks);
+    wait_ready(&mut rx, n, "child watchers").await?;
+    wait_ready(&mut raw_rx, 1, "raw watcher").await?;
+    log(started, &format!("N={n}: {n} child watchers listed"));
+
+    // The raw baseline's ConfigMap, straight in child-1.
+    let raw_cms: Api<ConfigMap> = Api::namespaced(raw_client.clone(), RAW_NS);
+    Api::<Namespace>::all(raw_client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": RAW_NS}}))?,
+        )
+        .await
+        .context("creating the raw namespace in child-1")?;
+    raw_cms
+        .create(
+            &PostParams::default(),
+            &configmap(RAW_NS, RAW_CM, "raw-init"),
+        )
+        .await
+        .context("creating the raw ConfigMap in child-1")?;
+    await_values(&mut raw_rx, "raw-init", 1, &["child-1".into()]).await?;
+
+    // The feed and its namespace in the parent, then the Subscription.
+    let names: Vec<String> = state.children.iter().map(|c| c.name.clone()).collect();
+    Api::<Namespace>::all(parent.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
+        )
+        .await
+        .context("creating the feed namespace in the parent")?;
+    let feeds: Api<ConfigMap> = Api::namespaced(parent.clone(), NS);
+    let first = token(n, 0);
+    feeds
+        .create(&PostParams::default(), &configmap(NS, CM, &first))
+        .await
+        .context("creating the feed in the parent")?;
+    let sub: Subscription = serde_json::from_value(json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1",
+        "kind": "Subscription",
+        "metadata": {"name": "bench", "namespace": NS},
+        "spec": {
+            "schedulingStrategy": "Replication",
+            "subscribers": [{"clusterAffinity": {}}],
+            "feeds": [
+                {"apiVersion": "v1", "kind": "Namespace", "name": NS},
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": CM, "namespace": NS},
+            ],
+        },
+    }))?;
+    Api::<Subscription>::namespaced(parent.clone(), NS)
+        .create(&PostParams::default(), &sub)
+        .await
+        .context("creating the Subscription")?;
+    let created = Instant::now();
+    let arrivals = await_values(&mut rx, &first, n, &names).await?;
+    let placement = since(created, &arrivals);
+    let placement_desc_last = desc_arrivals(&mut desc_rx, &first, n, created)
+        .await
+        .iter()
+        .max()
+        .copied();
+    log(
+        started,
+        &format!(
+            "N={n}: first placement in all {n} children after {:.0} ms",
+            max(&placement).as_secs_f64() * 1e3
+        ),
+    );
+    tokio::time::sleep(PAUSE).await;
+
+    // The edits, each followed by one raw try.
+    let mut figures = Figures {
+        n,
+        cores,
+        load_before,
+        load_after: String::new(),
+        fleet_up,
+        placement,
+        placement_desc_last,
+        per_child: Vec::new(),
+        until_last: Vec::new(),
+        desc_per_cluster: Vec::new(),
+        desc_until_last: Vec::new(),
+        parent_patch: Vec::new(),
+        raw_patch: Vec::new(),
+        raw_watch: Vec::new(),
+        cpu: CpuByRole::new(),
+        idle_cpu: CpuByRole::new(),
+        edit_wall: Duration::ZERO,
+    };
+    let idle_before = cpu_by_role(state);
+    tokio::time::sleep(IDLE).await;
+    figures.idle_cpu = cpu_delta(&idle_before, &cpu_by_role(state));
+    let cpu_before = cpu_by_role(state);
+    let edits_started = Instant::now();
+    for edit in 1..=EDITS {
+        let value = token(n, edit);
+        let sent = Instant::now();
+        feeds
+            .patch(CM, &PatchParams::default(), &merge(&value))
+            .await
+            .with_context(|| format!("edit {edit}: PATCH of the feed"))?;
+        let acked = Instant::now();
+        figures.parent_patch.push(acked - sent);
+        let arrivals = await_values(&mut rx, &value, n, &names)
+            .await
+            .with_context(|| format!("edit {edit}"))?;
+        let latencies = since(acked, &arrivals);
+        figures.until_last.push(max(&latencies));
+        figures.per_child.extend(latencies);
+        let desc = desc_arrivals(&mut desc_rx, &value, n, acked).await;
+        if let Some(last) = desc.iter().max() {
+            figures.desc_until_last.push(*last);
+        }
+        figures.desc_per_cluster.extend(desc);
+        log(
+            started,
+            &format!(
+                "N={n}: edit {edit:>2}: in all {n} children after {:.0} ms",
+                max(&since(acked, &arrivals)).as_secs_f64() * 1e3
+            ),
+        );
+        tokio::time::sleep(PAUSE).await;
+
+        let raw = format!("raw-{edit:03}");
+        let sent = Instant::now();
+        raw_cms
+            .patch(RAW_CM, &PatchParams::default(), &merge(&raw))
+            .await
+            .with_context(|| format!("raw try {edit}: PATCH on child-1"))?;
+        figures.raw_patch.push(sent.elapsed());
+        let seen = await_values(&mut raw_rx, &raw, 1, &["child-1".into()]).await?;
+        figures.raw_watch.extend(since(sent, &seen));
+    }
+    figures.edit_wall = edits_started.elapsed();
+    let cpu_after = cpu_by_role(state);
+    figures.cpu = cpu_delta(&cpu_before, &cpu_after);
+    figures.load_after = loadavg();
+    Ok(figures)
+}
+
+/// The value of edit `edit` at N = `n`: fixed width, so that no value is a prefix of another.
+fn token(n: usize, edit: usize) -> String {
+    format!("n{n:03}-e{edit:03}")
+}
+
+/// A ConfigMap `namespace/name` with `data.value`.
+fn configmap(namespace: &str, name: &str, value: &str) -> ConfigMap {
+    let mut data = BTreeMap::new();
+    data.insert(KEY.to_string(), value.to_string());
+    ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// The merge patch that sets `data.value`.
+fn merge(value: &str) -> Patch<serde_json::Value> {
+    Patch::Merge(json!({"data": {KEY: value}}))
+}
+
+/// Watches ConfigMap `namespace/name` (kube-rs watcher, default backoff) and sends every value
+/// it carries, stamped on arrival, and `Ready` once the initial list is done.
+fn watch_configmap(
+    client: Client,
+    namespace: &'static str,
+    name: &'static str,
+    who: usize,
+    tx: UnboundedSender<WatchMsg>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(event) = events.next().await {
+            let at = Instant::now();
+            let msg = match event {
+                Ok(watcher::Event::Apply(cm)) | Ok(watcher::Event::InitApply(cm))
+                    if cm.name_any() == name =>
+                {
+                    match cm.data.and_then(|mut d| d.remove(KEY)) {
+                        Some(value) => WatchMsg::Seen(Seen { who, value, at }),
+                        None => continue,
+                    }
+                }
+                Ok(watcher::Event::InitDone) => WatchMsg::Ready(who),
+                Ok(_) => continue,
+                Err(e) => {
+                    eprintln!("bench_fleet: watcher {namespace} #{who}: {e}");
+                    continue;
+                }
+            };
+            if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Watches every Description in the parent and sends each, stamped on arrival.
+fn watch_descriptions(client: Client, tx: UnboundedSender<DescSeen>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<Description> = Api::all(client);
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(event) = events.next().await {
+            let at = Instant::now();
+            if let Ok(watcher::Event::Apply(d)) | Ok(watcher::Event::InitApply(d)) = event {
+                let msg = DescSeen {
+                    namespace: d.namespace().unwrap_or_default(),
+                    spec: serde_json::to_string(&d.spec).unwrap_or_default(),
+                    at,
+                };
+                if tx.send(msg).is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// Waits until `n` watchers have listed.
+async fn wait_ready(rx: &mut UnboundedReceiver<WatchMsg>, n: usize, what: &str) -> Result<()> {
+    let mut ready = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + ARRIVAL_TIMEOUT;
+    while ready.len() < n {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(WatchMsg::Ready(i))) => {
+                ready.insert(i);
+            }
+            Ok(Some(WatchMsg::Seen(_))) => {}
+            Ok(None) => bail!("{what}: the watchers stopped"),
+            Err(_) => bail!(
+                "{what}: only {} of {n} listed within {}s",
+                ready.len(),
+                ARRIVAL_TIMEOUT.as_secs()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until each of the `n` watchers has seen `value`; the arrival of each. Fails, naming the
+/// missing ones, after [`ARRIVAL_TIMEOUT`].
+async fn await_values(
+    rx: &mut UnboundedReceiver<WatchMsg>,
+    value: &str,
+    n: usize,
+    names: &[String],
+) -> Result<Vec<Instant>> {
+    let mut arrivals: Vec<Option<Instant>> = vec![None; n];
+    let mut missing = n;
+    let deadline = tokio::time::Instant::now() + ARRIVAL_TIMEOUT;
+    while missing > 0 {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(WatchMsg::Seen(seen))) if seen.value == value => {
+                if let Some(slot) = arrivals.get_mut(seen.who)
+                    && slot.is_none()
+                {
+                    *slot = Some(seen.at);
+                    missing -= 1;
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => bail!("the watchers stopped"),
+            Err(_) => {
+                let absent: Vec<&str> = arrivals
+                    .iter()
+                    .zip(names)
+                    .filter(|(a, _)| a.is_none())
+                    .map(|(_, name)| name.as_str())
+                    .collect();
+                bail!(
+                    "{value:?} reached only {} of {n} children within {}s; missing: {}",
+                    n - missing,
+                    ARRIVAL_TIMEOUT.as_secs(),
+                    absent.join(", ")
+                );
+            }
+        }
+    }
+    Ok(arrivals.into_iter().flatten().collect())
+}
+
+/// For each cluster whose Description carries `value`: the time from `from` to the first event
+/// showing it. Waits at most 2 s more for the ones not seen yet (a stage breakdown, not a gate).
+async fn desc_arrivals(
+    rx: &mut UnboundedReceiver<DescSeen>,
+    value: &str,
+    n: usize,
+    from: Instant,
+) -> Vec<Duration> {
+    let mut first: BTreeMap<String, Instant> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while first.len() < n {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(d)) if d.spec.contains(value) => {
+                first.entry(d.namespace).or_insert(d.at);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    first
+        .values()
+        .map(|at| at.saturating_duration_since(from))
+        .collect()
+}
+
+/// `arrivals` as durations since `from`.
+fn since(from: Instant, arrivals: &[Instant]) -> Vec<Duration> {
+    arrivals
+        .iter()
+        .map(|at| at.saturating_duration_since(from))
+        .collect()
+}
+
+/// The largest of `ds` (zero when empty).
+fn max(ds: &[Duration]) -> Duration {
+    ds.iter().max().copied().unwrap_or_default()
+}
+
+/// CPU seconds so far per kind of fleet process, and of this process (`bench`).
+fn cpu_by_role(state: &FleetState) -> CpuByRole {
+    let mut out = CpuByRole::new();
+    for p in &state.processes {
+        let role = match p.role {
+            Role::Parent => "parent devcluster",
+            Role::Child => "child devclusters",
+            Role::Scheduler => "scheduler",
+            Role::Hub => "hub",
+            Role::Agent => "agents",
+            Role::Etcd | Role::ControlPlane => "control plane",
+        };
+        *out.entry(role).or_default() += cpu_seconds(p.pid);
+    }
+    out.insert("bench (watchers)", cpu_seconds(std::process::id()));
+    out
+}
+
+/// CPU seconds used between `before` and `after`, per kind of process.
+fn cpu_delta(before: &CpuByRole, after: &CpuByRole) -> CpuByRole {
+    after
+        .iter()
+        .map(|(role, a)| (*role, a - before.get(role).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+/// Sorted copy.
+fn sorted(ds: &[Duration]) -> Vec<Duration> {
+    let mut v = ds.to_vec();
+    v.sort();
+    v
+}
+
+/// Milliseconds, one decimal.
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// `p50 / p99 / max` in ms.
+fn spread(ds: &[Duration]) -> String {
+    let s = sorted(ds);
+    format!(
+        "{} / {} / {}",
+        ms(percentile(&s, 0.50)),
+        ms(percentile(&s, 0.99)),
+        ms(max(&s))
+    )
+}
+
+/// p50 of `ds`.
+fn p50(ds: &[Duration]) -> Duration {
+    percentile(&sorted(ds), 0.50)
+}
+
+/// The rows of one N's table: (figure, value).
+fn rows(f: &Figures) -> Vec<(String, String)> {
+    let raw = p50(&f.raw_watch);
+    let ratio = |d: Duration| {
+        if raw.is_zero() {
+            "-".to_string()
+        } else {
+            format!("{:.1}x", d.as_secs_f64() / raw.as_secs_f64())
+        }
+    };
+    let mut rows = vec![
+        (
+            "machine: cores / load before / load after".to_string(),
+            format!("{} / {} / {}", f.cores, f.load_before, f.load_after),
+        ),
+        (
+            "fleet up (all ManagedClusters Ready), s".into(),
+            format!("{:.1}", f.fleet_up.as_secs_f64()),
+        ),
+        (
+            "first placement: Subscription created → ConfigMap in each child, p50 / p99 / max ms"
+                .into(),
+            spread(&f.placement),
+        ),
+        (
+            "first placement: until the last child, ms".into(),
+            ms(max(&f.placement)),
+        ),
+        (
+            "first placement: until the last Description (scheduler), ms".into(),
+            f.placement_desc_last.map_or("-".into(), ms),
+        ),
+        (
+            format!(
+                "edit → each child ({} edits × {} children), p50 / p99 / max ms",
+                f.until_last.len(),
+                f.n
+            ),
+            spread(&f.per_child),
+        ),
+        (
+            "edit → last child (per edit), p50 / p99 / max ms".into(),
+            spread(&f.until_last),
+        ),
+        (
+            "of which edit → each Description (scheduler), p50 / p99 / max ms".into(),
+            spread(&f.desc_per_cluster),
+        ),
+        (
+            "of which edit → last Description (per edit), p50 / p99 / max ms".into(),
+            spread(&f.desc_until_last),
+        ),
+        (
+            "parent PATCH round trip, p50 / p99 / max ms".into(),
+            spread(&f.parent_patch),
+        ),
+        (
+            format!(
+                "raw: PATCH round trip on child-1 ({} tries), p50 / p99 / max ms",
+                f.raw_patch.len()
+            ),
+            spread(&f.raw_patch),
+        ),
+        (
+            "raw: PATCH sent → own watch event on child-1, p50 / p99 / max ms".into(),
+            spread(&f.raw_watch),
+        ),
+        (
+            "ratio: edit → each child p50 / raw p50".into(),
+            ratio(p50(&f.per_child)),
+        ),
+        (
+            "ratio: edit → last child p50 / raw p50".into(),
+            ratio(p50(&f.until_last)),
+        ),
+    ];
+    // CPU per edit: the edit phase's CPU minus the idle rate over the same wall time.
+    let wall = f.edit_wall.as_secs_f64();
+    let edits = f.until_last.len().max(1) as f64;
+    let per_edit = |role: &str, total: f64| {
+        let idle = f.idle_cpu.get(role).copied().unwrap_or(0.0) / IDLE.as_secs_f64();
+        ((total - idle * wall) / edits * 1e3).max(0.0)
+    };
+    let idle: Vec<String> = f
+        .idle_cpu
+        .iter()
+        .map(|(role, s)| format!("{role} {:.0}", s / IDLE.as_secs_f64() * 1e3))
+        .collect();
+    rows.push((
+        "idle fleet: CPU ms per second, per kind of process".into(),
+        idle.join(", "),
+    ));
+    let total: f64 = f.cpu.iter().map(|(role, s)| per_edit(role, *s)).sum();
+    let mut cpu = vec![format!("total {total:.0}")];
+    cpu.extend(
+        f.cpu
+            .iter()
+            .map(|(role, s)| format!("{role} {:.0}", per_edit(role, *s))),
+    );
+    rows.push((
+        "CPU ms per edit above idle, per kind of process".into(),
+        cpu.join(", "),
+    ));
+    rows
+}
+
+/// One N as a markdown table.
+fn table(f: &Figures) -> String {
+    let mut out = format!(
+        "\n### N = {} child clusters\n\n| figure | value |\n|---|---|\n",
+        f.n
+    );
+    for (k, v) in rows(f) {
+        out.push_str(&format!("| {k} | {v} |\n"));
+    }
+    out
+}
+
+/// Every N side by side.
+fn side_by_side(all: &[Figures]) -> String {
+    let header: Vec<String> = all.iter().map(|f| format!("N = {}", f.n)).collect();
+    let mut out = format!(
+        "\n### all N\n\n| figure | {} |\n|---|{}\n",
+        header.join(" | "),
+        "---|".repeat(all.len())
+    );
+    let columns: Vec<Vec<(String, String)>> = all.iter().map(rows).collect();
+    if let Some(first) = columns.first() {
+        for (i, (k, _)) in first.iter().enumerate() {
+            let values: Vec<&str> = columns
+                .iter()
+                .map(|c| c.get(i).map_or("-", |(_, v)| v.as_str()))
+                .collect();
+            out.push_str(&format!("| {k} | {} |\n", values.join(" | ")));
+        }
+    }
+    out
+}
