@@ -218,6 +218,8 @@ async fn every_example_lands_with_its_replicas_localization_and_globalization_pe
         )
         .await;
 
+    plugin_sees_the_examples(&f).await;
+
     for dir in ["examples/localization"] {
         f.parent
             .run(&[
@@ -241,6 +243,60 @@ async fn every_example_lands_with_its_replicas_localization_and_globalization_pe
         ])
         .await
         .unwrap();
+}
+
+/// `kubectl atoll` (the real binary) on the fleet, once the examples landed: `clusters` lists the
+/// three clusters Ready, `status` the Replication Subscription bound to all three with a
+/// `Success` Description in each.
+async fn plugin_sees_the_examples(f: &Fleet) {
+    let plugin = support::bin_dir().join("kubectl-atoll");
+    if !plugin.is_file() {
+        eprintln!(
+            "NOTICE: kubectl atoll not checked: {} is not built",
+            plugin.display()
+        );
+        return;
+    }
+    let kubeconfig = f.dir.join("parent.kubeconfig");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&plugin)
+            .args(args)
+            .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "kubectl atoll {args:?}: {out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let clusters = run(&["clusters", "-o", "json"]);
+    let mut ready: Vec<String> = clusters["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "ManagedCluster")
+        .filter(|o| {
+            o["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    ready.sort();
+    assert_eq!(ready, CHILDREN, "{clusters}");
+    let status = run(&["status", "web-everywhere", "-n", "demo", "-o", "json"]);
+    let items = status["items"].as_array().unwrap();
+    let sub = items.iter().find(|o| o["kind"] == "Subscription").unwrap();
+    assert_eq!(
+        sub["status"]["bindingClusters"].as_array().map(Vec::len),
+        Some(3),
+        "{sub}"
+    );
+    let phases: Vec<&str> = items
+        .iter()
+        .filter(|o| o["kind"] == "Description")
+        .map(|o| o["status"]["phase"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(phases, ["Success"; 3], "{status}");
 }
 
 const EDIT: &str = r#"
