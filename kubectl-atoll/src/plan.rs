@@ -186,20 +186,15 @@ pub fn render(
         sub.metadata.name.as_deref().unwrap_or_default(),
         strategy(sub.spec.scheduling_strategy),
     );
-    for (title, table) in [
-        ("Conditions", condition_table(plan)),
-        ("Clusters", cluster_table(plan)),
-        ("Replicas", replica_table(sub, plan)),
-        ("Left out", left_out_table(plan)),
-    ] {
-        out.push_str(&format!("\n{title}:\n"));
-        if table.rows.is_empty() {
-            out.push_str(NONE);
-            out.push('\n');
-        } else {
-            out.push_str(&table.render());
-        }
-    }
+    crate::table::push_sections(
+        &mut out,
+        [
+            ("Conditions", condition_table(plan)),
+            ("Clusters", cluster_table(plan)),
+            ("Replicas", replica_table(sub, plan)),
+            ("Left out", left_out_table(plan)),
+        ],
+    );
     if show_objects {
         for c in &plan.clusters {
             let Ok(rendered) = &c.objects else { continue };

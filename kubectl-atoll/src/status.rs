@@ -178,19 +178,14 @@ pub fn render(sub: &Subscription, descriptions: &[Description], now: Timestamp) 
         sub.metadata.name.as_deref().unwrap_or_default(),
         strategy(sub.spec.scheduling_strategy),
     );
-    for (title, table) in [
-        ("Conditions", condition_table(sub, now)),
-        ("Clusters", cluster_table(sub, descriptions)),
-        ("Feeds", feed_table(sub)),
-    ] {
-        out.push_str(&format!("\n{title}:\n"));
-        if table.rows.is_empty() {
-            out.push_str(NONE);
-            out.push('\n');
-        } else {
-            out.push_str(&table.render());
-        }
-    }
+    crate::table::push_sections(
+        &mut out,
+        [
+            ("Conditions", condition_table(sub, now)),
+            ("Clusters", cluster_table(sub, descriptions)),
+            ("Feeds", feed_table(sub)),
+        ],
+    );
     out
 }
 

@@ -19,6 +19,19 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// Appends titled tables to a page, as `Title:` then the table, or `<none>` for an empty one.
+pub fn push_sections<'a>(out: &mut String, sections: impl IntoIterator<Item = (&'a str, Table)>) {
+    for (title, table) in sections {
+        out.push_str(&format!("\n{title}:\n"));
+        if table.rows.is_empty() {
+            out.push_str(NONE);
+            out.push('\n');
+        } else {
+            out.push_str(&table.render());
+        }
+    }
+}
+
 impl Table {
     /// An empty table with these headers.
     pub fn new(headers: &[&'static str]) -> Table {
