@@ -169,6 +169,17 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// A path could not be made absolute.
+    #[error("resolving {path}: {source}")]
+    ResolvePath {
+        /// The path given.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// `fleet down` could not stop every process (each is named on stderr).
+    #[error("some processes could not be stopped; the state file was kept")]
+    StopProcesses,
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -198,6 +209,8 @@ impl Error {
             Error::WriteState { .. } => "write_state",
             Error::AlreadyRunning { .. } => "already_running",
             Error::Signal { .. } => "signal",
+            Error::ResolvePath { .. } => "resolve_path",
+            Error::StopProcesses => "stop_processes",
             Error::Kubeconfig { .. } => "kubeconfig",
             Error::Api { .. } => "api",
             Error::ReadCommandLine { .. } => "read_command_line",

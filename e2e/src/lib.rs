@@ -12,8 +12,10 @@
 //! - [`fleet`]: `up`, `down`, `status`, `wait`, `dedicated_namespace`.
 //! - [`status`]: the tables `fleet status` prints (pure).
 //! - [`state`]: the state file.
+//! - [`app`]: the `fleet` command line.
 //! - [`scenario`]: crash and restart one process of a running fleet (end-to-end scenarios).
 
+pub mod app;
 pub mod control_plane;
 mod error;
 pub mod fleet;
