@@ -4,14 +4,14 @@
 //! confirmation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use atoll_crds::apps::{Description, DescriptionPhase, DescriptionSpec};
+use atoll_crds::apps::{Description, DescriptionPhase};
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::{conditions, known};
 use atoll_hub::run::{self, HubConfig, RunningHub};
 use atoll_runtime::admin::Readiness;
-use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, eventually};
+use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, eventually, put_description};
 use devcluster::DevCluster;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::registry::Registry;
 use serde_json::json;
@@ -171,24 +171,7 @@ async fn description_of_size(client: &Client, ns: &str, name: &str, size: usize)
     let cm = name.rsplit('.').next().unwrap();
     let raw = vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": cm, "namespace": "default"}, "data": {"k": "x".repeat(size)}})];
-    let api: Api<Description> = Api::namespaced(client.clone(), ns);
-    match api.get_opt(name).await.unwrap() {
-        None => {
-            let mut d = Description::new(name, DescriptionSpec::default());
-            d.metadata.namespace = Some(ns.into());
-            d.spec.raw = raw;
-            api.create(&PostParams::default(), &d).await.unwrap();
-        }
-        Some(_) => {
-            api.patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"raw": raw}})),
-            )
-            .await
-            .unwrap();
-        }
-    }
+    put_description(client, ns, name, raw).await;
 }
 
 fn configmap_data(cm: &k8s_openapi::api::core::v1::ConfigMap) -> usize {

@@ -357,7 +357,7 @@ impl Applier {
             .record_applied(desc, key, order, results, &before.entries, kept)
             .await;
         for kind in kinds {
-            self.drift.ensure(&kind, self.drift_scopes(&kind));
+            self.drift.ensure(&kind, || self.drift_scopes(&kind));
         }
         self.report(key)
             .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
@@ -456,7 +456,7 @@ impl Applier {
 
     /// Remembers what was applied (for reports and drift repair) and writes the inventory when
     /// it changed: the objects applied, the ones it held before that failed this time, and the
-    /// ones a prune could not delete. Returns the kinds applied.
+    /// ones a prune could not delete. Returns the kinds applied, each once.
     async fn record_applied(
         &self,
         desc: &Description,
@@ -482,7 +482,9 @@ impl Applier {
                             object: r.object.clone(),
                             yielded: d.yielded.clone(),
                         });
-                        kinds.push(d.kind.clone());
+                        if !kinds.iter().any(|k: &Kind| k.resource == d.kind.resource) {
+                            kinds.push(d.kind.clone());
+                        }
                         state.objects.insert(r.object, d);
                     }
                     None => {

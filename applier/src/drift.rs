@@ -77,15 +77,15 @@ impl Watchers {
         }
     }
 
-    /// Remembers that `kind` was applied, to be watched in `scopes` (`None`: the whole cluster),
-    /// and watches it at once when started.
-    pub(crate) fn ensure(&self, kind: &Kind, scopes: Vec<Option<String>>) {
-        let mut inner = lock(&self.inner);
+    /// Remembers that `kind` was applied, to be watched in `scopes` (`None`: the whole cluster;
+    /// asked only for a kind not seen before), and watches it at once when started.
+    pub(crate) fn ensure(&self, kind: &Kind, scopes: impl FnOnce() -> Vec<Option<String>>) {
         let key = kind_key(kind);
-        inner
-            .kinds
-            .entry(key.clone())
-            .or_insert_with(|| (kind.clone(), scopes));
+        let mut inner = lock(&self.inner);
+        if inner.kinds.contains_key(&key) {
+            return;
+        }
+        inner.kinds.insert(key.clone(), (kind.clone(), scopes()));
         if inner.sender.is_some() {
             self.watch(&mut inner, key);
         }

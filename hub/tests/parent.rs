@@ -13,7 +13,7 @@ use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_client::HubClient;
 use atoll_proto::v1::hub_message::Message as Out;
 use atoll_runtime::admin::Readiness;
-use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually};
+use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually, put_description};
 use devcluster::DevCluster;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -147,23 +147,10 @@ impl Agent {
 }
 
 async fn description(client: &Client, ns: &str, name: &str, data: &str) {
-    let mut d = Description::new(name, DescriptionSpec::default());
-    d.metadata.namespace = Some(ns.into());
-    d.spec.raw = vec![
+    let raw = vec![
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}, "data": {"k": data}}),
     ];
-    let api: Api<Description> = Api::namespaced(client.clone(), ns);
-    match api.get_opt(name).await.unwrap() {
-        None => {
-            api.create(&PostParams::default(), &d).await.unwrap();
-        }
-        Some(_) => {
-            let patch = json!({"spec": {"raw": d.spec.raw}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap();
-        }
-    }
+    put_description(client, ns, name, raw).await;
 }
 
 /// A Push cluster `pushed` in namespace `ns`: the namespace, the deployer Secret holding

@@ -585,10 +585,7 @@ async fn resolve_feed(
             None => Ok(template),
         });
     }
-    let (group, version) = match feed.api_version.split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", feed.api_version.as_str()),
-    };
+    let (group, version) = scheduler_plan::split_api_version(&feed.api_version);
     let gvk = GroupVersionKind::gvk(group, version, &feed.kind);
     let (resource, caps) = match kube::discovery::pinned_kind(client, &gvk).await {
         Ok(found) => found,

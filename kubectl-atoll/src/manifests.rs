@@ -56,10 +56,7 @@ impl Object {
     /// The API group and version of `apiVersion`: `("apps", "v1")`, or `("", "v1")` for the
     /// core group.
     pub fn group_version(&self) -> (&str, &str) {
-        match self.api_version().split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", self.api_version()),
-        }
+        atoll_scheduler::controller::plan::split_api_version(self.api_version())
     }
 }
 

@@ -9,13 +9,17 @@
 //! - [`BOOTSTRAP_TOKEN`] and [`bootstrap_secret`]: the test bootstrap token and the Secret the
 //!   hub checks it against.
 //!
+//! - [`put_description`]: a Description written by hand, as the scheduler would write it.
+//!
 //! Tests only: setup failures panic, as in the tests using it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod description;
 mod parent;
 mod poll;
 mod token;
 
+pub use description::put_description;
 pub use parent::{Parent, create_namespace, init_tracing, install_crds};
 pub use poll::{INTERVAL, Observation, Poll, eventually, eventually_timed};
 pub use token::{BOOTSTRAP_TOKEN, bootstrap_secret};

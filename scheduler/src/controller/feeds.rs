@@ -11,6 +11,7 @@
 //! next attempt.
 
 use super::epoch::InputEpoch;
+use super::plan::{is_helm_chart, split_api_version};
 use crate::Error;
 use crate::tenancy::{self, Access, FeedOwner, Refusal};
 use atoll_crds::apps::{Feed, Manifest, Subscription};
@@ -42,6 +43,8 @@ pub enum FeedProblem {
     NotFound,
     /// The Subscription may not use the feed: no FeedGrant allows it.
     NotGranted(Refusal),
+    /// A HelmChart: atoll does not distribute charts yet.
+    NotSupported,
 }
 
 /// What discovery says about a feed kind: its resource and whether it is namespaced.
@@ -265,6 +268,9 @@ impl FeedWatches {
         subscription_namespace: &str,
         grants: &[&FeedGrant],
     ) -> Result<Result<Value, FeedProblem>, Error> {
+        if is_helm_chart(feed) {
+            return Ok(Err(FeedProblem::NotSupported));
+        }
         let refused = |owner: FeedOwner| match tenancy::feed_access(
             subscription_namespace,
             feed,
@@ -464,14 +470,6 @@ fn subscriptions_with_feed(
         .filter(|sub| sub.spec.feeds.iter().any(&matches))
         .map(|sub| ObjectRef::from_obj(sub.as_ref()))
         .collect()
-}
-
-/// `(group, version)` of an apiVersion; the core group is `""`.
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", api_version),
-    }
 }
 
 fn gvk_of(feed: &Feed) -> GroupVersionKind {

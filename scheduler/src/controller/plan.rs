@@ -56,7 +56,7 @@ impl Unresolved {
     /// A feed (or its kind) that does not exist yet.
     pub fn missing(message: String) -> Self {
         Self {
-            reason: "FeedNotFound",
+            reason: REASON_NOT_FOUND,
             message,
         }
     }
@@ -64,7 +64,7 @@ impl Unresolved {
     /// A feed the Subscription may not use (no FeedGrant allows it).
     pub fn not_granted(message: String) -> Self {
         Self {
-            reason: "FeedNotGranted",
+            reason: REASON_NOT_GRANTED,
             message,
         }
     }
@@ -81,14 +81,10 @@ impl Unresolved {
     pub fn is_not_supported(&self) -> bool {
         self.reason == REASON_NOT_SUPPORTED
     }
-}
 
-/// The reason of a feed of a kind atoll does not distribute.
-const REASON_NOT_SUPPORTED: &str = "FeedNotSupported";
+    // Why a feed is not resolved, in the words the Subscription's conditions use (the
+    // scheduler and `kubectl atoll plan` say the same).
 
-/// Why a feed is not resolved, in the words the Subscription's conditions use (the scheduler
-/// and `kubectl atoll plan` say the same).
-impl Unresolved {
     /// A HelmChart feed: atoll does not install charts yet.
     pub fn helm_chart(feed: &Feed) -> Self {
         Self::not_supported(format!(
@@ -125,6 +121,11 @@ impl Unresolved {
     }
 }
 
+/// The reasons of [`Unresolved`] feeds.
+const REASON_NOT_FOUND: &str = "FeedNotFound";
+const REASON_NOT_GRANTED: &str = "FeedNotGranted";
+const REASON_NOT_SUPPORTED: &str = "FeedNotSupported";
+
 /// Whether a feed names a Clusternet HelmChart, which atoll does not distribute yet.
 pub fn is_helm_chart(feed: &Feed) -> bool {
     feed.kind == atoll_crds::helm::HELM_CHART_KIND
@@ -139,13 +140,18 @@ pub fn feed_location(feed: &Feed) -> String {
     }
 }
 
+/// `(group, version)` of an apiVersion; the core group is `""`.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", api_version),
+    }
+}
+
 /// Whether `manifest` holds `feed`: in `clusternet-reserved`, not being deleted, and labelled
 /// `apps.clusternet.io/config.{group,version,kind,name,namespace}` as the feed's object.
 pub fn manifest_holds(manifest: &Manifest, feed: &Feed) -> bool {
-    let (group, version) = match feed.api_version.split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", feed.api_version.as_str()),
-    };
+    let (group, version) = split_api_version(&feed.api_version);
     let label_is = |key: &str, value: &str| {
         let found = manifest.metadata.labels.as_ref().and_then(|l| l.get(key));
         found.map_or("", String::as_str) == value
@@ -305,10 +311,10 @@ fn plan_feeds(
     if !unresolved.is_empty() {
         // A refusal needs someone else's action (a FeedGrant), and an unsupported kind the
         // Subscription's own, so they name the condition before a feed that is only missing.
-        let reason = ["FeedNotGranted", REASON_NOT_SUPPORTED]
+        let reason = [REASON_NOT_GRANTED, REASON_NOT_SUPPORTED]
             .into_iter()
             .find(|r| unresolved.iter().any(|u| u.reason == *r))
-            .unwrap_or("FeedNotFound");
+            .unwrap_or(REASON_NOT_FOUND);
         let messages: Vec<&str> = unresolved.iter().map(|u| u.message.as_str()).collect();
         return keep(vec![
             cond(

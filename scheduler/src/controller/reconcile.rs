@@ -262,13 +262,6 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         let grants: Vec<&FeedGrant> = grant_state.iter().map(AsRef::as_ref).collect();
         let namespace = sub.namespace().unwrap_or_default();
         for feed in &sub.spec.feeds {
-            if plan::is_helm_chart(feed) {
-                resolved.push(ResolvedFeed {
-                    feed: feed.clone(),
-                    object: Err(Unresolved::helm_chart(feed)),
-                });
-                continue;
-            }
             let resolution = ctx
                 .feeds
                 .resolve(feed, &ctx.stores.manifests, &namespace, &grants)
@@ -278,6 +271,7 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
                 Err(FeedProblem::KindNotServed) => Err(Unresolved::kind_not_served(feed)),
                 Err(FeedProblem::NotFound) => Err(Unresolved::not_found(feed)),
                 Err(FeedProblem::NotGranted(refusal)) => Err(Unresolved::refused(feed, &refusal)),
+                Err(FeedProblem::NotSupported) => Err(Unresolved::helm_chart(feed)),
             };
             resolved.push(ResolvedFeed {
                 feed: feed.clone(),
