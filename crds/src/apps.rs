@@ -642,23 +642,33 @@ pub enum FieldFormat {
 #[serde(rename_all = "camelCase")]
 pub struct DescriptionSpec {
     /// How the objects are deployed: `Generic` applies the objects in `raw`; `Helm` installs the
-    /// charts in `charts`.
+    /// charts in `charts` (and applies the objects in `raw` too, when the Subscription mixes
+    /// HelmChart feeds with other feeds: atoll carries both in one Description, where Clusternet
+    /// writes a `-generic` and a `-helm` one).
     pub deployer: Deployer,
 
-    /// The HelmCharts to install (Helm deployer).
+    /// The HelmCharts to install, in feed order; each is installed as a Helm release named after
+    /// the HelmChart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub charts: Vec<ChartReference>,
 
-    /// The rendered objects, one per feed, after all overrides, as embedded objects (Generic
-    /// deployer). For the Helm deployer: the Helm values of each chart.
+    /// The rendered objects of the feeds that are not HelmCharts, in feed order, after all
+    /// overrides, as embedded objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::embedded_objects")]
     pub raw: Vec<Value>,
 
-    /// The HelmChart objects after chart-level overrides, one per chart (Helm deployer).
+    /// The HelmChart objects after chart-level overrides (`overrideChart: true`), one per entry
+    /// of `charts`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::embedded_objects")]
     pub chart_raw: Vec<Value>,
+
+    /// The Helm values of each chart after the overrides of type `Helm` (a map, empty for the
+    /// chart's defaults), one per entry of `charts`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::free_form_objects")]
+    pub chart_values: Vec<Value>,
 }
 
 /// How a Description is deployed.

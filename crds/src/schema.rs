@@ -23,6 +23,17 @@ pub(crate) fn free_form_object(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// A list of arbitrary JSON objects kept as they are (for example Helm values).
+pub(crate) fn free_form_objects(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+        },
+    })
+}
+
 /// Marks `fields` as required in an object schema (used where the Rust side keeps a lenient
 /// `#[serde(default)]` but the API server must insist on the field).
 pub(crate) fn require(schema: &mut Schema, fields: &[&str]) {

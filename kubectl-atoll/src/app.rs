@@ -565,8 +565,8 @@ fn registered(
         .collect()
 }
 
-/// Resolves `feed` for a Subscription in `namespace` as the scheduler does: a HelmChart is not
-/// supported; the Manifest's template when there is one (refused unless granted); else, by
+/// Resolves `feed` for a Subscription in `namespace` as the scheduler does: the Manifest's
+/// template when there is one (refused unless granted); else, by
 /// discovery, the live object (refused unless granted), or why there is none.
 async fn resolve_feed(
     client: &Client,
@@ -575,9 +575,6 @@ async fn resolve_feed(
     manifests: &[Manifest],
     grants: &[&FeedGrant],
 ) -> Result<Result<Value, Unresolved>, Error> {
-    if scheduler_plan::is_helm_chart(feed) {
-        return Ok(Err(Unresolved::helm_chart(feed)));
-    }
     if let Some(template) = plan::manifest_template(feed, manifests) {
         let owner = tenancy::manifest_feed_owner(feed);
         return Ok(match plan::refused(feed, &owner, namespace, grants) {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use atoll_crds::apps::{
-    DeletionPolicy, Description, DescriptionSpec, Feed, Manifest, SchedulingStrategy, Subscription,
+    DeletionPolicy, Description, Feed, Manifest, SchedulingStrategy, Subscription,
     SubscriptionStatus,
 };
 use atoll_crds::atoll::FeedGrant;
@@ -249,10 +249,7 @@ pub fn descriptions(sub: &Subscription, plan: &Plan) -> Vec<Description> {
             let rendered = c.objects.as_ref().ok()?;
             let mut d = Description::new(
                 &known::description_name(&namespace, &name),
-                DescriptionSpec {
-                    raw: rendered.objects.as_ref().clone(),
-                    ..DescriptionSpec::default()
-                },
+                rendered.description_spec(),
             );
             d.metadata.namespace = Some(c.cluster.namespace.clone());
             let mut labels = BTreeMap::from([

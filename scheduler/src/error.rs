@@ -165,12 +165,22 @@ pub enum Error {
         reason: String,
     },
 
-    /// A `Helm` override (or `overrideChart: true`) on a generic feed.
+    /// A `Helm` override (or `overrideChart: true`) on a feed that is not a HelmChart.
     #[error(
-        "{origin}: Helm overrides need HelmChart feeds, which atoll does not support yet; use \
-         type JSONPatch, MergePatch, FieldJSONPatch or FieldMergePatch"
+        "{origin}: Helm overrides (and overrideChart) apply to HelmChart feeds only; for this \
+         feed use type JSONPatch, MergePatch, FieldJSONPatch or FieldMergePatch"
     )]
     ApplyHelmOverride {
+        /// The override.
+        origin: String,
+    },
+
+    /// An `overrideChart` override changed which chart is installed, or where.
+    #[error(
+        "{origin}: an override may not change the HelmChart's spec.chart or spec.targetNamespace \
+         (that would be another release); create another HelmChart instead"
+    )]
+    OverrideChartIdentity {
         /// The override.
         origin: String,
     },
@@ -269,6 +279,7 @@ impl Error {
             Error::ParseField { .. } => "parse_field",
             Error::WriteField { .. } => "write_field",
             Error::ApplyHelmOverride { .. } => "apply_helm_override",
+            Error::OverrideChartIdentity { .. } => "override_chart_identity",
             Error::PlaceReplicas { .. } => "place_replicas",
             Error::KubeApi { .. } => "kube_api",
             Error::DiscoverFeedKind { .. } => "discover_feed_kind",

@@ -3,8 +3,10 @@
 
 mod common;
 
+use atoll_crds::apps::Deployer;
 use atoll_testkit::{Parent, create_namespace, eventually};
 use common::*;
+use kube::ResourceExt;
 use serde_json::json;
 use std::time::Duration;
 
@@ -635,10 +637,11 @@ async fn missing_feed_is_reported_then_picked_up_when_it_appears() {
 }
 
 #[tokio::test]
-async fn a_helm_chart_feed_is_named_in_a_condition_and_the_other_feeds_go_on() {
+async fn helm_chart_feeds_are_rendered_with_their_values_and_dividing_leaves_them_out() {
     let parent = Parent::start().await;
     let client = &parent.client;
     add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    add_cluster(client, "b", json!({"env": "prod"}), "8").await;
     apply(client, deployment("default", "web", 2)).await;
     // A HelmChart as Clusternet's examples declare it: its CRD is installed with atoll's.
     apply(
@@ -649,35 +652,69 @@ async fn a_helm_chart_feed_is_named_in_a_condition_and_the_other_feeds_go_on() {
                         "version": "8.6.2", "targetNamespace": "abc"}}),
     )
     .await;
+    let chart = json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "namespace": "default", "name": "mysql"});
+    // Cluster a gets its own values, and a newer chart version.
+    apply(
+        client,
+        json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Localization",
+               "metadata": {"name": "mysql-values", "namespace": "clusternet-a"},
+               "spec": {"overridePolicy": "ApplyNow", "feed": chart,
+                        "overrides": [
+                            {"type": "Helm", "value": "primary: {persistence: {size: 20Gi}}"},
+                            {"type": "Helm", "overrideChart": true, "value": "spec: {version: 8.8.0}"}]}}),
+    )
+    .await;
     let _scheduler = start_scheduler(client).await;
     let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"});
-    let chart = json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "namespace": "default", "name": "mysql"});
     let condition = |type_: &'static str| async move {
         subscription(client, "default", "web")
             .await
             .status
             .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
     };
+    let by_cluster = || async {
+        let mut descriptions = descriptions_of(client, "default", "web").await;
+        descriptions.sort_by_key(|d| d.namespace());
+        descriptions
+    };
 
-    // Only a chart: nothing to place.
-    apply(client, web_sub(json!({"feeds": [chart]}))).await;
-    let refused = eventually("FeedsResolved=False", WAIT, || async {
-        condition("FeedsResolved")
-            .await
-            .filter(|c| c.status == "False")
+    // A chart beside a Deployment: one Description per cluster carries both.
+    apply(client, web_sub(json!({"feeds": [web, chart]}))).await;
+    let descriptions = eventually("Descriptions with the chart", WAIT, || async {
+        let descriptions = by_cluster().await;
+        (descriptions.len() == 2 && descriptions.iter().all(|d| d.spec.charts.len() == 1))
+            .then_some(descriptions)
     })
     .await;
-    assert_eq!(refused.reason, "FeedNotSupported");
-    assert!(
-        refused.message.contains("HelmChart default/mysql"),
-        "{}",
-        refused.message
+    for d in &descriptions {
+        assert_eq!(d.spec.deployer, Deployer::Helm);
+        assert_eq!(d.spec.raw.len(), 1, "the Deployment");
+        assert_eq!(d.spec.raw[0]["kind"], "Deployment");
+        assert_eq!(d.spec.charts[0].namespace, "default");
+        assert_eq!(d.spec.charts[0].name, "mysql");
+        assert_eq!(d.spec.chart_raw[0]["spec"]["chart"], "mysql");
+        assert!(d.spec.chart_raw[0].get("status").is_none());
+    }
+    let (a, b) = (&descriptions[0], &descriptions[1]);
+    assert_eq!(
+        a.spec.chart_values,
+        [json!({"primary": {"persistence": {"size": "20Gi"}}})]
     );
-    assert!(descriptions_of(client, "default", "web").await.is_empty());
+    assert_eq!(a.spec.chart_raw[0]["spec"]["version"], "8.8.0");
+    assert_eq!(b.spec.chart_values, [json!({})]);
+    assert_eq!(b.spec.chart_raw[0]["spec"]["version"], "8.6.2");
+    assert!(condition("ChartsDistributed").await.is_none());
 
-    // A chart beside a Deployment: the Deployment lands, the chart is named.
-    apply(client, web_sub(json!({"feeds": [web, chart]}))).await;
-    wait_replicas(client, vec![("clusternet-a", 2)]).await;
+    // Dividing does not divide a chart: the Deployment is divided, the chart is named.
+    apply(
+        client,
+        web_sub(
+            json!({"feeds": [web, chart], "schedulingStrategy": "Dividing",
+            "dividingScheduling": {"type": "Static"},
+            "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}, "weight": 1}]}),
+        ),
+    )
+    .await;
     let charts = eventually("ChartsDistributed=False", WAIT, || async {
         condition("ChartsDistributed")
             .await
@@ -686,16 +723,23 @@ async fn a_helm_chart_feed_is_named_in_a_condition_and_the_other_feeds_go_on() {
     .await;
     assert_eq!(charts.reason, "FeedNotSupported");
     assert!(
-        charts.message.contains("HelmChart default/mysql"),
+        charts.message.contains("HelmChart default/mysql") && charts.message.contains("Dividing"),
         "{}",
         charts.message
     );
-    let descriptions = descriptions_of(client, "default", "web").await;
-    assert_eq!(descriptions.len(), 1);
-    assert_eq!(descriptions[0].spec.raw.len(), 1, "the Deployment only");
+    wait_replicas(client, vec![("clusternet-a", 1), ("clusternet-b", 1)]).await;
+    let descriptions = eventually("Descriptions without the chart", WAIT, || async {
+        let descriptions = by_cluster().await;
+        descriptions
+            .iter()
+            .all(|d| d.spec.charts.is_empty() && d.spec.deployer == Deployer::Generic)
+            .then_some(descriptions)
+    })
+    .await;
+    assert!(descriptions.iter().all(|d| d.spec.raw.len() == 1));
 
-    // Without the chart the condition goes away.
-    apply(client, web_sub(json!({"feeds": [web]}))).await;
+    // Replication again: the condition goes away.
+    apply(client, web_sub(json!({"feeds": [web, chart]}))).await;
     eventually("no ChartsDistributed", WAIT, || async {
         condition("ChartsDistributed").await.is_none().then_some(())
     })

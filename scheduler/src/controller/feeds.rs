@@ -11,7 +11,7 @@
 //! next attempt.
 
 use super::epoch::InputEpoch;
-use super::plan::{is_helm_chart, split_api_version};
+use super::plan::split_api_version;
 use crate::Error;
 use crate::tenancy::{self, Access, FeedOwner, Refusal};
 use atoll_crds::apps::{Feed, Manifest, Subscription};
@@ -43,8 +43,6 @@ pub enum FeedProblem {
     NotFound,
     /// The Subscription may not use the feed: no FeedGrant allows it.
     NotGranted(Refusal),
-    /// A HelmChart: atoll does not distribute charts yet.
-    NotSupported,
 }
 
 /// What discovery says about a feed kind: its resource and whether it is namespaced.
@@ -268,9 +266,6 @@ impl FeedWatches {
         subscription_namespace: &str,
         grants: &[&FeedGrant],
     ) -> Result<Result<Value, FeedProblem>, Error> {
-        if is_helm_chart(feed) {
-            return Ok(Err(FeedProblem::NotSupported));
-        }
         let refused = |owner: FeedOwner| match tenancy::feed_access(
             subscription_namespace,
             feed,

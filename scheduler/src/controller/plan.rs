@@ -4,10 +4,12 @@
 //! the plan out.
 
 use crate::Error;
+use crate::overrides::helm::RenderedChart;
 use crate::overrides::{self, DividedReplicas, OverrideSet};
 use crate::placement::{self, ClusterInfo, FeedReplicas, Placement};
 use atoll_crds::apps::{
-    Feed, Globalization, Localization, Manifest, SchedulingStrategy, SubscriptionSpec,
+    Deployer, DescriptionSpec, Feed, Globalization, Localization, Manifest, SchedulingStrategy,
+    SubscriptionSpec,
 };
 use atoll_crds::known;
 use serde_json::Value;
@@ -30,7 +32,7 @@ pub mod condition {
     /// Every override applied cleanly to every bound cluster.
     pub const OVERRIDES_APPLIED: &str = "OverridesApplied";
     /// The Subscription's HelmChart feeds are distributed (present, `False`, only while some
-    /// are not: atoll does not install charts yet).
+    /// are not: a Dividing Subscription does not divide charts).
     pub const CHARTS_DISTRIBUTED: &str = "ChartsDistributed";
 }
 
@@ -85,11 +87,13 @@ impl Unresolved {
     // Why a feed is not resolved, in the words the Subscription's conditions use (the
     // scheduler and `kubectl atoll plan` say the same).
 
-    /// A HelmChart feed: atoll does not install charts yet.
-    pub fn helm_chart(feed: &Feed) -> Self {
+    /// A HelmChart feed of a Dividing Subscription: a chart's replicas are not divided.
+    pub fn divided_chart(feed: &Feed) -> Self {
         Self::not_supported(format!(
-            "HelmChart {} is not distributed: atoll does not install Helm charts yet; deploy \
-             the chart's rendered objects (helm template) as feeds",
+            "HelmChart {} is not distributed: a Dividing Subscription divides the replicas of \
+             Deployments, StatefulSets and ReplicaSets, not of charts; subscribe the chart with \
+             a Replication Subscription and set each cluster's replica count in its values with \
+             a Localization of type Helm",
             feed_location(feed)
         ))
     }
@@ -126,7 +130,7 @@ const REASON_NOT_FOUND: &str = "FeedNotFound";
 const REASON_NOT_GRANTED: &str = "FeedNotGranted";
 const REASON_NOT_SUPPORTED: &str = "FeedNotSupported";
 
-/// Whether a feed names a Clusternet HelmChart, which atoll does not distribute yet.
+/// Whether a feed names a Clusternet HelmChart (installed as a Helm release in each child).
 pub fn is_helm_chart(feed: &Feed) -> bool {
     feed.kind == atoll_crds::helm::HELM_CHART_KIND
         && feed.api_version == atoll_crds::apps::API_VERSION
@@ -195,9 +199,12 @@ pub struct ClusterPlan {
 /// Rendered objects of one Description and their [`placement::content_hash`].
 #[derive(Debug, Clone)]
 pub struct Rendered {
-    /// The objects, in feed order.
+    /// The objects of the feeds that are not HelmCharts, in feed order.
     pub objects: Arc<Vec<Value>>,
-    /// Hash of `objects`, stored on the Description to tell whether a write is needed.
+    /// The HelmChart feeds, in feed order, each with its chart and values after overrides.
+    pub charts: Arc<Vec<RenderedChart>>,
+    /// Hash of `objects` (and `charts`, when there are any), stored on the Description to tell
+    /// whether a write is needed.
     pub hash: String,
 }
 
@@ -229,9 +236,10 @@ fn cond(
 
 /// Plans one Subscription. `bound` is its current `status.bindingClusters`.
 ///
-/// Feeds of a kind atoll does not distribute (HelmCharts) do not hold the others back: the
-/// rest is planned without them, and the condition `ChartsDistributed=False` names them. A
-/// Subscription with no other feed places nothing (`FeedsResolved=False`).
+/// HelmChart feeds are rendered like the others (into the Description's `charts`), except under
+/// Dividing, whose charts are not distributed: they do not hold the others back, the rest is
+/// planned without them, and the condition `ChartsDistributed=False` names them. A Subscription
+/// with no other feed then places nothing (`FeedsResolved=False`).
 ///
 /// A bound cluster that becomes unreachable (not `Ready`, or tainted
 /// `clusters.clusternet.io/unschedulable` by the hub when its agent's stream dropped) stays bound:
@@ -247,6 +255,15 @@ pub fn plan(
     localizations: &[&Localization],
     bound: &[String],
 ) -> Plan {
+    let refuse_divided_charts = |f: &ResolvedFeed| match spec.scheduling_strategy {
+        SchedulingStrategy::Dividing if is_helm_chart(&f.feed) => ResolvedFeed {
+            feed: f.feed.clone(),
+            object: Err(Unresolved::divided_chart(&f.feed)),
+        },
+        _ => f.clone(),
+    };
+    let feeds: Vec<ResolvedFeed> = feeds.iter().map(refuse_divided_charts).collect();
+    let feeds = feeds.as_slice();
     let not_supported =
         |f: &&ResolvedFeed| f.object.as_ref().is_err_and(Unresolved::is_not_supported);
     let (unsupported, supported): (Vec<&ResolvedFeed>, Vec<&ResolvedFeed>) =
@@ -580,14 +597,24 @@ fn render(
     feeds: &[ResolvedFeed],
 ) -> Result<Rendered, String> {
     let mut objects = Vec::with_capacity(feeds.len());
+    let mut charts = Vec::new();
     for ((f, (_, divided)), sets) in feeds.iter().zip(recipe).zip(sets) {
         let Ok(template) = &f.object else {
             return Err(format!("feed {} is not resolved", f.feed.key()));
         };
+        if is_helm_chart(&f.feed) {
+            let chart = overrides::helm::render_chart(template, sets)
+                .map_err(|e| format!("HelmChart {}: {e}", feed_location(&f.feed)))?;
+            charts.push(chart);
+            continue;
+        }
         let divided = divided.map(|replicas| DividedReplicas { replicas });
         objects.push(overrides::render(template, sets, divided).map_err(|e| e.to_string())?);
     }
-    let size = serde_json::to_vec(&objects).map(|b| b.len()).unwrap_or(0);
+    let size = serde_json::to_vec(&objects).map(|b| b.len()).unwrap_or(0)
+        + serde_json::to_vec(&charts_json(&charts))
+            .map(|b| b.len())
+            .unwrap_or(0);
     if size > MAX_DESCRIPTION_BYTES {
         return Err(format!(
             "the rendered objects take {size} bytes, more than the {MAX_DESCRIPTION_BYTES} a \
@@ -595,14 +622,54 @@ fn render(
         ));
     }
     let objects = Value::Array(objects);
-    let hash = placement::content_hash(&objects);
+    // Without charts the hash is the objects' alone, as before charts were rendered, so that
+    // no Description is rewritten for an unchanged rendering.
+    let hash = if charts.is_empty() {
+        placement::content_hash(&objects)
+    } else {
+        placement::content_hash(&Value::Array(vec![objects.clone(), charts_json(&charts)]))
+    };
     let Value::Array(objects) = objects else {
         return Err("rendering produced no list".to_owned());
     };
     Ok(Rendered {
         objects: Arc::new(objects),
+        charts: Arc::new(charts),
         hash,
     })
+}
+
+impl Rendered {
+    /// `Helm` when the Description installs charts (beside any plain objects), `Generic`
+    /// otherwise.
+    pub fn deployer(&self) -> Deployer {
+        if self.charts.is_empty() {
+            Deployer::Generic
+        } else {
+            Deployer::Helm
+        }
+    }
+
+    /// The Description spec carrying this rendering.
+    pub fn description_spec(&self) -> DescriptionSpec {
+        DescriptionSpec {
+            deployer: self.deployer(),
+            charts: self.charts.iter().map(RenderedChart::reference).collect(),
+            raw: self.objects.as_ref().clone(),
+            chart_raw: self.charts.iter().map(|c| c.chart.clone()).collect(),
+            chart_values: self.charts.iter().map(|c| c.values.clone()).collect(),
+        }
+    }
+}
+
+/// The rendered charts as one JSON list (for the hash and the size check).
+fn charts_json(charts: &[RenderedChart]) -> Value {
+    Value::Array(
+        charts
+            .iter()
+            .map(|c| Value::Array(vec![c.chart.clone(), c.values.clone()]))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -635,12 +702,12 @@ mod tests {
             name: "redis".into(),
         };
         assert!(is_helm_chart(&chart) && !is_helm_chart(&feed));
-        let refused = Unresolved::helm_chart(&chart);
+        let refused = Unresolved::divided_chart(&chart);
         assert!(refused.is_not_supported());
         assert!(
             refused
                 .message
-                .starts_with("HelmChart redis is not distributed")
+                .starts_with("HelmChart redis is not distributed: a Dividing Subscription")
         );
     }
 }

@@ -4,12 +4,13 @@
 use super::feeds::{FeedProblem, FeedWatches};
 use super::index::DescriptionRecord;
 use super::metrics::{ErrorLabels, Metrics};
-use super::plan::{self, Plan, PlannedCondition, ResolvedFeed, Unresolved};
+use super::plan::{self, Plan, PlannedCondition, Rendered, ResolvedFeed, Unresolved};
 use crate::Error;
+use crate::overrides::helm::RenderedChart;
 use crate::placement::{self, ClusterInfo};
 use atoll_crds::apps::{
-    DeletionPolicy, Description, Globalization, Localization, Manifest, Subscription,
-    SubscriptionStatus,
+    ChartReference, DeletionPolicy, Deployer, Description, Globalization, Localization, Manifest,
+    Subscription, SubscriptionStatus,
 };
 use atoll_crds::atoll::FeedGrant;
 use atoll_crds::clusters::{
@@ -271,7 +272,6 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
                 Err(FeedProblem::KindNotServed) => Err(Unresolved::kind_not_served(feed)),
                 Err(FeedProblem::NotFound) => Err(Unresolved::not_found(feed)),
                 Err(FeedProblem::NotGranted(refusal)) => Err(Unresolved::refused(feed, &refusal)),
-                Err(FeedProblem::NotSupported) => Err(Unresolved::helm_chart(feed)),
             };
             resolved.push(ResolvedFeed {
                 feed: feed.clone(),
@@ -295,10 +295,7 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
         .map(|s| s.binding_clusters.clone())
         .unwrap_or_default();
     let plan = plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs, &bound);
-    // A feed of a kind atoll does not distribute waits for nothing but a change of the spec.
-    let mut waiting = resolved
-        .iter()
-        .any(|f| f.object.as_ref().is_err_and(|u| !u.is_not_supported()));
+    let mut waiting = resolved.iter().any(|f| f.object.is_err());
     if let Some(placement) = &plan.placement {
         waiting |= write_descriptions(sub, &plan, ctx).await?;
         remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
@@ -373,9 +370,34 @@ struct DescriptionApplyMeta<'a> {
 }
 
 #[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct DescriptionApplySpec<'a> {
     deployer: &'static str,
     raw: &'a [Value],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    charts: Vec<ChartReference>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    chart_raw: Vec<&'a Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    chart_values: Vec<&'a Value>,
+}
+
+impl<'a> DescriptionApplySpec<'a> {
+    /// The spec of a Description carrying `rendered`, borrowing it (as
+    /// [`Rendered::description_spec`], without copying the objects).
+    fn of(rendered: &'a Rendered) -> Self {
+        let charts = rendered.charts.as_slice();
+        DescriptionApplySpec {
+            deployer: match rendered.deployer() {
+                Deployer::Helm => "Helm",
+                Deployer::Generic => "Generic",
+            },
+            raw: rendered.objects.as_slice(),
+            charts: charts.iter().map(RenderedChart::reference).collect(),
+            chart_raw: charts.iter().map(|c| &c.chart).collect(),
+            chart_values: charts.iter().map(|c| &c.values).collect(),
+        }
+    }
 }
 
 /// How many Description writes of one Subscription are in flight at once.
@@ -392,7 +414,6 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         let Ok(rendered) = &cluster_plan.objects else {
             continue;
         };
-        let objects = rendered.objects.as_ref();
         let hash = &rendered.hash;
         let namespace = cluster_plan.cluster.namespace.clone();
         let labels = description_labels(sub, &cluster_plan.cluster);
@@ -423,10 +444,7 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
                 labels: &labels,
                 annotations: BTreeMap::from([(known::ANNOTATION_RENDER_HASH, hash.as_str())]),
             },
-            spec: DescriptionApplySpec {
-                deployer: "Generic",
-                raw: objects,
-            },
+            spec: DescriptionApplySpec::of(rendered),
         };
         // The watch of Descriptions feeds the index, so the response is not decoded: ask for
         // metadata only and drop it.

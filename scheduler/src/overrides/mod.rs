@@ -14,9 +14,11 @@
 //! - FieldJSONPatch/FieldMergePatch without `fieldFormat` detect the format (JSON when the string
 //!   parses as JSON, YAML otherwise) instead of failing.
 //! - A MergePatch value must be a map (a scalar would replace the whole object).
-//! - `Helm` overrides and `overrideChart: true` are rejected: they need HelmChart feeds, which
-//!   atoll does not support yet.
+//! - `Helm` overrides and `overrideChart: true` on a feed that is not a HelmChart are rejected
+//!   (Clusternet would apply them to a values document the object never uses). HelmChart feeds
+//!   are rendered by [`helm::render_chart`].
 
+pub mod helm;
 mod patch;
 
 use std::cmp::Ordering;

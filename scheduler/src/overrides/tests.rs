@@ -461,7 +461,7 @@ fn bad_overrides_fail_naming_the_override_and_what_to_change() {
             "override chart",
             chart,
             "apply_helm_override",
-            "which atoll does not support yet",
+            "apply to HelmChart feeds only",
         ),
         (
             "field path to a map",
