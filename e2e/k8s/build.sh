@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Builds the real-tier test binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
-# kwok) from the upstream projects' published Go modules into a cache outside git:
+# kwok) and the Helm test tools (helm, and registry: an in-memory OCI registry) from the upstream
+# projects' published Go modules into a cache outside git:
 #
 #   ${ATOLL_K8S_CACHE:-$HOME/.cache/atoll/k8s}/<K8S_VERSION>/bin/
 #
 # The versions are pinned in versions.env beside this script; the Go modules of ours that require
-# them (kubernetes/, etcd/, kwok/) carry committed go.sum files. A second run with the same
-# versions is a no-op.
+# them (kubernetes/, etcd/, kwok/, helm/, registry/) carry committed go.sum files. A second run
+# with the same versions is a no-op. The control plane and the Helm tools are stamped apart
+# (.stamp, .stamp-helm), so a new helm does not rebuild kube-apiserver and the reverse.
 #
 #   e2e/k8s/build.sh                 build the pinned versions (what `make k8s` runs)
 #   K8S_VERSION=v1.37.2 e2e/k8s/build.sh
 #                                    build another Kubernetes version: its module is resolved
-#                                    afresh in the cache (go.sum not committed)
+#                                    afresh in the cache (go.sum not committed); likewise
+#                                    ETCD_VERSION, KWOK_VERSION, HELM_VERSION (v3.x or v4.x),
+#                                    REGISTRY_VERSION
 #   e2e/k8s/build.sh --print-bin-dir print where the binaries of K8S_VERSION are (built or not)
 #   e2e/k8s/build.sh --pin           rewrite the committed go.mod/go.sum from versions.env
 set -euo pipefail
@@ -21,9 +25,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 pinned_k8s="$(sed -n 's/^K8S_VERSION=//p' "$here/versions.env")"
 pinned_etcd="$(sed -n 's/^ETCD_VERSION=//p' "$here/versions.env")"
 pinned_kwok="$(sed -n 's/^KWOK_VERSION=//p' "$here/versions.env")"
+pinned_helm="$(sed -n 's/^HELM_VERSION=//p' "$here/versions.env")"
+pinned_registry="$(sed -n 's/^REGISTRY_VERSION=//p' "$here/versions.env")"
 k8s_version="${K8S_VERSION:-$pinned_k8s}"
 etcd_version="${ETCD_VERSION:-$pinned_etcd}"
 kwok_version="${KWOK_VERSION:-$pinned_kwok}"
+helm_version="${HELM_VERSION:-$pinned_helm}"
+registry_version="${REGISTRY_VERSION:-$pinned_registry}"
 cache="${ATOLL_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/atoll/k8s}"
 bin="$cache/$k8s_version/bin"
 
@@ -90,18 +98,31 @@ resolve_simple_module() {
 }
 resolve_etcd_module() { resolve_simple_module etcd "$1" go.etcd.io/etcd/server/v3 "$2"; }
 resolve_kwok_module() { resolve_simple_module kwok "$1" sigs.k8s.io/kwok "$2" sigs.k8s.io/kwok/cmd/kwok; }
+# Helm's module path carries its major version: helm.sh/helm/v3 for v3.x, helm.sh/helm/v4 for v4.x.
+helm_module() { local major="${1#v}"; echo "helm.sh/helm/v${major%%.*}"; }
+resolve_helm_module() { resolve_simple_module helm "$1" "$(helm_module "$2")" "$2" "$(helm_module "$2")/cmd/helm"; }
+resolve_registry_module() {
+  resolve_simple_module registry "$1" github.com/google/go-containerregistry "$2" \
+    github.com/google/go-containerregistry/cmd/registry
+}
 
 if [ "${1:-}" = "--pin" ]; then
   resolve_kubernetes_module "$here/kubernetes" "$pinned_k8s"
   resolve_etcd_module "$here/etcd" "$pinned_etcd"
   resolve_kwok_module "$here/kwok" "$pinned_kwok"
-  echo "pinned: kubernetes $pinned_k8s, etcd $pinned_etcd, kwok $pinned_kwok"
+  resolve_helm_module "$here/helm" "$pinned_helm"
+  resolve_registry_module "$here/registry" "$pinned_registry"
+  echo "pinned: kubernetes $pinned_k8s, etcd $pinned_etcd, kwok $pinned_kwok, helm $pinned_helm, registry $pinned_registry"
   exit 0
 fi
 
-# What the binaries in $bin were built from; equal means there is nothing to do.
-stamp="k8s=$k8s_version etcd=$etcd_version kwok=$kwok_version $(cat "$here"/*/go.sum "$here"/etcd/main.go | sha256sum | cut -c1-16)"
-if [ -f "$bin/.stamp" ] && [ "$(cat "$bin/.stamp")" = "$stamp" ]; then
+# What the binaries in $bin were built from; equal means there is nothing to do. Two groups, each
+# with its own stamp: the control plane (.stamp) and the Helm tools (.stamp-helm).
+digest() { cat "$@" | sha256sum | cut -c1-16; }
+stamp="k8s=$k8s_version etcd=$etcd_version kwok=$kwok_version $(digest "$here"/{etcd,kubernetes,kwok}/go.sum "$here"/etcd/main.go)"
+helm_stamp="helm=$helm_version registry=$registry_version $(digest "$here"/{helm,registry}/go.sum)"
+up_to_date() { [ -f "$bin/$1" ] && [ "$(cat "$bin/$1")" = "$2" ]; }
+if up_to_date .stamp "$stamp" && up_to_date .stamp-helm "$helm_stamp"; then
   echo "make k8s: up to date in $bin"
   exit 0
 fi
@@ -134,30 +155,59 @@ version_ldflags() { # version -> the -X flags that make /version and --version r
   echo "$flags"
 }
 
-prepare kubernetes "$pinned_k8s" "$k8s_version"
-echo "make k8s: building kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kube-scheduler)"
-(cd "$work/kubernetes" && go build -trimpath -ldflags "-s -w $(version_ldflags "$k8s_version")" -o "$bin/" "${apiserver_tools[@]}") \
-  || fail "building kubernetes $k8s_version failed (output above)"
+build_control_plane() {
+  prepare kubernetes "$pinned_k8s" "$k8s_version"
+  echo "make k8s: building kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kube-scheduler)"
+  (cd "$work/kubernetes" && go build -trimpath -ldflags "-s -w $(version_ldflags "$k8s_version")" -o "$bin/" "${apiserver_tools[@]}") \
+    || fail "building kubernetes $k8s_version failed (output above)"
 
-prepare etcd "$pinned_etcd" "$etcd_version"
-echo "make k8s: building etcd $etcd_version"
-(cd "$work/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .) \
-  || fail "building etcd $etcd_version failed (output above)"
+  prepare etcd "$pinned_etcd" "$etcd_version"
+  echo "make k8s: building etcd $etcd_version"
+  (cd "$work/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .) \
+    || fail "building etcd $etcd_version failed (output above)"
 
-prepare kwok "$pinned_kwok" "$kwok_version"
-echo "make k8s: building kwok $kwok_version"
-(cd "$work/kwok" && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$kwok_version" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok) \
-  || fail "building kwok $kwok_version failed (output above)"
+  prepare kwok "$pinned_kwok" "$kwok_version"
+  echo "make k8s: building kwok $kwok_version"
+  (cd "$work/kwok" && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$kwok_version" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok) \
+    || fail "building kwok $kwok_version failed (output above)"
 
-# kwok plays nothing without Stages: the node (initialise, heartbeat) and pod (ready, complete,
-# delete) stages kwok ships in its module, in one file for `kwok --config`.
-kwok_dir="$(cd "$work/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
-for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
-  pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-  [ -f "$kwok_dir/kustomize/stage/$f" ] || fail "kwok $kwok_version has no stage $f"
-  echo "---"
-  cat "$kwok_dir/kustomize/stage/$f"
-done >"$bin/kwok-stages.yaml"
+  # kwok plays nothing without Stages: the node (initialise, heartbeat) and pod (ready, complete,
+  # delete) stages kwok ships in its module, in one file for `kwok --config`.
+  kwok_dir="$(cd "$work/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [ -f "$kwok_dir/kustomize/stage/$f" ] || fail "kwok $kwok_version has no stage $f"
+    echo "---"
+    cat "$kwok_dir/kustomize/stage/$f"
+  done >"$bin/kwok-stages.yaml"
 
-echo "$stamp" >"$bin/.stamp"
+  echo "$stamp" >"$bin/.stamp"
+}
+
+build_helm_tools() {
+  local module
+  module="$(helm_module "$helm_version")"
+  prepare helm "$pinned_helm" "$helm_version"
+  echo "make k8s: building helm $helm_version"
+  (cd "$work/helm" && go build -trimpath -ldflags "-s -w -X $module/internal/version.version=$helm_version" -o "$bin/helm" "$module/cmd/helm") \
+    || fail "building helm $helm_version failed (output above)"
+
+  prepare registry "$pinned_registry" "$registry_version"
+  echo "make k8s: building registry $registry_version"
+  (cd "$work/registry" && go build -trimpath -ldflags "-s -w" -o "$bin/registry" github.com/google/go-containerregistry/cmd/registry) \
+    || fail "building registry $registry_version failed (output above)"
+
+  echo "$helm_stamp" >"$bin/.stamp-helm"
+}
+
+if up_to_date .stamp "$stamp"; then
+  echo "make k8s: control plane up to date"
+else
+  build_control_plane
+fi
+if up_to_date .stamp-helm "$helm_stamp"; then
+  echo "make k8s: helm and registry up to date"
+else
+  build_helm_tools
+fi
 echo "make k8s: built in $(($(date +%s) - start)) s into $bin"
