@@ -363,6 +363,20 @@ fn package_of(api_version: &str) -> Option<&'static str> {
     })
 }
 
+/// The protobuf message of `kind` sent as `pkg`'s: its own, else meta/v1's. The option kinds
+/// (`DeleteOptions`, ...) are registered in every group version, so client-go's typed clients
+/// send a DELETE body as `v1`/`apps/v1` `DeleteOptions`, while the message is meta/v1's.
+fn message_name(pkg: &str, kind: &str) -> String {
+    const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
+    let own = format!("{pkg}.{kind}");
+    let meta = format!("{META}.{kind}");
+    if !schema().contains_key(own.as_str()) && schema().contains_key(meta.as_str()) {
+        meta
+    } else {
+        own
+    }
+}
+
 /// Decodes a `k8s\0`-prefixed protobuf body into the equivalent JSON object.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
@@ -392,7 +406,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     }
     let pkg = package_of(&api_version)
         .ok_or_else(|| format!("protobuf for {api_version} is not supported"))?;
-    let mut obj = decode_message(&format!("{pkg}.{kind}"), raw, 0)?;
+    let mut obj = decode_message(&message_name(pkg, &kind), raw, 0)?;
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(api_version));
         m.insert("kind".into(), Value::String(kind));
@@ -450,6 +464,30 @@ mod tests {
             json!({"apiVersion":"v1","kind":"ConfigMap",
                 "metadata":{"name":"c1","namespace":"default"},"data":{"a":"1"}})
         );
+    }
+
+    #[test]
+    fn decodes_delete_options_sent_in_a_group_version() {
+        // What client-go's typed Delete sends (helm's release Secrets): v1 DeleteOptions
+        // {propagationPolicy: "Background", preconditions: {uid: "u1"}}.
+        let mut pre = Vec::new();
+        bytes_field(1, b"u1", &mut pre);
+        let mut opts = Vec::new();
+        bytes_field(2, &pre, &mut opts);
+        bytes_field(4, b"Background", &mut opts);
+        for api_version in ["v1", "apps/v1"] {
+            let mut tm = Vec::new();
+            bytes_field(1, api_version.as_bytes(), &mut tm);
+            bytes_field(2, b"DeleteOptions", &mut tm);
+            let mut body = b"k8s\0".to_vec();
+            bytes_field(1, &tm, &mut body);
+            bytes_field(2, &opts, &mut body);
+            assert_eq!(
+                decode(&body).unwrap(),
+                json!({"apiVersion": api_version, "kind": "DeleteOptions",
+                    "preconditions": {"uid": "u1"}, "propagationPolicy": "Background"})
+            );
+        }
     }
 
     #[test]

@@ -186,8 +186,14 @@ fn delete_opts(ctx: &Ctx) -> Result<DeleteOpts, ApiError> {
         ..DeleteOpts::default()
     };
     if !ctx.body.iter().all(u8::is_ascii_whitespace) {
-        let v: Value = serde_json::from_slice(&ctx.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+        // client-go's typed clients (helm's release storage) send DeleteOptions as protobuf.
+        let v: Value = if request::content_type(&ctx.headers).contains("protobuf") {
+            crate::server::protobuf::decode(&ctx.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        } else {
+            serde_json::from_slice(&ctx.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        };
         if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
             o.propagation = Some(p.to_string());
         }
