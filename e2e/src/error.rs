@@ -180,6 +180,32 @@ pub enum Error {
     /// `fleet down` could not stop every process (each is named on stderr).
     #[error("some processes could not be stopped; the state file was kept")]
     StopProcesses,
+    /// A `helm` command failed.
+    #[error("helm {args} failed ({status}): {stderr}")]
+    RunHelm {
+        /// The arguments, joined by spaces.
+        args: String,
+        /// The exit status (or `not started`).
+        status: String,
+        /// What helm printed on stderr.
+        stderr: String,
+    },
+    /// Serving a local chart repository failed.
+    #[error("serving the chart repository {dir} on 127.0.0.1: {source}")]
+    ServeChartRepo {
+        /// The directory to serve.
+        dir: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The local OCI registry did not start.
+    #[error("starting the OCI registry (log {log}): {message}")]
+    StartRegistry {
+        /// Its log file.
+        log: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -214,6 +240,9 @@ impl Error {
             Error::Kubeconfig { .. } => "kubeconfig",
             Error::Api { .. } => "api",
             Error::ReadCommandLine { .. } => "read_command_line",
+            Error::RunHelm { .. } => "run_helm",
+            Error::ServeChartRepo { .. } => "serve_chart_repo",
+            Error::StartRegistry { .. } => "start_registry",
             Error::InvalidArgument { .. } => "invalid_argument",
         }
     }

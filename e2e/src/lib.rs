@@ -14,8 +14,10 @@
 //! - [`state`]: the state file.
 //! - [`app`]: the `fleet` command line.
 //! - [`scenario`]: crash and restart one process of a running fleet (end-to-end scenarios).
+//! - [`chart_repo`]: `helm`, a local HTTP chart repository and a local OCI registry (Helm tests).
 
 pub mod app;
+pub mod chart_repo;
 pub mod control_plane;
 mod error;
 pub mod fleet;

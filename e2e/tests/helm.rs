@@ -1,0 +1,513 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The real `helm` (built by `make k8s`) against a child cluster of each tier: a devcluster and
+//! a real kube-apiserver (v1.33, `FLEET_BACKEND=kube`). Charts come from the `hello` fixture
+//! (`e2e/charts/hello`) served by a local HTTP chart repository and pushed to a local OCI
+//! registry ([`atoll_e2e::chart_repo`]). Where the two tiers answer helm differently,
+//! devcluster is the one fixed (devcluster/README.md, "Helm").
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use atoll_e2e::chart_repo::{ChartRepo, HELLO_CHART, Helm, HelmTools, OciRegistry};
+use atoll_e2e::plan::{Backend, Layout};
+use atoll_e2e::state::{FleetState, Role};
+use atoll_testkit::eventually;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+
+/// How long an object may take to appear or go.
+const CONVERGE: Duration = Duration::from_secs(30);
+
+/// Which server the child cluster is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tier {
+    Dev,
+    Real,
+}
+
+/// A child cluster and a helm for it.
+struct Target {
+    tier: Tier,
+    kubeconfig: PathBuf,
+    helm: Helm,
+    client: Client,
+    tools: HelmTools,
+    dir: PathBuf,
+}
+
+impl Target {
+    async fn new(tier: Tier, kubeconfig: PathBuf, tools: HelmTools, dir: &Path) -> Target {
+        let client = atoll_e2e::kubectl::client_for(&kubeconfig).await.unwrap();
+        Target {
+            tier,
+            helm: Helm::new(&tools.helm, dir.join("helm-home")),
+            kubeconfig,
+            client,
+            tools,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// `helm <args> --kubeconfig K`, which must succeed: its stdout.
+    async fn helm(&self, args: &[&str]) -> String {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.push("--kubeconfig".into());
+        all.push(self.kubeconfig.display().to_string());
+        self.helm
+            .run(&all)
+            .await
+            .unwrap_or_else(|e| panic!("{:?}: {e}", self.tier))
+    }
+
+    /// `helm <args> -o json`, parsed.
+    async fn helm_json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let out = self.helm(&all).await;
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{:?}: helm {args:?} -o json: {e}: {out}", self.tier))
+    }
+
+    async fn config_map(&self, ns: &str, name: &str) -> Option<ConfigMap> {
+        Api::<ConfigMap>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .unwrap()
+    }
+
+    async fn deployment(&self, ns: &str, name: &str) -> Option<Deployment> {
+        Api::<Deployment>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .unwrap()
+    }
+
+    /// The release's storage Secrets (helm's `owner=helm,name=<release>` label selector):
+    /// `(name, status label)`, by name.
+    async fn release_secrets(&self, ns: &str, release: &str) -> Vec<(String, String)> {
+        let list = Api::<Secret>::namespaced(self.client.clone(), ns)
+            .list(&ListParams::default().labels(&format!("owner=helm,name={release}")))
+            .await
+            .unwrap();
+        let mut out: Vec<(String, String)> = list
+            .items
+            .iter()
+            .map(|s| {
+                let status = s.labels().get("status").cloned().unwrap_or_default();
+                (s.name_any(), status)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The ConfigMap's `data.message` and `data.chartVersion`, once both are as expected.
+    async fn expect_config(&self, ns: &str, name: &str, message: &str, version: &str) {
+        eventually(
+            &format!(
+                "{:?}: ConfigMap {ns}/{name} says {message} from {version}",
+                self.tier
+            ),
+            CONVERGE,
+            || async {
+                let cm = self
+                    .config_map(ns, name)
+                    .await
+                    .ok_or("absent".to_string())?;
+                let data = cm.data.clone().unwrap_or_default();
+                let got = (data.get("message"), data.get("chartVersion"));
+                if got == (Some(&message.to_string()), Some(&version.to_string())) {
+                    Ok(cm)
+                } else {
+                    Err(format!("{got:?}"))
+                }
+            },
+        )
+        .await;
+    }
+
+    async fn expect_gone(&self, ns: &str, release: &str) {
+        eventually(
+            &format!(
+                "{:?}: release {ns}/{release} and its objects gone",
+                self.tier
+            ),
+            CONVERGE,
+            || async {
+                let cm = self.config_map(ns, &format!("{release}-config")).await;
+                let dep = self.deployment(ns, release).await;
+                let secrets = self.release_secrets(ns, release).await;
+                if cm.is_none() && dep.is_none() && secrets.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "configmap {} deployment {} secrets {secrets:?}",
+                        cm.is_some(),
+                        dep.is_some()
+                    ))
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// The one release of `helm list -n ns -o json`, checked for name, chart and status.
+fn listed<'a>(list: &'a Value, release: &str, chart: &str, revision: &str) -> &'a Value {
+    let items = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"));
+    assert_eq!(items.len(), 1, "{list}");
+    let r = &items[0];
+    assert_eq!(r["name"], release, "{list}");
+    assert_eq!(r["chart"], chart, "{list}");
+    assert_eq!(r["status"], "deployed", "{list}");
+    assert_eq!(r["revision"], revision, "{list}");
+    r
+}
+
+/// From an HTTP chart repository: install 0.1.0, upgrade to 0.2.0 (published while the repository
+/// serves), status, manifest, history, rollback, uninstall.
+async fn from_http_repository(t: &Target) {
+    let (ns, release) = ("demo", "hello");
+    let started = Instant::now();
+    let repo = ChartRepo::start(t.helm.clone(), HELLO_CHART, t.dir.join("repo"), &["0.1.0"])
+        .await
+        .unwrap();
+    let url = repo.url().to_string();
+    eprintln!(
+        "FIGURE {:?}: chart repository packaged and indexed in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
+
+    // Install.
+    let started = Instant::now();
+    t.helm(&[
+        "upgrade",
+        "--install",
+        release,
+        "hello",
+        "--repo",
+        &url,
+        "--version",
+        "0.1.0",
+        "-n",
+        ns,
+        "--create-namespace",
+        "--set",
+        "message=hi",
+    ])
+    .await;
+    eprintln!(
+        "FIGURE {:?}: helm upgrade --install from the HTTP repository in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
+    t.expect_config(ns, "hello-config", "hi", "0.1.0").await;
+    let cm = t.config_map(ns, "hello-config").await.unwrap();
+    assert_eq!(cm.labels()["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(cm.annotations()["meta.helm.sh/release-name"], release);
+    assert_eq!(cm.annotations()["meta.helm.sh/release-namespace"], ns);
+    let dep = t.deployment(ns, release).await.expect("the Deployment");
+    let spec = dep.spec.clone().unwrap();
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(dep.labels()["app.kubernetes.io/instance"], release);
+    let image = spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx:1.27"));
+    listed(
+        &t.helm_json(&["list", "-n", ns]).await,
+        release,
+        "hello-0.1.0",
+        "1",
+    );
+    assert_eq!(
+        t.release_secrets(ns, release).await,
+        [("sh.helm.release.v1.hello.v1".into(), "deployed".into())]
+    );
+
+    // A new version published while the repository serves; upgrade keeps the values given.
+    repo.add_version("0.2.0").await.unwrap();
+    t.helm(&[
+        "upgrade",
+        release,
+        "hello",
+        "--repo",
+        &url,
+        "--version",
+        "0.2.0",
+        "-n",
+        ns,
+        "--reuse-values",
+        "--set",
+        "replicaCount=2",
+    ])
+    .await;
+    t.expect_config(ns, "hello-config", "hi", "0.2.0").await;
+    let dep = t.deployment(ns, release).await.unwrap();
+    assert_eq!(dep.spec.unwrap().replicas, Some(2));
+    listed(
+        &t.helm_json(&["list", "-n", ns]).await,
+        release,
+        "hello-0.2.0",
+        "2",
+    );
+
+    // helm status: the fields a driver reads.
+    let status = t.helm_json(&["status", release, "-n", ns]).await;
+    assert_eq!(status["name"], release, "{status}");
+    assert_eq!(status["namespace"], ns, "{status}");
+    assert_eq!(status["version"], 2, "{status}");
+    let info = &status["info"];
+    assert_eq!(info["status"], "deployed", "{status}");
+    assert_eq!(info["description"], "Upgrade complete", "{status}");
+    let first = info["first_deployed"].as_str().unwrap();
+    let last = info["last_deployed"].as_str().unwrap();
+    assert!(!first.is_empty() && first < last, "{status}");
+    assert_eq!(
+        info["notes"].as_str().unwrap().trim(),
+        "hello 0.2.0 says \"hi\" with 2 replica(s) in demo.",
+        "{status}"
+    );
+    assert_eq!(status["config"]["message"], "hi", "{status}");
+    assert_eq!(status["config"]["replicaCount"], 2, "{status}");
+
+    // helm get manifest: the rendered objects of the current revision.
+    let manifest = t.helm(&["get", "manifest", release, "-n", ns]).await;
+    assert!(manifest.contains("kind: ConfigMap"), "{manifest}");
+    assert!(manifest.contains("kind: Deployment"), "{manifest}");
+    assert!(manifest.contains("replicas: 2"), "{manifest}");
+    assert!(manifest.contains("chartVersion: \"0.2.0\""), "{manifest}");
+
+    // History through the storage Secrets' labels; a rollback is revision 3.
+    let history = t.helm_json(&["history", release, "-n", ns]).await;
+    let statuses: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["superseded", "deployed"], "{history}");
+    t.helm(&["rollback", release, "1", "-n", ns]).await;
+    t.expect_config(ns, "hello-config", "hi", "0.1.0").await;
+    assert_eq!(
+        t.deployment(ns, release)
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(1)
+    );
+    listed(
+        &t.helm_json(&["list", "-n", ns]).await,
+        release,
+        "hello-0.1.0",
+        "3",
+    );
+    assert_eq!(
+        t.release_secrets(ns, release).await,
+        [
+            ("sh.helm.release.v1.hello.v1".into(), "superseded".into()),
+            ("sh.helm.release.v1.hello.v2".into(), "superseded".into()),
+            ("sh.helm.release.v1.hello.v3".into(), "deployed".into()),
+        ]
+    );
+
+    // Uninstall removes the objects and the release.
+    let started = Instant::now();
+    t.helm(&["uninstall", release, "-n", ns]).await;
+    t.expect_gone(ns, release).await;
+    eprintln!(
+        "FIGURE {:?}: helm uninstall -> objects and release Secrets gone in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(t.helm_json(&["list", "-n", ns]).await, Value::Array(vec![]));
+}
+
+/// From an OCI registry: push, show, install, uninstall.
+async fn from_oci_registry(t: &Target) {
+    let (ns, release) = ("demo-oci", "hello-oci");
+    let packaged = t.dir.join("oci-charts");
+    std::fs::create_dir_all(&packaged).unwrap();
+    let archive = t
+        .helm
+        .package(Path::new(HELLO_CHART), "0.1.0", &packaged)
+        .await
+        .unwrap();
+    let registry = OciRegistry::start(
+        &t.tools.registry,
+        t.helm.clone(),
+        t.dir.join("registry.log"),
+    )
+    .await
+    .unwrap();
+    registry.push(&archive).await.unwrap();
+    let chart = registry.chart_url("hello");
+    let shown = t
+        .helm(&[
+            "show",
+            "chart",
+            &chart,
+            "--version",
+            "0.1.0",
+            "--plain-http",
+        ])
+        .await;
+    assert!(shown.contains("name: hello"), "{shown}");
+
+    let started = Instant::now();
+    t.helm(&[
+        "upgrade",
+        "--install",
+        release,
+        &chart,
+        "--version",
+        "0.1.0",
+        "--plain-http",
+        "-n",
+        ns,
+        "--create-namespace",
+        "--set",
+        "message=from-oci",
+    ])
+    .await;
+    eprintln!(
+        "FIGURE {:?}: helm upgrade --install from the OCI registry in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
+    t.expect_config(ns, "hello-oci-config", "from-oci", "0.1.0")
+        .await;
+    assert!(t.deployment(ns, release).await.is_some());
+    listed(
+        &t.helm_json(&["list", "-n", ns]).await,
+        release,
+        "hello-0.1.0",
+        "1",
+    );
+    t.helm(&["uninstall", release, "-n", ns]).await;
+    t.expect_gone(ns, release).await;
+}
+
+async fn run_all(t: Target) {
+    let started = Instant::now();
+    from_http_repository(&t).await;
+    from_oci_registry(&t).await;
+    eprintln!(
+        "FIGURE helm on {:?}: both cases in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The Helm tools, or `None` after a NOTICE when they are not built (devcluster tier only).
+fn tools_or_skip(test: &str) -> Option<HelmTools> {
+    match HelmTools::locate() {
+        Ok(tools) => Some(tools),
+        Err(e) => {
+            eprintln!("NOTICE: {test} skipped: {e}");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_upgrades_and_uninstalls_charts_on_devcluster() {
+    let Some(tools) = tools_or_skip("helm_installs_upgrades_and_uninstalls_charts_on_devcluster")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = devcluster::DevCluster::start(devcluster::Config {
+        nodes: 1,
+        simulate_workloads: true,
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    dev.write_kubeconfig(&kubeconfig).unwrap();
+    run_all(Target::new(Tier::Dev, kubeconfig, tools, tmp.path()).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_upgrades_and_uninstalls_charts_on_kube_apiserver() {
+    if support::backend() != Backend::Kube {
+        eprintln!(
+            "NOTICE: helm_installs_upgrades_and_uninstalls_charts_on_kube_apiserver skipped (FLEET_BACKEND=kube runs it)"
+        );
+        return;
+    }
+    // The real tier was asked for: its binaries missing is a failure, not a skip.
+    let tools = HelmTools::locate().unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let (_cluster, kubeconfig) = start_real(tmp.path()).await;
+    run_all(Target::new(Tier::Real, kubeconfig, tools, tmp.path()).await).await;
+}
+
+/// The real cluster's processes; dropping it stops them (also when a test panics).
+struct RealCluster {
+    state: FleetState,
+}
+
+impl Drop for RealCluster {
+    fn drop(&mut self) {
+        let state = std::mem::take(&mut self.state);
+        // `stop_all` is async and Drop may run inside a runtime: a fresh one on another thread.
+        let stopper = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(atoll_e2e::fleet::stop_all(&state, Duration::from_secs(5)))
+        });
+        if let Ok(results) = stopper.join() {
+            for (name, r) in results {
+                if let Err(e) = r {
+                    eprintln!("stopping {name}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// One real control plane (etcd, kube-apiserver, controller manager, scheduler, kwok with one
+/// Node) under `dir/real`; its admin kubeconfig.
+async fn start_real(dir: &Path) -> (RealCluster, PathBuf) {
+    let binaries = atoll_e2e::real_tier::locate_binaries()
+        .unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
+    let layout = Layout::new(dir.join("real"));
+    std::fs::create_dir_all(layout.logs()).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let mut guard = RealCluster {
+        state: FleetState::default(),
+    };
+    let started = Instant::now();
+    atoll_e2e::real_tier::start_clusters(
+        &[("helm".to_string(), kubeconfig.clone(), Role::Child)],
+        &binaries,
+        &layout,
+        &mut guard.state,
+        1,
+        Duration::from_secs(90),
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "starting the real cluster: {e} (logs in {})",
+            layout.logs().display()
+        )
+    });
+    eprintln!(
+        "FIGURE real cluster started in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    (guard, kubeconfig)
+}
