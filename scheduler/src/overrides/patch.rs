@@ -1,14 +1,30 @@
 //! Applying one `OverrideConfig` to a JSON document.
 
+use std::cell::Cell;
+use std::fmt;
+
 use atoll_crds::apps::{FieldFormat, OverrideConfig, OverrideType};
-use json_patch::{Patch, PatchErrorKind, PatchOperation};
+use json_patch::{Patch, PatchError, PatchErrorKind, PatchOperation};
 use serde::Serialize;
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 use crate::error::Error;
 
 /// Largest number of operations one JSONPatch override may carry (as Clusternet).
 pub const MAX_PATCH_OPERATIONS: usize = 10_000;
+
+/// Most values (scalars, lists and maps) one YAML override value or embedded YAML document may
+/// expand to. YAML aliases repeat what an anchor holds, so a few hundred bytes can stand for
+/// billions of values (an alias bomb); serde_yaml bounds only the number of alias jumps, which
+/// still lets a 200 KiB text expand to about 10^9 values. A million is more than any text without
+/// aliases that fits in a ConfigMap (1 MiB) holds, so only such expansions are refused.
+pub const MAX_YAML_VALUES: usize = 1_000_000;
+
+/// Most bytes (as compact JSON) that the `copy` operations of one JSON patch may add, as
+/// kube-apiserver's `JSONPatchMaxCopyBytes` (3 MiB): each `copy` of the root into itself
+/// doubles the document, so without a limit 40 operations would ask for terabytes.
+pub const MAX_COPY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Applies one override to `doc`. `origin` names the override in errors (see
 /// `OverrideSet::origin`). A blank `value` does nothing (as Clusternet).
@@ -60,10 +76,128 @@ fn parse_value(text: &str, origin: &str) -> Result<Value, Error> {
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         return Ok(v);
     }
-    serde_yaml::from_str::<Value>(text).map_err(|e| Error::ParseOverrideValue {
+    parse_yaml(text).map_err(|e| Error::ParseOverrideValue {
         origin: origin.to_owned(),
         reason: format!("not valid YAML or JSON ({e}); fix the value's syntax"),
     })
+}
+
+/// `serde_yaml::from_str::<Value>`, refusing a document that expands to more than
+/// [`MAX_YAML_VALUES`] values (see there).
+fn parse_yaml(text: &str) -> Result<Value, serde_yaml::Error> {
+    let budget = Cell::new(MAX_YAML_VALUES);
+    Bounded(&budget).deserialize(serde_yaml::Deserializer::from_str(text))
+}
+
+/// Builds a `serde_json::Value` as its own `Deserialize` does, counting down the values it
+/// may still create, so that an expanding alias fails as soon as the budget is spent.
+struct Bounded<'a>(&'a Cell<usize>);
+
+impl Bounded<'_> {
+    fn take<E: de::Error>(&self) -> Result<(), E> {
+        match self.0.get().checked_sub(1) {
+            Some(left) => {
+                self.0.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(format!(
+                "the document expands to more than {MAX_YAML_VALUES} values (YAML aliases \
+                 repeating large anchors?)"
+            ))),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.take()?;
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.take()?;
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.take()?;
+        Ok(Value::from(v))
+    }
+
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
+        self.take()?;
+        Number::from_i128(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
+        self.take()?;
+        Number::from_u128(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.take()?;
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.take()?;
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.take()?;
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.take()?;
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.take()?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Bounded(self.0))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.take()?;
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(Bounded(self.0))?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 fn to_json_patch(value: Value, origin: &str) -> Result<Patch, Error> {
@@ -98,33 +232,78 @@ fn op_name(op: &PatchOperation) -> &'static str {
 }
 
 /// Applies a JSON patch atomically. A failing operation (missing path, failed `test`) is an error
-/// naming the operation and the path; the document is left unchanged.
+/// naming the operation and the path; the document is left unchanged. The operations run one by
+/// one on a copy, so that the bytes added by `copy` operations can be counted against
+/// [`MAX_COPY_BYTES`] before each one.
 fn apply_json_patch(doc: &mut Value, patch: &Patch, origin: &str) -> Result<(), Error> {
-    json_patch::patch(doc, &patch.0).map_err(|e| {
-        let op = patch.0.get(e.operation).map_or("?", op_name);
-        let hint = match e.kind {
-            PatchErrorKind::TestFailed => {
-                "the value differs from what the test operation expects".to_owned()
+    let mut work = doc.clone();
+    let mut copied: usize = 0;
+    for (index, op) in patch.0.iter().enumerate() {
+        if let PatchOperation::Copy(copy) = op
+            && let Some(source) = work.pointer(copy.from.as_str())
+        {
+            copied = copied.saturating_add(json_len(source));
+            if copied > MAX_COPY_BYTES {
+                return Err(Error::ApplyJsonPatch {
+                    origin: origin.to_owned(),
+                    reason: format!(
+                        "JSON patch operation #{index} (copy) from {:?}: the copies of this \
+                         patch add more than {MAX_COPY_BYTES} bytes; copy smaller parts or \
+                         write the values out",
+                        copy.from.as_str()
+                    ),
+                });
             }
-            PatchErrorKind::InvalidFromPointer => {
-                "the \"from\" path does not exist in the object; fix the path".to_owned()
-            }
-            PatchErrorKind::CannotMoveInsideItself => {
-                "cannot move a value inside itself; fix the paths".to_owned()
-            }
-            _ => "the path does not exist in the object (Clusternet would silently skip this \
-                  patch); fix the path, add the missing parent first, or use a MergePatch"
-                .to_owned(),
-        };
-        Error::ApplyJsonPatch {
-            origin: origin.to_owned(),
-            reason: format!(
-                "JSON patch operation #{} ({op}) failed at path {:?}: {hint}",
-                e.operation,
-                e.path.as_str()
-            ),
         }
-    })
+        json_patch::patch(&mut work, std::slice::from_ref(op))
+            .map_err(|e| patch_error(index, op, &e, origin))?;
+    }
+    *doc = work;
+    Ok(())
+}
+
+/// The error of operation `index` of a JSON patch, with a hint for the user.
+fn patch_error(index: usize, op: &PatchOperation, e: &PatchError, origin: &str) -> Error {
+    let hint = match e.kind {
+        PatchErrorKind::TestFailed => "the value differs from what the test operation expects",
+        PatchErrorKind::InvalidFromPointer => {
+            "the \"from\" path does not exist in the object; fix the path"
+        }
+        PatchErrorKind::CannotMoveInsideItself => {
+            "cannot move a value inside itself; fix the paths"
+        }
+        _ => {
+            "the path does not exist in the object (Clusternet would silently skip this patch); \
+             fix the path, add the missing parent first, or use a MergePatch"
+        }
+    };
+    Error::ApplyJsonPatch {
+        origin: origin.to_owned(),
+        reason: format!(
+            "JSON patch operation #{index} ({}) failed at path {:?}: {hint}",
+            op_name(op),
+            e.path.as_str()
+        ),
+    }
+}
+
+/// The length of `value` as compact JSON, without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// The format of an embedded document when `fieldFormat` is absent: JSON when the text (trimmed)
@@ -203,7 +382,7 @@ fn edit_field(
     };
     let mut inner: Value = match format {
         FieldFormat::JSON => serde_json::from_str(&text).map_err(|e| parse_err(e.to_string()))?,
-        FieldFormat::YAML => serde_yaml::from_str(&text).map_err(|e| parse_err(e.to_string()))?,
+        FieldFormat::YAML => parse_yaml(&text).map_err(|e| parse_err(e.to_string()))?,
     };
     edit(&mut inner)?;
     let write_err = |reason: String| Error::WriteField {
@@ -226,4 +405,120 @@ fn to_json_4(value: &Value) -> Result<String, String> {
     let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
     value.serialize(&mut ser).map_err(|e| e.to_string())?;
     String::from_utf8(out).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(type_: OverrideType, value: String, field_path: Option<&str>) -> OverrideConfig {
+        OverrideConfig {
+            name: Some("bomb".to_owned()),
+            value,
+            type_,
+            override_chart: None,
+            field_path: field_path.map(str::to_owned),
+            field_format: None,
+        }
+    }
+
+    /// An anchor of 10,000 scalars repeated by 2,000 aliases: 20 million values from 40 KiB,
+    /// within serde_yaml's own alias-jump limit (it took seconds and GiBs before the bound).
+    fn wide_alias_bomb() -> String {
+        let scalars = vec!["x"; 10_000].join(", ");
+        let aliases = vec!["*a"; 2_000].join(", ");
+        format!("spec:\n  a: &a [{scalars}]\n  b: [{aliases}]\n")
+    }
+
+    /// Nine levels of ten aliases: a billion values from 400 bytes.
+    fn deep_alias_bomb() -> String {
+        let mut text = String::from("spec:\n  l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..9 {
+            let refs = vec![format!("*l{}", level - 1); 10].join(", ");
+            text.push_str(&format!("  l{level}: &l{level} [{refs}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn yaml_alias_bombs_in_an_override_value_are_refused() {
+        for (name, bomb) in [("wide", wide_alias_bomb()), ("deep", deep_alias_bomb())] {
+            let mut doc = json!({"spec": {"replicas": 1}});
+            let before = doc.clone();
+            let err = apply_override(&mut doc, &config(OverrideType::MergePatch, bomb, None), "o")
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::ParseOverrideValue { .. }),
+                "{name}: {err}"
+            );
+            assert_eq!(doc, before, "{name}");
+        }
+    }
+
+    #[test]
+    fn yaml_alias_bombs_in_an_embedded_document_are_refused() {
+        let mut doc = json!({"data": {"config.yaml": wide_alias_bomb()}});
+        let before = doc.clone();
+        let cfg = config(
+            OverrideType::FieldMergePatch,
+            "{\"spec\": {\"c\": 1}}".to_owned(),
+            Some("/data/config.yaml"),
+        );
+        let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
+        assert!(matches!(err, Error::ParseField { .. }), "{err}");
+        assert_eq!(doc, before);
+    }
+
+    #[test]
+    fn yaml_aliases_within_the_bound_still_expand() {
+        let mut doc = json!({});
+        let value = "a: &x {k: v}\nb: *x\n".to_owned();
+        apply_override(
+            &mut doc,
+            &config(OverrideType::MergePatch, value, None),
+            "o",
+        )
+        .unwrap();
+        assert_eq!(doc, json!({"a": {"k": "v"}, "b": {"k": "v"}}));
+    }
+
+    /// Forty copies of the root into itself would double the document forty times.
+    #[test]
+    fn json_patch_copies_beyond_the_limit_are_refused_and_leave_the_object_alone() {
+        let ops: Vec<Value> = (0..40)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
+            .collect();
+        let mut doc = json!({"spec": {"replicas": 1, "note": "x".repeat(64)}});
+        let before = doc.clone();
+        let cfg = config(OverrideType::JSONPatch, Value::Array(ops).to_string(), None);
+        let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
+        match &err {
+            Error::ApplyJsonPatch { reason, .. } => assert!(reason.contains("(copy)"), "{err}"),
+            other => panic!("{other}"),
+        }
+        assert_eq!(doc, before);
+    }
+
+    #[test]
+    fn json_patch_copies_within_the_limit_apply() {
+        let mut doc = json!({"spec": {"a": [1, 2]}});
+        let value = r#"[{"op": "copy", "from": "/spec/a", "path": "/spec/b"},
+                        {"op": "add", "path": "/spec/b/-", "value": 3}]"#;
+        let cfg = config(OverrideType::JSONPatch, value.to_owned(), None);
+        apply_override(&mut doc, &cfg, "o").unwrap();
+        assert_eq!(doc, json!({"spec": {"a": [1, 2], "b": [1, 2, 3]}}));
+    }
+
+    #[test]
+    fn a_failing_operation_is_named_by_its_index_and_leaves_the_object_alone() {
+        let mut doc = json!({"spec": {"replicas": 1}});
+        let before = doc.clone();
+        let value = r#"[{"op": "replace", "path": "/spec/replicas", "value": 2},
+                        {"op": "remove", "path": "/spec/missing"}]"#;
+        let cfg = config(OverrideType::JSONPatch, value.to_owned(), None);
+        let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
+        assert!(err.to_string().contains("#1 (remove)"), "{err}");
+        assert_eq!(doc, before);
+    }
 }
