@@ -21,6 +21,12 @@ pub enum PatchError {
 /// message of [`too_many_operations_message`]; the HTTP layer should check the count first.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
+/// The most bytes (as JSON) that the `copy` operations of one JSON patch may add: kube-apiserver's
+/// `JSONPatchMaxCopyBytes` (3 MiB), which it hands to evanphx/json-patch as
+/// `AccumulatedCopySizeLimit`. Without it, each `copy` of the root into a new member doubles the
+/// document, and a few dozen operations exhaust memory.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
 /// The message kube-apiserver sends (413) for a JSON patch with `count` operations.
 pub fn too_many_operations_message(count: usize) -> String {
     format!(
@@ -44,8 +50,9 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
     }
     let parsed = ops.iter().map(parse_op).collect::<Result<Vec<_>, _>>()?;
     let mut out = doc.clone();
+    let mut copied = 0;
     for op in parsed {
-        apply_op(&mut out, op)?;
+        apply_op(&mut out, op, &mut copied)?;
     }
     Ok(out)
 }
@@ -243,7 +250,9 @@ fn replace(doc: &mut Value, path: &[String], value: Value) -> Result<(), PatchEr
     }
 }
 
-fn apply_op(doc: &mut Value, op: Op<'_>) -> Result<(), PatchError> {
+/// Applies one operation; `copied` sums the bytes added by `copy` operations so far (see
+/// [`MAX_JSON_PATCH_COPY_BYTES`]).
+fn apply_op(doc: &mut Value, op: Op<'_>, copied: &mut usize) -> Result<(), PatchError> {
     match op {
         Op::Add(path, value) => add(doc, &path, value.clone()),
         Op::Remove(path) => remove(doc, &path).map(|_| ()),
@@ -256,9 +265,17 @@ fn apply_op(doc: &mut Value, op: Op<'_>) -> Result<(), PatchError> {
             add(doc, &path, value)
         }
         Op::Copy { from, path } => {
-            let value = get(doc, &from)
-                .cloned()
-                .ok_or_else(|| failed("copy: missing \"from\" path"))?;
+            let source = get(doc, &from).ok_or_else(|| failed("copy: missing \"from\" path"))?;
+            *copied = copied.saturating_add(json_len(source));
+            if *copied > MAX_JSON_PATCH_COPY_BYTES {
+                // evanphx's AccumulatedCopySizeError, as kube-apiserver returns it (422).
+                return Err(failed(format!(
+                    "Unable to complete the copy, the accumulated size increase of copy is {}, \
+                     exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}",
+                    *copied
+                )));
+            }
+            let value = source.clone();
             add(doc, &path, value)
         }
         Op::Test(path, expected) => {
@@ -280,6 +297,25 @@ fn apply_op(doc: &mut Value, op: Op<'_>) -> Result<(), PatchError> {
                 _ => Err(failed("testing value failed")),
             }
         }
+    }
+}
+
+/// The length of `value` as compact JSON, counted without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
     }
 }
 
@@ -615,5 +651,24 @@ mod tests {
                 prop_assert_eq!(json_patch(&doc, &p).is_ok(), absent_or_null);
             }
         }
+    }
+
+    /// Forty copies of the root into new members would double the object forty times; like
+    /// kube-apiserver, the copies stop at 3 MiB with an error (422).
+    #[test]
+    fn json_patch_copies_beyond_the_limit_fail_instead_of_doubling_the_object() {
+        let doc = json!({"metadata": {"name": "a"}, "data": {"x": "y".repeat(64)}});
+        let ops: Vec<Value> = (0..40)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
+            .collect();
+        match json_patch(&doc, &Value::Array(ops)) {
+            Err(PatchError::OperationFailed(m)) => {
+                assert!(m.contains("accumulated size increase of copy"), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let small = json!([{"op": "copy", "from": "/data", "path": "/copy"}]);
+        let out = json_patch(&doc, &small).unwrap();
+        assert_eq!(out["copy"], doc["data"]);
     }
 }
