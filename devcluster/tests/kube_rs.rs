@@ -1215,3 +1215,101 @@ async fn concurrent_writes_to_one_object_are_all_kept() {
         .count();
     assert_eq!(appliers, writers / 2);
 }
+
+/// With `simulate_workloads`, a Deployment has the ReplicaSet the Deployment controller would
+/// make for its pod template (what `helm --wait` looks for): controlled by it, named
+/// `<name>-<pod-template-hash>`, its replicas ready; a new template gets a new ReplicaSet and the
+/// old one is scaled to 0; deleting the Deployment collects them.
+#[tokio::test]
+async fn simulated_deployments_roll_out_through_replica_sets() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    let c = DevCluster::start(devcluster::Config {
+        simulate_workloads: true,
+        workload_delay: Duration::from_millis(50),
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    let client = c.client().await.unwrap();
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata":{"name":"web"},"spec":{
+        "replicas": 2, "selector":{"matchLabels":{"app":"web"}},
+        "template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"i:1"}]}}}}))
+    .unwrap();
+    let made = deploys.create(&PostParams::default(), &d).await.unwrap();
+    /// (name, replicas, ready replicas, image) of a ReplicaSet.
+    type Seen = (String, i32, i32, String);
+    // Each ReplicaSet the Deployment controls, by image, once `done` holds for them.
+    let rollout = |done: fn(&[Seen]) -> bool| {
+        let (sets, uid) = (sets.clone(), made.uid().unwrap());
+        async move {
+            for _ in 0..100 {
+                let mut seen: Vec<Seen> = sets
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .filter(|rs| {
+                        rs.owner_references()
+                            .iter()
+                            .any(|o| o.uid == uid && o.controller == Some(true))
+                    })
+                    .map(|rs| {
+                        let spec = rs.spec.clone().unwrap();
+                        let image = spec.template.unwrap().spec.unwrap().containers[0]
+                            .image
+                            .clone()
+                            .unwrap();
+                        let ready = rs.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+                        (
+                            rs.metadata.name.unwrap(),
+                            spec.replicas.unwrap(),
+                            ready,
+                            image,
+                        )
+                    })
+                    .collect();
+                seen.sort_by(|a, b| a.3.cmp(&b.3));
+                if done(&seen) {
+                    return seen;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("no such rollout");
+        }
+    };
+    let first = rollout(|s| s.len() == 1 && s[0].1 == 2 && s[0].2 == 2).await;
+    let rs = sets.get(&first[0].0).await.unwrap();
+    let hash = rs.labels()["pod-template-hash"].clone();
+    assert_eq!(first[0].0, format!("web-{hash}"));
+    assert_eq!(hash.len(), 10);
+    assert_eq!(rs.annotations()["deployment.kubernetes.io/revision"], "1");
+    let spec = rs.spec.unwrap();
+    assert_eq!(
+        spec.selector.match_labels.unwrap()["pod-template-hash"],
+        hash
+    );
+    assert_eq!(
+        spec.template.unwrap().metadata.unwrap().labels.unwrap()["app"],
+        "web"
+    );
+
+    let patch = json!({"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i:2"}]}}}});
+    deploys
+        .patch("web", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .unwrap();
+    let second = rollout(|s| s.len() == 2 && s[0].1 == 0 && s[1].1 == 2 && s[1].2 == 2).await;
+    assert_eq!(second[0].0, first[0].0);
+    assert_eq!(second[1].3, "i:2");
+    let new = sets.get(&second[1].0).await.unwrap();
+    assert_eq!(new.annotations()["deployment.kubernetes.io/revision"], "2");
+
+    deploys
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    rollout(|s| s.is_empty()).await;
+}
