@@ -231,8 +231,10 @@ async fn from_http_repository(t: &Target) {
         [("sh.helm.release.v1.hello.v1".into(), "deployed".into())]
     );
 
-    // A new version published while the repository serves; upgrade keeps the values given.
+    // A new version published while the repository serves; upgrade keeps the values given and
+    // waits for the Deployment's new ReplicaSet to be ready (devcluster simulates it).
     repo.add_version("0.2.0").await.unwrap();
+    let started = Instant::now();
     t.helm(&[
         "upgrade",
         release,
@@ -246,8 +248,16 @@ async fn from_http_repository(t: &Target) {
         "--reuse-values",
         "--set",
         "replicaCount=2",
+        "--wait",
+        "--timeout",
+        "60s",
     ])
     .await;
+    eprintln!(
+        "FIGURE {:?}: helm upgrade --wait (2 replicas ready) in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
     t.expect_config(ns, "hello-config", "hi", "0.2.0").await;
     let dep = t.deployment(ns, release).await.unwrap();
     assert_eq!(dep.spec.unwrap().replicas, Some(2));
@@ -293,7 +303,17 @@ async fn from_http_repository(t: &Target) {
         .map(|h| h["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["superseded", "deployed"], "{history}");
-    t.helm(&["rollback", release, "1", "-n", ns]).await;
+    t.helm(&[
+        "rollback",
+        release,
+        "1",
+        "-n",
+        ns,
+        "--wait",
+        "--timeout",
+        "60s",
+    ])
+    .await;
     t.expect_config(ns, "hello-config", "hi", "0.1.0").await;
     assert_eq!(
         t.deployment(ns, release)
