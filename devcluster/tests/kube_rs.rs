@@ -1313,3 +1313,173 @@ async fn simulated_deployments_roll_out_through_replica_sets() {
         .unwrap();
     rollout(|s| s.is_empty()).await;
 }
+
+/// kube-apiserver defaults a Job's backoffLimit and a Deployment's rolling-update parameters on
+/// every write, a PUT without them included (`helm upgrade --force` replaces objects, and
+/// `helm --wait` dereferences both).
+#[tokio::test]
+async fn job_and_strategy_defaults_hold_on_create_and_replace() {
+    use k8s_openapi::api::batch::v1::Job;
+    let (_c, client) = cluster().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let j: Job = serde_json::from_value(json!({"metadata":{"name":"j"},"spec":{"template":{
+        "spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"i"}]}}}}))
+    .unwrap();
+    let spec = jobs
+        .create(&PostParams::default(), &j)
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(
+        (spec.backoff_limit, spec.completions, spec.parallelism),
+        (Some(6), Some(1), Some(1))
+    );
+    assert_eq!(spec.completion_mode.as_deref(), Some("NonIndexed"));
+    assert_eq!(spec.suspend, Some(false));
+
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{
+        "strategy":{"type":"RollingUpdate"},
+        "selector":{"matchLabels":{"a":"b"}},
+        "template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}});
+    let made = deploys
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(d.clone()).unwrap(),
+        )
+        .await
+        .unwrap();
+    let rolling = |d: &Deployment| {
+        let r = d
+            .spec
+            .clone()
+            .unwrap()
+            .strategy
+            .unwrap()
+            .rolling_update
+            .unwrap();
+        (r.max_unavailable, r.max_surge)
+    };
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let quarter = Some(IntOrString::String("25%".into()));
+    assert_eq!(rolling(&made), (quarter.clone(), quarter.clone()));
+    // A replace without the strategy keeps the defaults and the generation.
+    let mut replaced = d.clone();
+    replaced["spec"].as_object_mut().unwrap().remove("strategy");
+    replaced["metadata"]["resourceVersion"] = json!(made.resource_version());
+    let after = deploys
+        .replace(
+            "d",
+            &PostParams::default(),
+            &serde_json::from_value(replaced).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rolling(&after), (quarter.clone(), quarter));
+    assert_eq!(after.metadata.generation, made.metadata.generation);
+}
+
+/// A Service replaced without its cluster IP keeps the allocated one, as kube-apiserver does.
+#[tokio::test]
+async fn a_replaced_service_keeps_its_cluster_ip() {
+    use k8s_openapi::api::core::v1::Service;
+    let (_c, client) = cluster().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let s = json!({"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},
+        "spec":{"selector":{"a":"b"},"ports":[{"port":80}]}});
+    let made = services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(s.clone()).unwrap(),
+        )
+        .await
+        .unwrap();
+    let ip = made.spec.clone().unwrap().cluster_ip.unwrap();
+    assert!(ip.starts_with("10.96."), "{ip}");
+    let mut replaced = s;
+    replaced["metadata"]["resourceVersion"] = json!(made.resource_version());
+    let after = services
+        .replace(
+            "s",
+            &PostParams::default(),
+            &serde_json::from_value(replaced).unwrap(),
+        )
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(after.cluster_ip, Some(ip.clone()));
+    assert_eq!(after.cluster_ips, Some(vec![ip]));
+    assert_eq!(after.type_.as_deref(), Some("ClusterIP"));
+}
+
+/// A Job gets kube-apiserver's generated selector (its uid) and pod template labels; its
+/// selector and template are immutable, so replacing it with its manifest is refused (as
+/// `helm upgrade --force` finds on kube-apiserver), while re-applying it server-side works.
+#[tokio::test]
+async fn a_job_gets_a_generated_selector_and_keeps_its_template() {
+    use k8s_openapi::api::batch::v1::Job;
+    let (_c, client) = cluster().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let manifest = json!({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"template":{
+        "spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"i"}]}}}});
+    let pp = PatchParams::apply("test");
+    let made = jobs
+        .patch("j", &pp, &Patch::Apply(&manifest))
+        .await
+        .unwrap();
+    let uid = made.uid().unwrap();
+    let spec = made.spec.clone().unwrap();
+    assert_eq!(
+        spec.selector.unwrap().match_labels.unwrap(),
+        [(
+            "batch.kubernetes.io/controller-uid".to_string(),
+            uid.clone()
+        )]
+        .into()
+    );
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels["batch.kubernetes.io/controller-uid"], uid);
+    assert_eq!(labels["batch.kubernetes.io/job-name"], "j");
+    assert_eq!(labels["controller-uid"], uid);
+    assert_eq!(labels["job-name"], "j");
+
+    let mut relabelled = manifest.clone();
+    relabelled["metadata"]["labels"] = json!({"x": "y"});
+    let reapplied = jobs
+        .patch("j", &pp, &Patch::Apply(&relabelled))
+        .await
+        .unwrap();
+    assert_eq!(reapplied.spec, made.spec);
+
+    let mut replaced = manifest;
+    replaced["metadata"]["resourceVersion"] = json!(reapplied.resource_version());
+    let err = jobs
+        .replace(
+            "j",
+            &PostParams::default(),
+            &serde_json::from_value(replaced).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains("spec.selector: Invalid value"),
+        "{}",
+        status.message
+    );
+    assert!(
+        status.message.contains("spec.template: Invalid value"),
+        "{}",
+        status.message
+    );
+    assert!(
+        status.message.contains("field is immutable"),
+        "{}",
+        status.message
+    );
+}

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::admission::{WriteKind, admit_custom, validate_metadata};
-use super::defaults::{secret_string_data, set_name_label};
+use super::defaults::{
+    job_immutable_fields, secret_string_data, service_allocations_on_update, set_name_label,
+    spec_defaults,
+};
 use super::hooks::{after_remove, after_write};
 use super::meta::{finalizers, is_crd, is_namespace, meta_mut, mstr, now, to_storage};
 use super::optimistic::optimistic;
@@ -179,7 +182,14 @@ pub(super) fn prepare_update(
         crd::prepare(info, &mut new, Some(old))?;
     }
     secret_string_data(info, &mut new);
-    let errs = validate_metadata(info, &new);
+    if sub.is_none() {
+        spec_defaults(info, &mut new);
+        service_allocations_on_update(info, old, &mut new);
+    }
+    let mut errs = validate_metadata(info, &new);
+    if sub.is_none() {
+        errs.extend(job_immutable_fields(info, old, &new));
+    }
     if !errs.is_empty() {
         return Err(ApiError::invalid(info, &name, &errs));
     }
