@@ -38,6 +38,11 @@ use crate::control_plane;
 /// `.Values.message`, a Deployment `<release>` with `.Values.replicaCount` replicas, NOTES.txt.
 pub const HELLO_CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/hello");
 
+/// The chart fixture `e2e/charts/workloads`: one of each kind `helm --wait` checks (Service,
+/// StatefulSet with 2 replicas, DaemonSet, Job), a CRD (`widgets.e2e.atoll.invalid`) and a
+/// Widget, and a post-install/post-upgrade hook Job deleted once it succeeded.
+pub const WORKLOADS_CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/workloads");
+
 /// How long `registry` may take to listen.
 const REGISTRY_START: Duration = Duration::from_secs(10);
 

@@ -10,13 +10,16 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use atoll_e2e::chart_repo::{ChartRepo, HELLO_CHART, Helm, HelmTools, OciRegistry};
+use atoll_e2e::chart_repo::{
+    ChartRepo, HELLO_CHART, Helm, HelmTools, OciRegistry, WORKLOADS_CHART,
+};
 use atoll_e2e::plan::{Backend, Layout};
 use atoll_e2e::state::{FleetState, Role};
 use atoll_testkit::eventually;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::ListParams;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -62,6 +65,20 @@ impl Target {
             .run(&all)
             .await
             .unwrap_or_else(|e| panic!("{:?}: {e}", self.tier))
+    }
+
+    /// `helm <args> --kubeconfig K`, which must fail: its stderr.
+    async fn helm_fails(&self, args: &[&str]) -> String {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.push("--kubeconfig".into());
+        all.push(self.kubeconfig.display().to_string());
+        match self.helm.run(&all).await {
+            Err(atoll_e2e::Error::RunHelm { stderr, .. }) => stderr,
+            other => panic!(
+                "{:?}: helm {args:?} should have failed: {other:?}",
+                self.tier
+            ),
+        }
     }
 
     /// `helm <args> -o json`, parsed.
@@ -416,12 +433,124 @@ async fn from_oci_registry(t: &Target) {
     t.expect_gone(ns, release).await;
 }
 
+/// `--wait --wait-for-jobs` over one of each kind helm checks, with a CRD and a hook Job;
+/// `--atomic`; `--force`, which kube-apiserver refuses for the Job (its selector and template
+/// are immutable); `uninstall --wait`.
+async fn waits_for_every_kind(t: &Target) {
+    let (ns, release) = ("demo-kinds", "kinds");
+    let started = Instant::now();
+    t.helm(&[
+        "upgrade",
+        "--install",
+        release,
+        WORKLOADS_CHART,
+        "-n",
+        ns,
+        "--create-namespace",
+        "--wait",
+        "--wait-for-jobs",
+        "--timeout",
+        "90s",
+    ])
+    .await;
+    eprintln!(
+        "FIGURE {:?}: helm upgrade --install --wait --wait-for-jobs (StatefulSet, DaemonSet, Job, hook, CRD) in {:.1}s",
+        t.tier,
+        started.elapsed().as_secs_f64()
+    );
+    let client = &t.client;
+    let sts = Api::<StatefulSet>::namespaced(client.clone(), ns)
+        .get(release)
+        .await
+        .unwrap();
+    assert_eq!(sts.status.unwrap().ready_replicas, Some(2));
+    let svc = Api::<Service>::namespaced(client.clone(), ns)
+        .get(release)
+        .await
+        .unwrap();
+    assert!(!svc.spec.unwrap().cluster_ip.unwrap_or_default().is_empty());
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), ns)
+        .get("kinds-agent")
+        .await
+        .unwrap();
+    assert!(ds.status.unwrap().number_ready >= 1);
+    let jobs = Api::<Job>::namespaced(client.clone(), ns);
+    let job = jobs.get("kinds-migrate").await.unwrap();
+    assert_eq!(job.status.unwrap().succeeded, Some(1));
+    assert!(
+        jobs.get_opt("kinds-hook").await.unwrap().is_none(),
+        "the succeeded hook Job is deleted"
+    );
+    let gvk = GroupVersionKind::gvk("e2e.atoll.invalid", "v1", "Widget");
+    let widgets =
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk));
+    assert_eq!(widgets.get(release).await.unwrap().data["spec"]["size"], 3);
+
+    t.helm(&[
+        "upgrade",
+        release,
+        WORKLOADS_CHART,
+        "-n",
+        ns,
+        "--atomic",
+        "--timeout",
+        "90s",
+        "--set",
+        "revision=2",
+    ])
+    .await;
+    listed(
+        &t.helm_json(&["list", "-n", ns]).await,
+        release,
+        "workloads-0.1.0",
+        "2",
+    );
+    let refused = t
+        .helm_fails(&[
+            "upgrade",
+            release,
+            WORKLOADS_CHART,
+            "-n",
+            ns,
+            "--force",
+            "--timeout",
+            "60s",
+            "--set",
+            "revision=3",
+        ])
+        .await;
+    assert!(
+        refused.contains("Job.batch \"kinds-migrate\" is invalid")
+            && refused.contains("field is immutable"),
+        "{:?}: {refused}",
+        t.tier
+    );
+
+    t.helm(&["uninstall", release, "-n", ns, "--wait", "--timeout", "60s"])
+        .await;
+    eventually(
+        &format!("{:?}: the workloads of {release} gone", t.tier),
+        CONVERGE,
+        || async {
+            let sts = Api::<StatefulSet>::namespaced(client.clone(), ns)
+                .get_opt(release)
+                .await
+                .unwrap();
+            let job = jobs.get_opt("kinds-migrate").await.unwrap();
+            let widget = widgets.get_opt(release).await.unwrap();
+            sts.is_none() && job.is_none() && widget.is_none()
+        },
+    )
+    .await;
+}
+
 async fn run_all(t: Target) {
     let started = Instant::now();
     from_http_repository(&t).await;
     from_oci_registry(&t).await;
+    waits_for_every_kind(&t).await;
     eprintln!(
-        "FIGURE helm on {:?}: both cases in {:.1}s",
+        "FIGURE helm on {:?}: all three cases in {:.1}s",
         t.tier,
         started.elapsed().as_secs_f64()
     );
@@ -448,6 +577,8 @@ async fn helm_installs_upgrades_and_uninstalls_charts_on_devcluster() {
     let dev = devcluster::DevCluster::start(devcluster::Config {
         nodes: 1,
         simulate_workloads: true,
+        // Ready a little later, so that helm --wait has something to wait for.
+        workload_delay: Duration::from_millis(300),
         ..devcluster::Config::default()
     })
     .await
