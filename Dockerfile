@@ -28,6 +28,14 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     && cp target/release/atoll-scheduler target/release/atoll-hub target/release/atoll-agent \
           target/release/kubectl-atoll /out/
 
+# helm v3 for the agent, which installs HelmChart feeds with it; the version is the one the
+# tests use (HELM_VERSION in e2e/k8s/versions.env).
+FROM golang:1.26-${DEBIAN_RELEASE} AS helm
+ARG HELM_VERSION=v3.21.4
+RUN CGO_ENABLED=0 GOBIN=/out go install \
+        -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
+        helm.sh/helm/v3/cmd/helm@${HELM_VERSION}
+
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime-base
 USER 65532:65532
 # Admin server: /metrics, /healthz, /readyz.
@@ -45,6 +53,7 @@ LABEL org.opencontainers.image.title="atoll-agent" \
       org.opencontainers.image.description="Registers a child cluster with the hub and applies its Descriptions" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/atoll-agent /usr/local/bin/atoll-agent
+COPY --from=helm /out/helm /usr/local/bin/helm
 ENTRYPOINT ["/usr/local/bin/atoll-agent"]
 
 # The kubectl plugin, for a workstation without a Rust toolchain: run it from the image

@@ -68,6 +68,7 @@ fn cm(name: &str, value: &str) -> Value {
 
 fn bulk(generation: i64, value: &str) -> atoll_applier::Description {
     atoll_applier::Description {
+        charts: Vec::new(),
         namespace: "clusternet-bench".into(),
         name: "default.bulk".into(),
         uid: "uid-bulk".into(),

@@ -3,6 +3,7 @@
 use crate::Error;
 use crate::hub::{Agent, AgentConfig, Transport};
 use atoll_applier::Applier;
+use atoll_applier::helm::Helm;
 use atoll_runtime::args::{AdminArgs, ClientArgs, TelemetryArgs};
 use atoll_runtime::process::Process;
 use std::collections::BTreeMap;
@@ -64,6 +65,15 @@ pub struct Args {
     #[arg(long, env = "ATOLL_MAX_PRUNE_PERCENT", default_value_t = crate::hub::DEFAULT_MAX_PRUNE_PERCENT,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub max_prune_percent: u32,
+    /// The `helm` v3 binary that installs HelmChart feeds as releases (a path, or a name looked
+    /// up on `PATH`). It talks to the child with the agent's own kubeconfig (or in-cluster
+    /// credentials), and keeps its cache under `--helm-home`.
+    #[arg(long, env = "ATOLL_HELM", default_value = "helm")]
+    pub helm: std::path::PathBuf,
+    /// Where helm keeps its cache, configuration and data (a writable directory; the agent's
+    /// image mounts an emptyDir there).
+    #[arg(long, env = "ATOLL_HELM_HOME", default_value = "/tmp/atoll-helm")]
+    pub helm_home: std::path::PathBuf,
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -146,6 +156,12 @@ pub async fn run(args: Args) -> Result<(), Error> {
             .with_adopt_existing(args.adopt_existing)
             .with_adopt_clusternet(args.adopt_clusternet)
             .with_allowed_namespaces(parse_namespaces(&args.namespaces))
+            .with_helm(Helm::new(
+                &args.helm,
+                args.client.kubeconfig.clone(),
+                args.client.context.clone(),
+                &args.helm_home,
+            ))
             .with_metrics(applier_metrics),
     );
     let agent = Agent::new(child, config, applier).with_metrics(metrics);

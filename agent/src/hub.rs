@@ -8,7 +8,7 @@
 use crate::identity::{self, Credentials};
 use crate::{Error, VERSION};
 use atoll_applier::heartbeat;
-use atoll_applier::model::{Description, Phase, Report};
+use atoll_applier::model::{ChartRelease, Description, Phase, ReleaseReport, Report};
 use atoll_applier::prune::{self, PruneHold};
 use atoll_applier::{Applier, Notice};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
@@ -759,14 +759,42 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
         orphan: atoll_applier::model::orphans(
             up.labels.get(atoll_crds::known::LABEL_DELETION_POLICY),
         ),
-        objects: up
-            .objects
+        objects: up.objects.iter().map(|raw| json_or_note(raw)).collect(),
+        charts: up
+            .charts
             .iter()
-            .map(|raw| {
-                serde_json::from_slice(raw)
-                    .unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")))
+            .map(|c| ChartRelease {
+                chart: json_or_note(&c.chart),
+                values: json_or_note(&c.values),
             })
             .collect(),
+    }
+}
+
+/// `raw` parsed as JSON, or a string saying it is not (which the applier reports as invalid).
+fn json_or_note(raw: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(raw)
+        .unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")))
+}
+
+/// A release's report as its protocol message.
+fn release_to_wire(r: &ReleaseReport) -> v1::ReleaseStatus {
+    let status = r.status.clone().unwrap_or_default();
+    v1::ReleaseStatus {
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        phase: status.phase,
+        revision: status.revision,
+        chart_version: status.chart_version,
+        first_deployed: status.first_deployed,
+        last_deployed: status.last_deployed,
+        description: truncate(&status.description, MAX_OBJECT_ERROR_BYTES),
+        notes: truncate(&status.notes, MAX_OBJECT_STATUS_BYTES),
+        error: r
+            .error
+            .as_deref()
+            .map(|e| truncate(e, MAX_OBJECT_ERROR_BYTES))
+            .unwrap_or_default(),
     }
 }
 
@@ -827,6 +855,7 @@ pub fn report_message(report: &Report) -> v1::AgentMessage {
             phase: report.phase.as_str().to_owned(),
             reason,
             objects,
+            releases: report.releases.iter().map(release_to_wire).collect(),
             deleted: report.deleted,
         })),
     }
@@ -996,6 +1025,7 @@ mod tests {
             phase: Phase::Success,
             reason: String::new(),
             objects,
+            releases: Vec::new(),
             deleted: false,
         };
         let decode = |r: &Report| {
@@ -1049,6 +1079,26 @@ mod tests {
                 status: Some(serde_json::json!({"readyReplicas": 1})),
                 error: Some("boom".into()),
             }],
+            releases: vec![
+                ReleaseReport {
+                    name: "hello".into(),
+                    namespace: "demo".into(),
+                    status: Some(atoll_applier::model::ReleaseStatus {
+                        phase: "deployed".into(),
+                        revision: 2,
+                        chart_version: "0.2.0".into(),
+                        notes: "n".repeat(MAX_OBJECT_STATUS_BYTES + 10),
+                        ..Default::default()
+                    }),
+                    error: None,
+                },
+                ReleaseReport {
+                    name: "broken".into(),
+                    namespace: "demo".into(),
+                    status: None,
+                    error: Some("chart not found".into()),
+                },
+            ],
             deleted: false,
         };
         let Some(agent_message::Message::Report(r)) = report_message(&report).message else {
@@ -1058,5 +1108,22 @@ mod tests {
         assert_eq!(r.observed_generation, 2);
         assert_eq!(r.objects[0].status, br#"{"readyReplicas":1}"#.to_vec());
         assert_eq!(r.objects[0].error, "boom");
+        let (hello, broken) = (&r.releases[0], &r.releases[1]);
+        assert_eq!(
+            (
+                hello.phase.as_str(),
+                hello.revision,
+                hello.chart_version.as_str()
+            ),
+            ("deployed", 2, "0.2.0")
+        );
+        assert!(
+            hello.notes.len() <= MAX_OBJECT_STATUS_BYTES,
+            "notes are capped"
+        );
+        assert_eq!(
+            (broken.phase.as_str(), broken.error.as_str()),
+            ("", "chart not found")
+        );
     }
 }

@@ -61,6 +61,7 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
     // A Description the hub no longer has, applied by an earlier run of the agent.
     let stale = Applier::new(client.clone(), "atoll-agent")
         .apply(&Description {
+            charts: Vec::new(),
             namespace: NS.into(),
             name: "default.stale".into(),
             uid: "uid-stale".into(),

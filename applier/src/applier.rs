@@ -14,11 +14,12 @@
 
 use crate::discovery::{Discovery, Kind};
 use crate::fieldpath;
-use crate::inventory::{self, Entry, Inventory};
+use crate::helm::{self, Helm};
+use crate::inventory::{self, Entry, Inventory, ReleaseEntry};
 use crate::metrics::Metrics;
 use crate::model::{
     ANNOTATION_ADOPT, Description, LABEL_MANAGED_BY, MANAGED_BY_AGENT, ObjectRef, ObjectReport,
-    Phase, Report,
+    Phase, ReleaseReport, Report,
 };
 use crate::prune::PrunePlan;
 use crate::scope::Scope;
@@ -81,6 +82,8 @@ struct DescState {
     /// Every object of the Description, in order, with its error when it could not be applied
     /// (also the unparsable ones, which have no [`Desired`] entry).
     objects: Vec<(ObjectRef, Option<String>)>,
+    /// What became of its charts, in order.
+    releases: Vec<ReleaseReport>,
 }
 
 #[derive(Default)]
@@ -124,6 +127,9 @@ pub struct Applier {
     /// cluster-scoped objects.
     allowed_namespaces: Option<BTreeSet<String>>,
     delete_timeout: Duration,
+    /// How charts are installed; `None`: this applier installs no charts (they are reported as
+    /// failed).
+    helm: Option<Helm>,
     discovery: Discovery,
     store: inventory::Store,
     pub(crate) state: Mutex<State>,
@@ -148,11 +154,18 @@ impl Applier {
             adopt_clusternet: false,
             allowed_namespaces: None,
             delete_timeout: Duration::from_secs(120),
+            helm: None,
             state: Mutex::new(State::default()),
             notifier: Mutex::new(None),
             locks: Mutex::new(HashMap::new()),
             metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Installs HelmChart feeds with `helm`.
+    pub fn with_helm(mut self, helm: Helm) -> Self {
+        self.helm = Some(helm);
+        self
     }
 
     /// Take over existing objects that no Description owns (`--adopt-existing`). Without it, only
@@ -301,12 +314,10 @@ impl Applier {
                 error: error.clone(),
             })
             .collect();
-        Some(Report::from_objects(
-            &desc.name,
-            &desc.uid,
-            desc.generation,
-            objects,
-        ))
+        Some(
+            Report::from_objects(&desc.name, &desc.uid, desc.generation, objects)
+                .with_releases(desc.releases.clone()),
+        )
     }
 
     /// Applies a Description: namespaces first, then CRDs (waiting until they are
@@ -359,8 +370,75 @@ impl Applier {
         for kind in kinds {
             self.drift.ensure(&kind, || self.drift_scopes(&kind));
         }
+        let releases = self.apply_releases(desc, key).await;
+        if let Some(state) = self.state().descriptions.get_mut(key) {
+            state.releases = releases;
+        }
         self.report(key)
             .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
+    }
+
+    /// The Helm releases the Description's inventory records.
+    fn recorded_releases(&self, key: &str) -> Vec<ReleaseEntry> {
+        self.state()
+            .inventories
+            .get(key)
+            .map(|i| i.releases.clone())
+            .unwrap_or_default()
+    }
+
+    /// Writes the Description's inventory with `releases` (its objects as recorded), when they
+    /// changed.
+    async fn record_releases(
+        &self,
+        key: &str,
+        uid: &str,
+        orphan: bool,
+        releases: Vec<ReleaseEntry>,
+    ) {
+        let inv = {
+            let state = self.state();
+            let current = state.inventories.get(key);
+            if current.map_or(releases.is_empty(), |i| i.releases == releases) {
+                return;
+            }
+            Inventory {
+                description: key.to_owned(),
+                uid: uid.to_owned(),
+                objects: current.map(|i| i.objects.clone()).unwrap_or_default(),
+                releases,
+                orphan,
+            }
+        };
+        match self.store.write(&inv).await {
+            Ok(()) => {
+                self.state().inventories.insert(key.to_owned(), inv);
+            }
+            Err(e) => tracing::warn!(description = %key, error = %e, "inventory write failed"),
+        }
+    }
+
+    /// Installs, upgrades and uninstalls the Description's Helm releases (see
+    /// [`helm::sync_releases`]), recording them in its inventory before and after Helm runs.
+    async fn apply_releases(&self, desc: &Description, key: &str) -> Vec<ReleaseReport> {
+        let recorded = self.recorded_releases(key);
+        if desc.charts.is_empty() && recorded.is_empty() {
+            return Vec::new();
+        }
+        let plan = helm::plan_releases(&desc.charts, &recorded);
+        self.record_releases(key, &desc.uid, desc.orphan, plan.intent.clone())
+            .await;
+        let (reports, entries) = helm::sync_releases(
+            self.helm.as_ref(),
+            plan,
+            &recorded,
+            desc.orphan,
+            self.adopt_existing,
+        )
+        .await;
+        self.record_releases(key, &desc.uid, desc.orphan, entries)
+            .await;
+        reports
     }
 
     /// Reads what the Description applied before (its inventory, then memory, with the fields
@@ -399,6 +477,7 @@ impl Applier {
                 description: key.to_owned(),
                 uid: desc.uid.clone(),
                 objects: entries.iter().cloned().chain(added).collect(),
+                releases: self.recorded_releases(key),
                 orphan: desc.orphan,
             };
             self.store.write(&inv).await?;
@@ -502,6 +581,7 @@ impl Applier {
                     generation: desc.generation,
                     orphan: desc.orphan,
                     objects: order,
+                    releases: Vec::new(),
                 },
             );
             entries
@@ -510,6 +590,7 @@ impl Applier {
             description: key.to_owned(),
             uid: desc.uid.clone(),
             objects: entries,
+            releases: self.recorded_releases(key),
             orphan: desc.orphan,
         };
         if self.state().inventories.get(key) != Some(&inv) {
@@ -905,6 +986,23 @@ impl Applier {
             tracing::info!(description = %key, objects = refs.len(), "deletion policy Orphan: leaving the objects running, unmanaged");
             refs.clear();
         }
+        // Releases first: Helm deletes their objects itself.
+        let mut failures = Vec::new();
+        let recorded = self.recorded_releases(&key);
+        if !recorded.is_empty() {
+            let plan = helm::ReleasePlan {
+                charts: Vec::new(),
+                intent: recorded.clone(),
+            };
+            let (reports, left) =
+                helm::sync_releases(self.helm.as_ref(), plan, &recorded, orphan, false).await;
+            failures.extend(
+                reports
+                    .iter()
+                    .filter_map(|r| r.error.as_ref().map(|e| format!("{r}: {e}"))),
+            );
+            self.record_releases(&key, uid, orphan, left).await;
+        }
         refs.sort();
         refs.dedup();
         // Namespaced objects and custom resources before namespaces and CRDs.
@@ -914,7 +1012,6 @@ impl Applier {
             _ => 0,
         });
         let mut objects = Vec::new();
-        let mut failures = Vec::new();
         for tier in 0..3 {
             let batch: Vec<ObjectRef> = refs
                 .iter()
@@ -1117,6 +1214,7 @@ fn failure_report(desc: &Description, reason: &str) -> Report {
         phase: Phase::Failure,
         reason: reason.to_owned(),
         objects: Vec::new(),
+        releases: Vec::new(),
         deleted: false,
     }
 }
@@ -1140,6 +1238,7 @@ fn deletion_report(
         deleted: failure.is_none(),
         reason: failure.unwrap_or_default(),
         objects,
+        releases: Vec::new(),
     }
 }
 

@@ -46,6 +46,41 @@ pub enum Error {
         /// The namespaces the agent may write, comma-separated.
         allowed: String,
     },
+    /// The `helm` binary could not be started (or fed, or waited for).
+    #[error(
+        "cannot run {binary}: {source}; the agent installs HelmChart feeds with helm v3: ship it \
+         in the agent's image or point --helm at it"
+    )]
+    RunHelm {
+        /// The binary.
+        binary: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Helm exited with an error.
+    #[error("{command} failed: {message}")]
+    HelmFailed {
+        /// `helm <subcommand>`.
+        command: String,
+        /// Helm's error message.
+        message: String,
+    },
+    /// Helm did not finish in time.
+    #[error("{command} did not finish within {seconds} s")]
+    HelmTimedOut {
+        /// `helm <subcommand>`.
+        command: String,
+        /// The time allowed.
+        seconds: u64,
+    },
+    /// `helm status` printed something that is not a release status.
+    #[error("reading the status of {release} failed: {reason}")]
+    DecodeHelmStatus {
+        /// The release.
+        release: String,
+        /// The decoder's message.
+        reason: String,
+    },
     /// Server-side apply of an object failed.
     #[error("applying {object} failed: {source}")]
     ApplyObject {
@@ -114,6 +149,10 @@ impl Error {
             Error::ResolveKind { .. } => "resolve_kind",
             Error::Discover { .. } => "discover",
             Error::OwnershipConflict { .. } => "ownership_conflict",
+            Error::RunHelm { .. } => "run_helm",
+            Error::HelmFailed { .. } => "helm_failed",
+            Error::HelmTimedOut { .. } => "helm_timed_out",
+            Error::DecodeHelmStatus { .. } => "decode_helm_status",
             Error::NamespaceNotAllowed { .. } => "namespace_not_allowed",
             Error::ApplyObject { .. } => "apply_object",
             Error::GetObject { .. } => "get_object",

@@ -17,6 +17,8 @@ pub const LABEL_INVENTORY: &str = "apps.clusternet.io/inventory";
 /// Label selector of every inventory ConfigMap.
 pub const INVENTORY_SELECTOR: &str = "apps.clusternet.io/inventory=true";
 
+/// Data key of an inventory ConfigMap listing its Helm releases (absent when there are none).
+const DATA_RELEASES: &str = "releases";
 /// Data key of an inventory ConfigMap recording an `Orphan` deletion policy.
 const DATA_DELETION_POLICY: &str = "deletionPolicy";
 
@@ -32,6 +34,27 @@ pub struct Entry {
     pub yielded: Vec<String>,
 }
 
+/// One Helm release a Description installed (or is about to: an empty digest records the
+/// intent, before Helm runs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReleaseEntry {
+    /// The release name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// [`crate::helm::Release::digest`] of what was last installed; empty before the first
+    /// install completed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+}
+
+impl ReleaseEntry {
+    /// Whether this is the release `name` in `namespace`.
+    pub fn is(&self, namespace: &str, name: &str) -> bool {
+        self.namespace == namespace && self.name == name
+    }
+}
+
 /// What one Description applied.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inventory {
@@ -41,6 +64,8 @@ pub struct Inventory {
     pub uid: String,
     /// The objects.
     pub objects: Vec<Entry>,
+    /// The Helm releases.
+    pub releases: Vec<ReleaseEntry>,
     /// The Description's objects are orphaned, not deleted, when they leave the cluster (kept
     /// here so that a Description that vanished while the agent was away is still orphaned).
     pub orphan: bool,
@@ -77,6 +102,12 @@ pub fn to_config_map(inventory: &Inventory, namespace: &str) -> ConfigMap {
                 ("uid".to_owned(), inventory.uid.clone()),
                 ("objects".to_owned(), objects),
             ]);
+            if !inventory.releases.is_empty() {
+                data.insert(
+                    DATA_RELEASES.to_owned(),
+                    serde_json::to_string(&inventory.releases).unwrap_or_else(|_| "[]".to_owned()),
+                );
+            }
             if inventory.orphan {
                 data.insert(
                     DATA_DELETION_POLICY.to_owned(),
@@ -98,6 +129,8 @@ pub fn from_config_map(cm: &ConfigMap) -> Option<Inventory> {
         description,
         uid: data.get("uid").cloned().unwrap_or_default(),
         objects,
+        releases: serde_json::from_str(data.get(DATA_RELEASES).map_or("[]", String::as_str))
+            .ok()?,
         orphan: crate::model::orphans(data.get(DATA_DELETION_POLICY)),
     })
 }
@@ -211,12 +244,18 @@ mod tests {
                 description: "clusternet-abcde.default.web".into(),
                 uid: "u-1".into(),
                 objects: vec![],
+                releases: vec![],
                 orphan: false,
             },
             Inventory {
                 description: "clusternet-abcde.default.web".into(),
                 uid: "u-2".into(),
                 orphan: true,
+                releases: vec![ReleaseEntry {
+                    name: "hello".into(),
+                    namespace: "demo".into(),
+                    digest: "abc".into(),
+                }],
                 objects: vec![
                     Entry {
                         object: ObjectRef {

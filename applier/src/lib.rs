@@ -11,6 +11,7 @@
 //! - [`inventory`]: the record in the child of which objects each Description owns.
 //! - [`prune`]: what a prune would delete, and when it waits for confirmation.
 //! - [`scope`]: which Descriptions of the child's inventories are this registration's.
+//! - [`helm`]: the HelmCharts of a Description, as Helm releases installed by a `helm` binary.
 //! - [`heartbeat`]: the cluster's health and capacity, as a heartbeat carries it.
 //! - [`discovery`], [`fieldpath`]: kinds the child serves; managed-field paths.
 
@@ -22,6 +23,7 @@ mod drift;
 mod error;
 pub mod fieldpath;
 pub mod heartbeat;
+pub mod helm;
 pub mod inventory;
 pub mod metrics;
 pub mod model;

@@ -1,6 +1,7 @@
 //! Domain types of the agent: what a Description asks for and what the agent reports back.
 //! Free of protobuf types; the hub client converts at its gRPC edge.
 
+pub use crate::helm::ReleaseStatus;
 use atoll_crds::apps::DeletionPolicy;
 use serde_json::Value;
 use std::fmt;
@@ -26,6 +27,8 @@ pub struct Description {
     pub generation: i64,
     /// The rendered objects (`spec.raw`).
     pub objects: Vec<Value>,
+    /// The charts to install as Helm releases (`spec.chartRaw` with `spec.chartValues`).
+    pub charts: Vec<ChartRelease>,
     /// The Subscription's `deletionPolicy` is `Orphan`: objects leaving the cluster (the
     /// Description deleted or pruned, an object dropped from it) are left running, unmanaged.
     pub orphan: bool,
@@ -35,6 +38,16 @@ pub struct Description {
 /// its objects; see [`DeletionPolicy::from_label`].
 pub fn orphans(value: Option<&String>) -> bool {
     DeletionPolicy::from_label(value.map(String::as_str)) == DeletionPolicy::Orphan
+}
+
+/// One chart of a Description: the HelmChart object after chart-level overrides, and the
+/// values after value overrides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartRelease {
+    /// The HelmChart object.
+    pub chart: Value,
+    /// The Helm values (a map).
+    pub values: Value,
 }
 
 impl Description {
@@ -104,6 +117,25 @@ pub struct ObjectReport {
     pub error: Option<String>,
 }
 
+/// What became of one chart of a Description: its Helm release.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReleaseReport {
+    /// The release name (the HelmChart's name).
+    pub name: String,
+    /// The namespace the release is in (the chart's `targetNamespace`).
+    pub namespace: String,
+    /// The release as Helm reports it; `None` when it is not installed.
+    pub status: Option<ReleaseStatus>,
+    /// Why the release could not be installed, upgraded or uninstalled; `None` when it was.
+    pub error: Option<String>,
+}
+
+impl fmt::Display for ReleaseReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "release {}/{}", self.namespace, self.name)
+    }
+}
+
 /// What the agent did with a Description.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
@@ -119,6 +151,8 @@ pub struct Report {
     pub reason: String,
     /// One entry per object.
     pub objects: Vec<ObjectReport>,
+    /// One entry per chart.
+    pub releases: Vec<ReleaseReport>,
     /// The Description was being deleted and its objects are gone from the child.
     pub deleted: bool,
 }
@@ -147,8 +181,48 @@ impl Report {
             },
             reason: failures.join("; "),
             objects,
+            releases: Vec::new(),
             deleted: false,
         }
+    }
+
+    /// The report with its charts' releases: a release that failed (or Helm reports `failed`)
+    /// makes it a Failure and is named in the reason; otherwise a release Helm is still
+    /// installing, upgrading or uninstalling gives that phase (as Clusternet maps a
+    /// HelmRelease's status onto its Description).
+    pub fn with_releases(mut self, releases: Vec<ReleaseReport>) -> Report {
+        let mut failures: Vec<String> = if self.reason.is_empty() {
+            Vec::new()
+        } else {
+            vec![std::mem::take(&mut self.reason)]
+        };
+        fn helm_phase(r: &ReleaseReport) -> &str {
+            r.status.as_ref().map_or("", |s| s.phase.as_str())
+        }
+        for r in &releases {
+            match (&r.error, helm_phase(r)) {
+                (Some(e), _) => failures.push(format!("{r}: {e}")),
+                (None, "failed") => failures.push(format!("{r}: Helm reports it failed")),
+                _ => {}
+            }
+        }
+        self.phase = if !failures.is_empty() {
+            Phase::Failure
+        } else if releases.iter().any(|r| helm_phase(r) == "pending-install") {
+            Phase::Installing
+        } else if releases
+            .iter()
+            .any(|r| matches!(helm_phase(r), "pending-upgrade" | "pending-rollback"))
+        {
+            Phase::Upgrading
+        } else if releases.iter().any(|r| helm_phase(r) == "uninstalling") {
+            Phase::Uninstalling
+        } else {
+            self.phase
+        };
+        self.reason = failures.join("; ");
+        self.releases = releases;
+        self
     }
 }
 
@@ -190,6 +264,71 @@ mod tests {
             assert_eq!(r.phase, phase);
             assert_eq!(r.reason, reason);
             assert_eq!(r.observed_generation, 3);
+        }
+    }
+
+    #[test]
+    fn releases_set_the_phase_and_name_their_failures() {
+        let release = |phase: &str, error: Option<&str>| ReleaseReport {
+            name: "hello".into(),
+            namespace: "demo".into(),
+            status: (!phase.is_empty()).then(|| ReleaseStatus {
+                phase: phase.into(),
+                ..ReleaseStatus::default()
+            }),
+            error: error.map(str::to_owned),
+        };
+        let cases = [
+            (vec![], vec![], Phase::Success, ""),
+            (vec![], vec![release("deployed", None)], Phase::Success, ""),
+            (
+                vec![],
+                vec![release("pending-install", None)],
+                Phase::Installing,
+                "",
+            ),
+            (
+                vec![],
+                vec![release("pending-upgrade", None)],
+                Phase::Upgrading,
+                "",
+            ),
+            (
+                vec![],
+                vec![release("uninstalling", None)],
+                Phase::Uninstalling,
+                "",
+            ),
+            (
+                vec![],
+                vec![release("failed", None)],
+                Phase::Failure,
+                "release demo/hello: Helm reports it failed",
+            ),
+            (
+                vec![],
+                vec![
+                    release("deployed", None),
+                    release("", Some("no such version")),
+                ],
+                Phase::Failure,
+                "release demo/hello: no such version",
+            ),
+            (
+                vec![obj("a", Some("x"))],
+                vec![release("pending-install", Some("timed out"))],
+                Phase::Failure,
+                "ConfigMap default/a: x; release demo/hello: timed out",
+            ),
+        ];
+        for (objects, releases, phase, reason) in cases {
+            let r = Report::from_objects("d", "u", 1, objects).with_releases(releases.clone());
+            assert_eq!(
+                (r.phase, r.reason.as_str()),
+                (phase, reason),
+                "{releases:?}"
+            );
+            assert_eq!(r.releases, releases);
         }
     }
 

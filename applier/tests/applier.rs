@@ -32,6 +32,7 @@ fn desc(name: &str, generation: i64, objects: Vec<Value>) -> Description {
         generation,
         orphan: false,
         objects,
+        charts: Vec::new(),
     }
 }
 

@@ -277,9 +277,13 @@ async fn start(
             .await?,
         );
     }
+    let helm = crate::control_plane::bin_dir_from_env()
+        .map(|dir| dir.join("helm"))
+        .filter(|helm| helm.is_file());
     for (child, kubeconfig) in children.iter().zip(&agent_kubeconfigs) {
         let admin = free_addr()?;
         let name = format!("agent-{}", child.name);
+        let helm_home = layout.dir.join(format!("helm-{}", child.name));
         launch(
             state,
             layout,
@@ -287,7 +291,15 @@ async fn start(
                 name: &name,
                 role: Role::Agent,
                 binary: &binaries.agent,
-                args: agent_args(child, kubeconfig, &hub_url, &token, admin),
+                args: agent_args(
+                    child,
+                    kubeconfig,
+                    &hub_url,
+                    &token,
+                    admin,
+                    helm.as_deref(),
+                    &helm_home,
+                ),
                 log: layout.log(&name),
                 admin: Some(admin.to_string()),
             },
@@ -420,15 +432,19 @@ pub fn parent_args(layout: &Layout, persist: bool) -> Vec<String> {
     args
 }
 
-/// The agent's command line for `child`.
+/// The agent's command line for `child`: `helm` is the binary it installs HelmChart feeds with
+/// (the one `make k8s` built; without it the agent looks for `helm` on `PATH`), and `helm_home`
+/// its own directory for Helm's cache.
 pub fn agent_args(
     child: &ChildSpec,
     kubeconfig: &Path,
     hub_url: &str,
     token: &str,
     admin: SocketAddr,
+    helm: Option<&Path>,
+    helm_home: &Path,
 ) -> Vec<String> {
-    vec![
+    let mut args = vec![
         "--kubeconfig".into(),
         kubeconfig.display().to_string(),
         "--hub".into(),
@@ -442,7 +458,14 @@ pub fn agent_args(
         "--insecure".into(),
         "--admin-listen".into(),
         admin.to_string(),
-    ]
+        "--helm-home".into(),
+        helm_home.display().to_string(),
+    ];
+    if let Some(helm) = helm {
+        args.push("--helm".into());
+        args.push(helm.display().to_string());
+    }
+    args
 }
 
 async fn wait_for_file(
@@ -1017,6 +1040,13 @@ mod tests {
             "http://127.0.0.1:1",
             "abcdef.0123456789abcdef",
             "127.0.0.1:9".parse().unwrap(),
+            Some(Path::new("/cache/helm")),
+            Path::new("/f/helm-child-2"),
+        );
+        assert!(
+            args.join(" ")
+                .ends_with("--helm-home /f/helm-child-2 --helm /cache/helm"),
+            "{args:?}"
         );
         let joined = args.join(" ");
         assert!(

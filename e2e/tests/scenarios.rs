@@ -1215,3 +1215,350 @@ async fn a_secret_of_another_namespace_is_refused_until_a_feed_grant_allows_it_a
 
     f.delete("grant-borrower").await;
 }
+
+/// The HelmChart feed of the Helm scenario (`{repo}` and `{version}` filled in), a plain
+/// ConfigMap feed beside it, and their Subscription to child-1 and child-2 (eu and us).
+const HELM: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-helm}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: plain, namespace: e2e-helm}
+data: {a: b}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: HelmChart
+metadata: {name: hello, namespace: e2e-helm}
+spec:
+  repo: {repo}
+  chart: hello
+  version: {version}
+  targetNamespace: e2e-helm-demo
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: HelmChart
+metadata: {name: broken, namespace: e2e-helm}
+spec:
+  repo: {repo}
+  chart: hello
+  version: 9.9.9
+  targetNamespace: e2e-helm-broken
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: helm, namespace: e2e-helm}
+spec:
+  subscribers: [{clusterAffinity: {matchExpressions: [{key: region, operator: In, values: [eu, us]}]}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-helm}
+    - {apiVersion: v1, kind: ConfigMap, name: plain, namespace: e2e-helm}
+{feeds}
+"#;
+
+const HELLO_FEED: &str = "    - {apiVersion: apps.clusternet.io/v1alpha1, kind: HelmChart, name: hello, namespace: e2e-helm}";
+const BROKEN_FEED: &str = "    - {apiVersion: apps.clusternet.io/v1alpha1, kind: HelmChart, name: broken, namespace: e2e-helm}";
+
+fn helm_yaml(repo: &str, version: &str, feeds: &[&str]) -> String {
+    HELM.replace("{repo}", repo)
+        .replace("{version}", version)
+        .replace("{feeds}", &feeds.join("\n"))
+}
+
+/// `helm status` of a release in a child, as JSON; `None` when Helm does not know it.
+async fn helm_status(
+    f: &Fleet,
+    helm: &atoll_e2e::chart_repo::Helm,
+    child: &str,
+    release: &str,
+    ns: &str,
+) -> Option<serde_json::Value> {
+    let kubeconfig = f.dir.join(format!("{child}.kubeconfig"));
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let args = [
+        "status",
+        release,
+        "-n",
+        ns,
+        "-o",
+        "json",
+        "--kubeconfig",
+        kubeconfig,
+    ];
+    helm.run(&args)
+        .await
+        .ok()
+        .map(|out| serde_json::from_str(&out).unwrap())
+}
+
+#[tokio::test]
+async fn a_helm_chart_feed_is_installed_localized_upgraded_and_uninstalled_in_each_child() {
+    let Some(f) = fleet("helm").await else {
+        return;
+    };
+    let tools = atoll_e2e::chart_repo::HelmTools::locate().expect("make k8s builds helm");
+    let helm = atoll_e2e::chart_repo::Helm::new(&tools.helm, f.tmp.path().join("helm-home"));
+    let repo = atoll_e2e::chart_repo::ChartRepo::start(
+        helm.clone(),
+        atoll_e2e::chart_repo::HELLO_CHART,
+        f.tmp.path().join("chart-repo"),
+        &["0.1.0"],
+    )
+    .await
+    .unwrap();
+    // child-1 gets its own message, through a Localization of type Helm.
+    let ns1 = f.dedicated_namespace("child-1");
+    f.apply(
+        "helm-localization",
+        &format!(
+            r#"
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Localization
+metadata: {{name: hello-eu, namespace: {ns1}}}
+spec:
+  overridePolicy: ApplyNow
+  feed: {{apiVersion: apps.clusternet.io/v1alpha1, kind: HelmChart, name: hello, namespace: e2e-helm}}
+  overrides:
+    - {{type: Helm, value: "message: hello from eu"}}
+"#
+        ),
+    )
+    .await
+    .unwrap();
+    f.apply("helm", &helm_yaml(repo.url(), "0.1.0", &[HELLO_FEED]))
+        .await
+        .unwrap();
+    let message = "{.data.message}";
+    let version = "{.data.chartVersion}";
+    let took = converge(
+        &f,
+        "the chart installed in eu and us, localized in eu",
+        &[
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                Some("hello from eu"),
+            ),
+            expect(
+                "child-2",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                Some("hello"),
+            ),
+            expect(
+                "child-3",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                None,
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                version,
+                Some("0.1.0"),
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm",
+                "plain",
+                "{.data.a}",
+                Some("b"),
+            ),
+            expect(
+                "child-2",
+                "configmap",
+                "e2e-helm",
+                "plain",
+                "{.data.a}",
+                Some("b"),
+            ),
+        ],
+    )
+    .await;
+    eprintln!(
+        "FIGURE HelmChart feed -> release in 2 children: {}",
+        secs(took)
+    );
+    for child in ["child-1", "child-2"] {
+        let status = helm_status(&f, &helm, child, "hello", "e2e-helm-demo")
+            .await
+            .unwrap_or_else(|| panic!("helm knows no release hello in {child}"));
+        assert_eq!(status["info"]["status"], "deployed", "{child}: {status}");
+        assert_eq!(status["version"], 1, "{child}: {status}");
+    }
+    // The parent shows the release in child-1's dedicated namespace, and the Description is
+    // a Success.
+    let release_phase = || async {
+        jsonpath(
+            &f.parent,
+            "helmrelease",
+            Some(&ns1),
+            "e2e-helm.helm-e2e-helm-hello",
+            "{.status.phase}|{.status.version}|{.spec.targetNamespace}",
+        )
+        .await
+    };
+    POLL.eventually("HelmRelease deployed in the parent", CONVERGE, || async {
+        match release_phase().await? {
+            Some(s) if s == "deployed|1|e2e-helm-demo" => Ok(()),
+            other => Err(format!("HelmRelease: {other:?}")),
+        }
+    })
+    .await;
+
+    // A version bump upgrades the release in place.
+    repo.add_version("0.2.0").await.unwrap();
+    f.apply("helm", &helm_yaml(repo.url(), "0.2.0", &[HELLO_FEED]))
+        .await
+        .unwrap();
+    converge(
+        &f,
+        "the upgrade to 0.2.0",
+        &[
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                version,
+                Some("0.2.0"),
+            ),
+            expect(
+                "child-2",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                version,
+                Some("0.2.0"),
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                Some("hello from eu"),
+            ),
+        ],
+    )
+    .await;
+    let status = helm_status(&f, &helm, "child-2", "hello", "e2e-helm-demo")
+        .await
+        .unwrap();
+    assert_eq!(status["version"], 2, "{status}");
+
+    // A chart at a version the repository does not have fails on its own: the Description
+    // names it, the other release and the plain feed keep running.
+    f.apply(
+        "helm",
+        &helm_yaml(repo.url(), "0.2.0", &[HELLO_FEED, BROKEN_FEED]),
+    )
+    .await
+    .unwrap();
+    let reason = POLL
+        .eventually(
+            "the broken chart named in the Description",
+            CONVERGE,
+            || async {
+                let got = jsonpath(
+                    &f.parent,
+                    "description",
+                    Some(&ns1),
+                    "e2e-helm.helm",
+                    "{.status.phase}|{.status.reason}",
+                )
+                .await?;
+                match got {
+                    Some(s) if s.starts_with("Failure|") && s.contains("broken") => Ok(s),
+                    other => Err(format!("Description: {other:?}")),
+                }
+            },
+        )
+        .await;
+    assert!(reason.contains("9.9.9"), "{reason}");
+    assert!(!reason.contains("release e2e-helm-demo/hello"), "{reason}");
+    converge(
+        &f,
+        "the rest keeps running",
+        &[
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                version,
+                Some("0.2.0"),
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm",
+                "plain",
+                "{.data.a}",
+                Some("b"),
+            ),
+        ],
+    )
+    .await;
+
+    // Without the chart feeds the releases are uninstalled; the plain feed stays.
+    f.apply("helm", &helm_yaml(repo.url(), "0.2.0", &[]))
+        .await
+        .unwrap();
+    converge(
+        &f,
+        "the release uninstalled",
+        &[
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                None,
+            ),
+            expect(
+                "child-2",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                None,
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm",
+                "plain",
+                "{.data.a}",
+                Some("b"),
+            ),
+        ],
+    )
+    .await;
+    assert!(
+        helm_status(&f, &helm, "child-1", "hello", "e2e-helm-demo")
+            .await
+            .is_none()
+    );
+    POLL.eventually("HelmReleases gone from the parent", CONVERGE, || async {
+        match release_phase().await? {
+            None => Ok(()),
+            other => Err(format!("HelmRelease still there: {other:?}")),
+        }
+    })
+    .await;
+    f.delete("helm").await;
+    f.delete("helm-localization").await;
+}

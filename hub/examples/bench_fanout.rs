@@ -126,6 +126,7 @@ fn entry(ns: &str, generation: i64) -> DescEntry {
         objects: vec![Bytes::from(format!(
             r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"web","namespace":"apps"}},"spec":{{"replicas":{generation}}}}}"#
         ))],
+        charts: Vec::new(),
         deleting: false,
         labels: Default::default(),
         finalizers: vec![],

@@ -33,7 +33,7 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use rand::Rng;
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +105,10 @@ struct Inner {
     /// checks), a pool of its own: a flood of bad Hellos waits here and never delays the
     /// heartbeats of clusters that are connected.
     handshake_calls: tokio::sync::Semaphore,
+    /// The Descriptions (`namespace`, `name`) that have HelmReleases, read from the parent by
+    /// the first report after a start and kept current since: a report removes the HelmReleases
+    /// of charts a Description no longer has without a list call for every other Description.
+    helm_owners: tokio::sync::Mutex<Option<HashSet<(String, String)>>>,
 }
 
 /// API calls on behalf of handshakes in flight at once.
@@ -146,6 +150,96 @@ pub fn random_namespace_name() -> String {
 }
 
 impl KubeBackend {
+    /// Writes the HelmRelease of each chart of a Description (spec and status) and deletes
+    /// those of charts it no longer has.
+    fn write_helm_releases(
+        &self,
+        session: &Session,
+        entry: &DescEntry,
+        report: &Report,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let this = self.clone();
+        let namespace = session.namespace.clone();
+        let releases = status::helm_releases(&namespace, entry, report);
+        let owner = (namespace.clone(), entry.name.clone());
+        async move {
+            let had_releases = this.helm_owner(&owner).await?;
+            if releases.is_empty() && !had_releases {
+                return Ok(());
+            }
+            let api: Api<atoll_crds::helm::HelmRelease> =
+                Api::namespaced(this.client(), &namespace);
+            let _permit = this.permit().await;
+            for (name, object, status) in &releases {
+                let target = format!("{namespace}/{name}");
+                api.patch(name, &mgr(), &Patch::Apply(object))
+                    .await
+                    .map_err(api_err("apply HelmRelease", &target))?;
+                api.patch_status(name, &mgr(), &Patch::Apply(status))
+                    .await
+                    .map_err(api_err("write HelmRelease status", &target))?;
+                this.inner.metrics.write("helmrelease");
+            }
+            if let Some(owners) = this.inner.helm_owners.lock().await.as_mut()
+                && !releases.is_empty()
+            {
+                owners.insert(owner.clone());
+            }
+            if !had_releases {
+                return Ok(());
+            }
+            let selector = format!("{}={}", known::LABEL_CONFIG_NAME, owner.1);
+            let existing = api
+                .list_metadata(&ListParams::default().labels(&selector))
+                .await
+                .map_err(api_err("list HelmReleases", &namespace))?;
+            let wanted = |name: &str| releases.iter().any(|(n, _, _)| n == name);
+            for stale in existing.items.iter().filter(|hr| !wanted(&hr.name_any())) {
+                let name = stale.name_any();
+                match api.delete(&name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => {
+                        return Err(api_err(
+                            "delete HelmRelease",
+                            &format!("{namespace}/{name}"),
+                        )(e));
+                    }
+                }
+            }
+            if releases.is_empty()
+                && let Some(owners) = this.inner.helm_owners.lock().await.as_mut()
+            {
+                owners.remove(&owner);
+            }
+            Ok(())
+        }
+    }
+
+    /// Whether the Description `owner` had HelmReleases; the first call after a start reads
+    /// every HelmRelease's owner from the parent.
+    async fn helm_owner(&self, owner: &(String, String)) -> Result<bool, Error> {
+        let mut owners = self.inner.helm_owners.lock().await;
+        if owners.is_none() {
+            let api: Api<atoll_crds::helm::HelmRelease> = Api::all(self.client());
+            let _permit = self.permit().await;
+            let list = api
+                .list_metadata(&ListParams::default().labels(known::LABEL_CONFIG_NAME))
+                .await
+                .map_err(api_err("list HelmReleases", "all namespaces"))?;
+            *owners = Some(
+                list.items
+                    .iter()
+                    .filter_map(|hr| {
+                        let name = hr.labels().get(known::LABEL_CONFIG_NAME)?;
+                        Some((hr.namespace()?, name.clone()))
+                    })
+                    .collect(),
+            );
+        }
+        Ok(owners.as_ref().is_some_and(|o| o.contains(owner)))
+    }
+
     /// A backend writing through `client`; `clusters` is the shared ManagedCluster reflector.
     pub fn new(
         client: Client,
@@ -168,6 +262,7 @@ impl KubeBackend {
                 connections: Mutex::new(HashMap::new()),
                 calls: tokio::sync::Semaphore::new(CALLS_IN_FLIGHT),
                 handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
+                helm_owners: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -1211,7 +1306,7 @@ impl Backend for KubeBackend {
                 &format!("{}/{}", session.namespace, entry.name),
             ))?;
             this.inner.metrics.write("description_status");
-            Ok(())
+            this.write_helm_releases(&session, &entry, &report).await
         }
     }
 

@@ -3,7 +3,7 @@
 
 use crate::Error;
 use atoll_applier::heartbeat::Heartbeat;
-use atoll_applier::model::{ObjectRef, ObjectReport, Phase, Report};
+use atoll_applier::model::{ObjectRef, ObjectReport, Phase, ReleaseReport, ReleaseStatus, Report};
 use atoll_proto::v1;
 use atoll_runtime::text::truncate;
 use std::collections::BTreeMap;
@@ -412,7 +412,26 @@ pub fn report_from_wire(r: v1::DescriptionReport) -> Report {
                 error: Some(o.error).filter(|e| !e.is_empty()),
             })
             .collect(),
+        releases: r.releases.into_iter().map(release_from_wire).collect(),
         deleted: r.deleted,
+    }
+}
+
+/// A release's report from its protocol message; an empty phase means not installed.
+fn release_from_wire(r: v1::ReleaseStatus) -> ReleaseReport {
+    ReleaseReport {
+        status: (!r.phase.is_empty()).then_some(ReleaseStatus {
+            phase: r.phase,
+            revision: r.revision,
+            chart_version: r.chart_version,
+            first_deployed: r.first_deployed,
+            last_deployed: r.last_deployed,
+            description: r.description,
+            notes: r.notes,
+        }),
+        error: Some(r.error).filter(|e| !e.is_empty()),
+        name: r.name,
+        namespace: r.namespace,
     }
 }
 

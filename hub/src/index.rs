@@ -32,6 +32,8 @@ pub struct DescEntry {
     pub generation: i64,
     /// `spec.raw`, one JSON document per object.
     pub objects: Vec<Bytes>,
+    /// `spec.chartRaw` with `spec.chartValues`, JSON, one pair per chart.
+    pub charts: Vec<ChartEntry>,
     /// Whether the Description has a deletionTimestamp.
     pub deleting: bool,
     /// `metadata.labels`.
@@ -42,6 +44,15 @@ pub struct DescEntry {
     pub status: Option<DescriptionStatus>,
     /// Why the hub refuses to deliver this Description (over a limit), if it does.
     pub rejected: Option<String>,
+}
+
+/// One chart of a Description, encoded once for every stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChartEntry {
+    /// The HelmChart object after chart-level overrides.
+    pub chart: Bytes,
+    /// The Helm values after overrides.
+    pub values: Bytes,
 }
 
 /// Limits applied to each Description before it is delivered.
@@ -71,7 +82,23 @@ impl DescEntry {
             .iter()
             .map(|o| Bytes::from(serde_json::to_vec(o).unwrap_or_default()))
             .collect();
-        let size: usize = objects.iter().map(Bytes::len).sum();
+        let encode = |v: &serde_json::Value| Bytes::from(serde_json::to_vec(v).unwrap_or_default());
+        let empty = serde_json::Value::Object(serde_json::Map::new());
+        let charts: Vec<ChartEntry> = d
+            .spec
+            .chart_raw
+            .iter()
+            .enumerate()
+            .map(|(i, chart)| ChartEntry {
+                chart: encode(chart),
+                values: encode(d.spec.chart_values.get(i).unwrap_or(&empty)),
+            })
+            .collect();
+        let size: usize = objects.iter().map(Bytes::len).sum::<usize>()
+            + charts
+                .iter()
+                .map(|c| c.chart.len() + c.values.len())
+                .sum::<usize>();
         let rejected = if objects.len() > limits.max_objects_per_description {
             Some(format!(
                 "the Description has {} objects, more than the hub's limit of {} \
@@ -99,6 +126,11 @@ impl DescEntry {
             } else {
                 objects
             },
+            charts: if rejected.is_some() {
+                Vec::new()
+            } else {
+                charts
+            },
             deleting: d.metadata.deletion_timestamp.is_some(),
             labels: d.labels().clone(),
             finalizers: d.finalizers().to_vec(),
@@ -111,7 +143,10 @@ impl DescEntry {
     /// version that was, or it is being deleted (the agent deletes from its inventory, so the
     /// objects are not needed). Other entries are sent as withheld.
     pub fn deliverable(&self) -> bool {
-        self.deleting || self.rejected.is_none() || !self.objects.is_empty()
+        self.deleting
+            || self.rejected.is_none()
+            || !self.objects.is_empty()
+            || !self.charts.is_empty()
     }
 
     /// What a stream is sent for this entry.
@@ -514,6 +549,7 @@ mod tests {
             resource_version: rv.into(),
             generation,
             objects: vec![Bytes::from(format!("{{\"g\":{generation}}}"))],
+            charts: Vec::new(),
             deleting: false,
             labels: BTreeMap::new(),
             finalizers: vec![],

@@ -437,6 +437,16 @@ impl PushManager {
                             .iter()
                             .map(|b| serde_json::from_slice(b).unwrap_or(serde_json::Value::Null))
                             .collect(),
+                        charts: e
+                            .charts
+                            .iter()
+                            .map(|c| model::ChartRelease {
+                                chart: serde_json::from_slice(&c.chart)
+                                    .unwrap_or(serde_json::Value::Null),
+                                values: serde_json::from_slice(&c.values)
+                                    .unwrap_or(serde_json::Value::Null),
+                            })
+                            .collect(),
                     };
                     let r = applier.apply(&desc).await;
                     self.write(session, &r).await;

@@ -521,6 +521,14 @@ fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {
         resource_version: e.resource_version.clone(),
         generation: e.generation,
         objects: e.objects.iter().map(|b| b.to_vec()).collect(),
+        charts: e
+            .charts
+            .iter()
+            .map(|c| v1::Chart {
+                chart: c.chart.to_vec(),
+                values: c.values.to_vec(),
+            })
+            .collect(),
         deleting: e.deleting,
         labels: e
             .labels

@@ -1,6 +1,7 @@
 //! Pure builders of what the hub writes: ManagedCluster status from heartbeats (and when a
 //! stream ends), the unschedulable taint, Description status from reports, the finalizer
-//! decision, lost-cluster detection and the Subscription's aggregated status.
+//! decision, lost-cluster detection, the Subscription's aggregated status, and the HelmReleases
+//! of a Description's charts.
 
 use crate::aggregation::{self, ClusterRef, DescriptionReport};
 use crate::domain::ClusterHeartbeat;
@@ -8,6 +9,7 @@ use crate::index::DescEntry;
 use atoll_applier::model::Report;
 use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, Subscription};
 use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
+use atoll_crds::helm::{HelmChart, HelmReleaseSpec, HelmReleaseStatus};
 use atoll_crds::{conditions, known};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -315,6 +317,102 @@ pub fn description_status(
         observed_generation: Some(report.observed_generation),
         conditions: existing.map(|e| e.conditions.clone()).unwrap_or_default(),
     }
+}
+
+/// The name of the HelmRelease of one chart of a Description, as Clusternet names it:
+/// `<description>-<chart-namespace>-<chart-name>`.
+pub fn helm_release_name(description: &str, chart_namespace: &str, chart_name: &str) -> String {
+    format!("{description}-{chart_namespace}-{chart_name}")
+}
+
+/// The HelmReleases a Description's charts and its report imply, each with the server-side apply
+/// body of the object (spec, labels, owned by the Description so that it goes with it) and of
+/// its status. A chart whose object cannot be read is left out.
+pub fn helm_releases(
+    namespace: &str,
+    entry: &DescEntry,
+    report: &Report,
+) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for chart in &entry.charts {
+        let Ok(chart_object) = serde_json::from_slice::<HelmChart>(&chart.chart) else {
+            continue;
+        };
+        let chart_name = chart_object.metadata.name.clone().unwrap_or_default();
+        let chart_namespace = chart_object.metadata.namespace.clone().unwrap_or_default();
+        let target = chart_object.spec.target_namespace.clone();
+        let name = helm_release_name(&entry.name, &chart_namespace, &chart_name);
+        let mut labels: BTreeMap<String, String> = entry
+            .labels
+            .iter()
+            .filter(|(k, _)| {
+                [
+                    known::LABEL_SUBS_NAME,
+                    known::LABEL_SUBS_NAMESPACE,
+                    known::LABEL_SUBS_UID,
+                    known::LABEL_CLUSTER_ID,
+                    known::LABEL_CLUSTER_NAME,
+                ]
+                .contains(&k.as_str())
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        labels.insert(known::LABEL_CONFIG_KIND.into(), "Description".into());
+        labels.insert(known::LABEL_CONFIG_NAME.into(), entry.name.clone());
+        labels.insert(known::LABEL_CONFIG_NAMESPACE.into(), namespace.to_owned());
+        labels.insert(known::LABEL_CONFIG_UID.into(), entry.uid.clone());
+        let spec = HelmReleaseSpec {
+            options: chart_object.spec.options.clone(),
+            release_name: Some(chart_name.clone()),
+            target_namespace: target.clone(),
+            overrides: Some(k8s_openapi::ByteString(chart.values.to_vec())),
+        };
+        let object = json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "HelmRelease",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels,
+                "ownerReferences": [{
+                    "apiVersion": "apps.clusternet.io/v1alpha1",
+                    "kind": "Description",
+                    "name": entry.name,
+                    "uid": entry.uid,
+                    "controller": true,
+                    "blockOwnerDeletion": false,
+                }],
+            },
+            "spec": spec,
+        });
+        let released = report
+            .releases
+            .iter()
+            .find(|r| r.name == chart_name && r.namespace == target);
+        let helm = released.and_then(|r| r.status.clone()).unwrap_or_default();
+        let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let status = HelmReleaseStatus {
+            first_deployed: text(&helm.first_deployed),
+            last_deployed: text(&helm.last_deployed),
+            description: released
+                .and_then(|r| r.error.clone())
+                .or_else(|| text(&helm.description)),
+            phase: text(&helm.phase).or_else(|| {
+                released
+                    .and_then(|r| r.error.as_ref())
+                    .map(|_| "failed".to_owned())
+            }),
+            notes: text(&helm.notes),
+            version: (helm.revision > 0).then_some(helm.revision),
+        };
+        let status = json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "HelmRelease",
+            "status": status,
+        });
+        out.push((name, object, status));
+    }
+    out
 }
 
 /// The server-side apply body of a Description status.
@@ -701,6 +799,7 @@ mod tests {
                 resource_version: "1".into(),
                 generation: 1,
                 objects: vec![],
+                charts: Vec::new(),
                 deleting,
                 labels: Default::default(),
                 finalizers: vec![],
@@ -834,6 +933,7 @@ mod tests {
             resource_version: "1".into(),
             generation: 1,
             objects: vec![],
+            charts: Vec::new(),
             deleting: false,
             labels: Default::default(),
             finalizers: vec![],

@@ -150,6 +150,7 @@ struct Harness {
 
 fn entry(ns: &str, name: &str, generation: i64) -> DescEntry {
     DescEntry {
+        charts: Vec::new(),
         namespace: ns.into(),
         name: name.into(),
         uid: format!("uid-{ns}-{name}"),

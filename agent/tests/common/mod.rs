@@ -40,6 +40,7 @@ pub fn upsert(
 ) -> v1::HubMessage {
     v1::HubMessage {
         message: Some(hub_message::Message::Upsert(v1::DescriptionUpsert {
+            charts: Vec::new(),
             seq,
             name: name.into(),
             uid: format!("uid-{name}"),

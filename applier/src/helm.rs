@@ -1,0 +1,683 @@
+//! Helm releases: the HelmCharts of a Description installed, upgraded and uninstalled in the
+//! child cluster by a pinned `helm` v3 binary, as Clusternet's agent does with Helm's library.
+//!
+//! Each chart is a release named after its HelmChart, in the chart's `targetNamespace`. A
+//! release is installed when Helm does not know it, upgraded when what the Description asks for
+//! (the chart's options and the values) changed since the agent last installed it (a digest kept
+//! in the Description's inventory) or when Helm does not report it `deployed`, and left alone
+//! otherwise, so that re-applying a Description does not make a new Helm revision.
+
+use crate::Error;
+use crate::inventory::ReleaseEntry;
+use crate::model::{ChartRelease, ReleaseReport};
+use atoll_crds::helm::{HelmChart, HelmOptions};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Helm's default timeout of an install, upgrade or uninstall (HelmChart `timeoutSeconds`).
+const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// How much longer than Helm's own timeout the agent waits for the helm process.
+const PROCESS_GRACE: Duration = Duration::from_secs(30);
+/// Why a chart is not installed where the applier has no helm.
+const NO_HELM: &str = "no helm to install HelmChart feeds with: the agent needs --helm pointing \
+     at a helm v3 binary; a Push-mode cluster (applied by the hub) does not install charts, so \
+     subscribe it in Pull mode";
+/// Timeout of `helm status` and other reads.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the agent runs Helm against the child cluster.
+#[derive(Clone, Debug)]
+pub struct Helm {
+    binary: PathBuf,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    home: PathBuf,
+}
+
+impl Helm {
+    /// Helm from `binary` (a path, or a name looked up on `PATH`), talking to the child cluster
+    /// of `kubeconfig` and `context` (both unset: in-cluster, as the agent). Helm's cache,
+    /// configuration and data go under `home` (the agent's image has a read-only root).
+    pub fn new(
+        binary: impl Into<PathBuf>,
+        kubeconfig: Option<PathBuf>,
+        context: Option<String>,
+        home: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            binary: binary.into(),
+            kubeconfig,
+            context,
+            home: home.into(),
+        }
+    }
+
+    /// The release's status as Helm reports it; `None` when Helm does not know the release.
+    pub async fn status(
+        &self,
+        name: &str,
+        namespace: &str,
+    ) -> Result<Option<ReleaseStatus>, Error> {
+        let args = vec![
+            "status".to_owned(),
+            name.to_owned(),
+            "--namespace".to_owned(),
+            namespace.to_owned(),
+            "--output".to_owned(),
+            "json".to_owned(),
+        ];
+        match self.run(args, None, READ_TIMEOUT).await {
+            Ok(stdout) => {
+                let status: HelmStatusJson =
+                    serde_json::from_slice(&stdout).map_err(|e| Error::DecodeHelmStatus {
+                        release: format!("{namespace}/{name}"),
+                        reason: e.to_string(),
+                    })?;
+                Ok(Some(status.into()))
+            }
+            Err(Error::HelmFailed { message, .. }) if message.contains("release: not found") => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Installs the release (`upgrade` false) or upgrades it, with its values on stdin.
+    pub async fn install(&self, release: &Release, upgrade: bool) -> Result<(), Error> {
+        let values = serde_json::to_vec(&release.values).map_err(|e| Error::DecodeHelmStatus {
+            release: release.to_string(),
+            reason: e.to_string(),
+        })?;
+        let timeout = release.timeout();
+        let args = release.install_args(upgrade, timeout);
+        self.run(args, Some(values), timeout + PROCESS_GRACE)
+            .await
+            .map(|_| ())
+    }
+
+    /// Uninstalls the release; one Helm does not know is already gone.
+    pub async fn uninstall(&self, name: &str, namespace: &str) -> Result<(), Error> {
+        let timeout = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
+        let args = vec![
+            "uninstall".to_owned(),
+            name.to_owned(),
+            "--namespace".to_owned(),
+            namespace.to_owned(),
+            "--timeout".to_owned(),
+            format!("{}s", timeout.as_secs()),
+        ];
+        match self.run(args, None, timeout + PROCESS_GRACE).await {
+            Ok(_) => Ok(()),
+            Err(Error::HelmFailed { message, .. }) if message.contains("not found") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs helm with `args` (plus the cluster flags), feeding `stdin`; returns its stdout.
+    async fn run(
+        &self,
+        mut args: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, Error> {
+        if let Some(kubeconfig) = &self.kubeconfig {
+            args.push("--kubeconfig".to_owned());
+            args.push(kubeconfig.display().to_string());
+        }
+        if let Some(context) = &self.context {
+            args.push("--kube-context".to_owned());
+            args.push(context.clone());
+        }
+        let command = format!("helm {}", args.first().map_or("", String::as_str));
+        let mut child = tokio::process::Command::new(&self.binary)
+            .args(&args)
+            .env("HELM_CACHE_HOME", self.home.join("cache"))
+            .env("HELM_CONFIG_HOME", self.home.join("config"))
+            .env("HELM_DATA_HOME", self.home.join("data"))
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| Error::RunHelm {
+                binary: self.binary.display().to_string(),
+                source,
+            })?;
+        if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(&bytes)
+                .await
+                .map_err(|source| Error::RunHelm {
+                    binary: self.binary.display().to_string(),
+                    source,
+                })?;
+        }
+        let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(source)) => {
+                return Err(Error::RunHelm {
+                    binary: self.binary.display().to_string(),
+                    source,
+                });
+            }
+            Err(_) => {
+                return Err(Error::HelmTimedOut {
+                    command,
+                    seconds: timeout.as_secs(),
+                });
+            }
+        };
+        if output.status.success() {
+            return Ok(output.stdout);
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let message = stderr.trim().trim_start_matches("Error: ").to_owned();
+        // The agent's report edge caps error messages; this is Helm's last line or two.
+        Err(Error::HelmFailed { command, message })
+    }
+}
+
+/// The releases a Description's charts ask for, before Helm runs.
+#[derive(Clone, Debug, Default)]
+pub struct ReleasePlan {
+    /// Per chart, in order: the release, or the report of a chart that cannot be installed.
+    pub charts: Vec<Result<Release, Box<ReleaseReport>>>,
+    /// What to record in the inventory before Helm runs: the recorded releases plus the new
+    /// ones (with an empty digest), so that a crash half-way cannot leak a release.
+    pub intent: Vec<ReleaseEntry>,
+}
+
+/// Plans the releases of `charts`, given the releases the Description recorded before.
+pub fn plan_releases(charts: &[ChartRelease], recorded: &[ReleaseEntry]) -> ReleasePlan {
+    let mut intent = recorded.to_vec();
+    let charts: Vec<Result<Release, Box<ReleaseReport>>> = charts
+        .iter()
+        .map(|c| {
+            Release::from_description(&c.chart, &c.values).map_err(|error| {
+                Box::new(ReleaseReport {
+                    name: text_at(&c.chart, "/metadata/name"),
+                    namespace: text_at(&c.chart, "/spec/targetNamespace"),
+                    status: None,
+                    error: Some(error),
+                })
+            })
+        })
+        .collect();
+    for release in charts.iter().flatten() {
+        if !intent
+            .iter()
+            .any(|e| e.is(&release.namespace, &release.name))
+        {
+            intent.push(ReleaseEntry {
+                name: release.name.clone(),
+                namespace: release.namespace.clone(),
+                digest: String::new(),
+            });
+        }
+    }
+    ReleasePlan { charts, intent }
+}
+
+/// Brings the child's releases to `plan`: installs or upgrades each planned release as needed,
+/// and uninstalls the recorded releases no chart names any more (an `orphan` Description lets
+/// go of them instead). A release Helm knows but the Description never recorded belongs to
+/// someone else and is taken over only with `adopt`. Returns the report of each chart, in
+/// order, and the releases to record.
+pub async fn sync_releases(
+    helm: Option<&Helm>,
+    plan: ReleasePlan,
+    recorded: &[ReleaseEntry],
+    orphan: bool,
+    adopt: bool,
+) -> (Vec<ReleaseReport>, Vec<ReleaseEntry>) {
+    let mut entries = plan.intent;
+    let mut reports = Vec::with_capacity(plan.charts.len());
+    let named = |ns: &str, name: &str| {
+        plan.charts.iter().any(|c| match c {
+            Ok(r) => r.namespace == ns && r.name == name,
+            Err(r) => r.namespace == ns && r.name == name,
+        })
+    };
+    let dropped: Vec<ReleaseEntry> = entries
+        .iter()
+        .filter(|e| !named(&e.namespace, &e.name))
+        .cloned()
+        .collect();
+    for chart in &plan.charts {
+        let release = match chart {
+            Ok(release) => release,
+            Err(refused) => {
+                reports.push(refused.as_ref().clone());
+                continue;
+            }
+        };
+        let recorded_digest = recorded
+            .iter()
+            .find(|e| e.is(&release.namespace, &release.name))
+            .map(|e| e.digest.as_str());
+        let report = match helm {
+            Some(helm) => install_if_needed(helm, release, recorded_digest, adopt).await,
+            None => ReleaseReport {
+                name: release.name.clone(),
+                namespace: release.namespace.clone(),
+                status: None,
+                error: Some(NO_HELM.to_owned()),
+            },
+        };
+        let installed = report.error.is_none()
+            && report
+                .status
+                .as_ref()
+                .is_some_and(|s| s.phase == "deployed");
+        if installed
+            && let Some(entry) = entries
+                .iter_mut()
+                .find(|e| e.is(&release.namespace, &release.name))
+        {
+            entry.digest = release.digest.clone();
+        }
+        reports.push(report);
+    }
+    for entry in dropped {
+        if orphan {
+            tracing::info!(release = %format!("{}/{}", entry.namespace, entry.name), "orphaning a Helm release the Description no longer has");
+            entries.retain(|e| !e.is(&entry.namespace, &entry.name));
+            continue;
+        }
+        let result = match helm {
+            Some(helm) => helm.uninstall(&entry.name, &entry.namespace).await,
+            None => Err(Error::RunHelm {
+                binary: "helm".to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, NO_HELM),
+            }),
+        };
+        match result {
+            Ok(()) => {
+                tracing::info!(release = %format!("{}/{}", entry.namespace, entry.name), "uninstalled a Helm release the Description no longer has");
+                entries.retain(|e| !e.is(&entry.namespace, &entry.name));
+            }
+            Err(e) => {
+                tracing::warn!(release = %format!("{}/{}", entry.namespace, entry.name), error = %e, "uninstalling a Helm release failed; it stays recorded, to be uninstalled again");
+                reports.push(ReleaseReport {
+                    name: entry.name.clone(),
+                    namespace: entry.namespace.clone(),
+                    status: None,
+                    error: Some(format!("uninstalling it failed: {e}")),
+                });
+            }
+        }
+    }
+    (reports, entries)
+}
+
+/// Installs or upgrades `release` unless Helm already runs what the Description recorded.
+async fn install_if_needed(
+    helm: &Helm,
+    release: &Release,
+    recorded_digest: Option<&str>,
+    adopt: bool,
+) -> ReleaseReport {
+    let report = |status: Option<ReleaseStatus>, error: Option<String>| ReleaseReport {
+        name: release.name.clone(),
+        namespace: release.namespace.clone(),
+        status,
+        error,
+    };
+    let current = match helm.status(&release.name, &release.namespace).await {
+        Ok(current) => current,
+        Err(e) => return report(None, Some(e.to_string())),
+    };
+    if let Some(status) = &current {
+        if recorded_digest.is_none() && !adopt {
+            return report(
+                Some(status.clone()),
+                Some(format!(
+                    "Helm already has a release {} in {} that atoll did not install; uninstall \
+                     it, rename the HelmChart, or run the agent with --adopt-existing to take it \
+                     over",
+                    release.name, release.namespace
+                )),
+            );
+        }
+        if status.phase == "deployed" && recorded_digest == Some(release.digest.as_str()) {
+            return report(current, None);
+        }
+    }
+    let installed = helm.install(release, current.is_some()).await;
+    let after = helm.status(&release.name, &release.namespace).await;
+    match (installed, after) {
+        (Ok(()), Ok(status)) => {
+            tracing::info!(release = %release, "Helm release installed");
+            report(status, None)
+        }
+        (Ok(()), Err(e)) => report(None, Some(e.to_string())),
+        (Err(e), after) => report(after.ok().flatten(), Some(e.to_string())),
+    }
+}
+
+fn text_at(value: &Value, pointer: &str) -> String {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// One chart of a Description, as a release to install.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Release {
+    /// The release name: the HelmChart's name.
+    pub name: String,
+    /// The namespace it is installed in: the chart's `targetNamespace`.
+    pub namespace: String,
+    /// The chart's options (repository, chart, version, Helm flags).
+    pub options: HelmOptions,
+    /// The values after overrides.
+    pub values: Value,
+    /// Digest of what is installed: the options and the values.
+    pub digest: String,
+}
+
+impl std::fmt::Display for Release {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "release {}/{}", self.namespace, self.name)
+    }
+}
+
+impl Release {
+    /// The release a Description asks for: `chart` is its HelmChart object after chart-level
+    /// overrides, `values` its values after overrides.
+    pub fn from_description(chart: &Value, values: &Value) -> Result<Release, String> {
+        let chart: HelmChart = serde_json::from_value(chart.clone())
+            .map_err(|e| format!("the chart is not a valid HelmChart: {e}"))?;
+        let name = chart.metadata.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err("the HelmChart has no name".to_owned());
+        }
+        let namespace = chart.spec.target_namespace.clone();
+        if namespace.is_empty() {
+            return Err(format!("HelmChart {name} has no targetNamespace"));
+        }
+        if !chart.spec.options.chart_pull_secret.is_empty() {
+            return Err(format!(
+                "HelmChart {name} names a chartPullSecret; atoll's agent cannot read the \
+                 parent's Secrets yet, so charts from repositories that need credentials are not \
+                 installed; serve the chart from a repository the child can read without them"
+            ));
+        }
+        if !values.is_object() {
+            return Err(format!("the values of HelmChart {name} are not a map"));
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(serde_json::to_vec(&chart.spec).unwrap_or_default());
+        hasher.update(serde_json::to_vec(values).unwrap_or_default());
+        let digest: String = hasher
+            .finalize()
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(Release {
+            name,
+            namespace,
+            options: chart.spec.options,
+            values: values.clone(),
+            digest,
+        })
+    }
+
+    /// Helm's timeout for this release.
+    fn timeout(&self) -> Duration {
+        let seconds = self
+            .options
+            .timeout_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .filter(|s| *s > 0)
+            .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+        Duration::from_secs(seconds)
+    }
+
+    /// The chart argument and the flags that locate it: `--repo` for an HTTP(S) repository,
+    /// the chart's full reference for an OCI registry.
+    fn chart_args(&self) -> Vec<String> {
+        let repo = self.options.repo.trim_end_matches('/');
+        let mut args = if repo.starts_with("oci://") {
+            vec![format!("{repo}/{}", self.options.chart)]
+        } else {
+            vec![
+                self.options.chart.clone(),
+                "--repo".to_owned(),
+                repo.to_owned(),
+            ]
+        };
+        if let Some(version) = self.options.version.as_deref().filter(|v| !v.is_empty()) {
+            args.push("--version".to_owned());
+            args.push(version.to_owned());
+        }
+        if self.options.plain_http == Some(true) {
+            args.push("--plain-http".to_owned());
+        }
+        args
+    }
+
+    /// The arguments of `helm install` or `helm upgrade`, with the HelmChart's flags.
+    fn install_args(&self, upgrade: bool, timeout: Duration) -> Vec<String> {
+        let o = &self.options;
+        let mut args = vec![
+            if upgrade { "upgrade" } else { "install" }.to_owned(),
+            self.name.clone(),
+        ];
+        args.extend(self.chart_args());
+        args.extend([
+            "--namespace".to_owned(),
+            self.namespace.clone(),
+            "--values".to_owned(),
+            "-".to_owned(),
+            "--timeout".to_owned(),
+            format!("{}s", timeout.as_secs()),
+        ]);
+        let flag = |on: Option<bool>, name: &str| on.unwrap_or(false).then(|| name.to_owned());
+        let flags = [
+            // Helm creates the namespace on install; the HelmChart default is true.
+            (!upgrade && o.create_namespace.unwrap_or(true)).then(|| "--create-namespace".into()),
+            flag(o.wait, "--wait"),
+            flag(o.wait_for_job, "--wait-for-jobs"),
+            flag(o.skip_crds, "--skip-crds"),
+            flag(o.disable_hooks, "--no-hooks"),
+            if upgrade {
+                flag(o.upgrade_atomic, "--atomic")
+            } else {
+                flag(o.atomic, "--atomic")
+            },
+            if upgrade {
+                flag(o.force, "--force")
+            } else {
+                flag(o.replace, "--replace")
+            },
+        ];
+        args.extend(flags.into_iter().flatten());
+        args
+    }
+}
+
+/// A release's state, as `helm status` reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReleaseStatus {
+    /// Helm's status: `deployed`, `failed`, `pending-install`, `pending-upgrade`,
+    /// `superseded`, `uninstalling`, ...
+    pub phase: String,
+    /// The release revision.
+    pub revision: i64,
+    /// The chart version installed.
+    pub chart_version: String,
+    /// When the release was first deployed (RFC 3339).
+    pub first_deployed: String,
+    /// When it was last deployed (RFC 3339).
+    pub last_deployed: String,
+    /// Helm's description of the last operation.
+    pub description: String,
+    /// The chart's rendered NOTES.txt.
+    pub notes: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HelmStatusJson {
+    info: HelmInfoJson,
+    version: i64,
+    chart: HelmChartJson,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HelmInfoJson {
+    first_deployed: String,
+    last_deployed: String,
+    description: String,
+    status: String,
+    notes: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HelmChartJson {
+    metadata: HelmChartMetadataJson,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HelmChartMetadataJson {
+    version: String,
+}
+
+impl From<HelmStatusJson> for ReleaseStatus {
+    fn from(s: HelmStatusJson) -> Self {
+        ReleaseStatus {
+            phase: s.info.status,
+            revision: s.version,
+            chart_version: s.chart.metadata.version,
+            first_deployed: s.info.first_deployed,
+            last_deployed: s.info.last_deployed,
+            description: s.info.description,
+            notes: s.info.notes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chart(spec: Value) -> Value {
+        json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+               "metadata": {"name": "hello", "namespace": "apps"}, "spec": spec})
+    }
+
+    #[test]
+    fn a_repository_chart_is_installed_from_its_repo_with_the_chart_flags() {
+        let release = Release::from_description(
+            &chart(json!({"repo": "http://127.0.0.1:8080/", "chart": "hello", "version": "0.1.0",
+                          "targetNamespace": "demo", "wait": true, "atomic": true, "upgradeAtomic": false,
+                          "timeoutSeconds": 60, "skipCRDs": true})),
+            &json!({"message": "hi"}),
+        )
+        .unwrap();
+        assert_eq!(
+            (release.name.as_str(), release.namespace.as_str()),
+            ("hello", "demo")
+        );
+        let install = release.install_args(false, release.timeout());
+        assert_eq!(
+            install.join(" "),
+            "install hello hello --repo http://127.0.0.1:8080 --version 0.1.0 --namespace demo \
+             --values - --timeout 60s --create-namespace --wait --skip-crds --atomic"
+        );
+        let upgrade = release.install_args(true, release.timeout());
+        assert_eq!(
+            upgrade.join(" "),
+            "upgrade hello hello --repo http://127.0.0.1:8080 --version 0.1.0 --namespace demo \
+             --values - --timeout 60s --wait --skip-crds"
+        );
+    }
+
+    #[test]
+    fn an_oci_chart_is_named_by_its_full_reference() {
+        let release = Release::from_description(
+            &chart(
+                json!({"repo": "oci://127.0.0.1:5000/charts", "chart": "hello",
+                          "targetNamespace": "demo", "plainHTTP": true, "createNamespace": false}),
+            ),
+            &json!({}),
+        )
+        .unwrap();
+        assert_eq!(
+            release.install_args(false, release.timeout()).join(" "),
+            "install hello oci://127.0.0.1:5000/charts/hello --plain-http --namespace demo \
+             --values - --timeout 300s"
+        );
+    }
+
+    #[test]
+    fn the_digest_follows_the_options_and_the_values() {
+        let spec = json!({"repo": "http://r", "chart": "hello", "version": "0.1.0", "targetNamespace": "demo"});
+        let a = Release::from_description(&chart(spec.clone()), &json!({"a": 1})).unwrap();
+        let same = Release::from_description(&chart(spec.clone()), &json!({"a": 1})).unwrap();
+        let values = Release::from_description(&chart(spec.clone()), &json!({"a": 2})).unwrap();
+        let mut bumped = spec;
+        bumped["version"] = json!("0.2.0");
+        let version = Release::from_description(&chart(bumped), &json!({"a": 1})).unwrap();
+        assert_eq!(a.digest, same.digest);
+        assert_ne!(a.digest, values.digest);
+        assert_ne!(a.digest, version.digest);
+    }
+
+    #[test]
+    fn unusable_charts_are_refused_with_the_reason() {
+        let cases = [
+            (
+                json!({"repo": "http://r", "chart": "c"}),
+                json!({}),
+                "missing field `targetNamespace`",
+            ),
+            (
+                json!({"repo": "http://r", "chart": "c", "targetNamespace": "demo",
+                       "chartPullSecret": {"name": "creds", "namespace": "apps"}}),
+                json!({}),
+                "chartPullSecret",
+            ),
+            (
+                json!({"repo": "http://r", "chart": "c", "targetNamespace": "demo"}),
+                json!([1]),
+                "not a map",
+            ),
+        ];
+        for (spec, values, needle) in cases {
+            let err = Release::from_description(&chart(spec), &values).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn helm_status_json_is_read() {
+        let json = br#"{"name":"hello","info":{"first_deployed":"2026-12-02T10:00:00Z",
+            "last_deployed":"2026-12-02T10:05:00Z","deleted":"","description":"Upgrade complete",
+            "status":"deployed","notes":"hi"},"chart":{"metadata":{"name":"hello","version":"0.2.0"}},
+            "version":2,"namespace":"demo"}"#;
+        let status: ReleaseStatus = serde_json::from_slice::<HelmStatusJson>(json)
+            .unwrap()
+            .into();
+        assert_eq!(status.phase, "deployed");
+        assert_eq!(status.revision, 2);
+        assert_eq!(status.chart_version, "0.2.0");
+        assert_eq!(status.description, "Upgrade complete");
+        assert_eq!(status.notes, "hi");
+    }
+}
