@@ -198,6 +198,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     vec![
         case!(custom_resource_definition_and_printer_columns),
         case!(description_cluster_column),
+        case!(clusternet_helm_examples),
         case!(server_side_apply_field_removal_and_conflicts),
         case!(apply_kustomize_directory),
         case!(finalizers_linger_until_removed),
@@ -531,6 +532,45 @@ async fn description_cluster_column(t: Arc<Target>, ns: String) {
         [ns.as_str(), "default.web", "child-1", "Generic"],
         "{out}"
     );
+}
+
+/// Clusternet's own examples with HelmChart feeds (`tests/clusternet-examples`, unchanged) are
+/// accepted by atoll's CRDs, as written, on both tiers (a server-side dry run).
+async fn clusternet_helm_examples(t: Arc<Target>, _ns: String) {
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crds");
+    t.ok(&["apply", "-k", crds.to_str().unwrap()], None).await;
+    for crd in [
+        "helmcharts.apps.clusternet.io",
+        "subscriptions.apps.clusternet.io",
+        "globalizations.apps.clusternet.io",
+    ] {
+        let crd = format!("crd/{crd}");
+        t.ok(
+            &["wait", "--for=condition=Established", &crd, "--timeout=30s"],
+            None,
+        )
+        .await;
+    }
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clusternet-examples");
+    let mut applied = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let out = t
+                .ok(
+                    &["apply", "--dry-run=server", "-f", path.to_str().unwrap()],
+                    None,
+                )
+                .await;
+            assert!(
+                out.contains("(server dry run)"),
+                "{}: {out}",
+                path.display()
+            );
+            applied += 1;
+        }
+    }
+    assert_eq!(applied, 7, "every example file");
 }
 
 async fn server_side_apply_field_removal_and_conflicts(t: Arc<Target>, ns: String) {

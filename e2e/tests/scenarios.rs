@@ -1562,3 +1562,97 @@ spec:
     f.delete("helm").await;
     f.delete("helm-localization").await;
 }
+
+#[tokio::test]
+async fn a_helm_chart_from_an_oci_registry_is_installed_and_removed_with_its_subscription() {
+    let Some(f) = fleet("helm-oci").await else {
+        return;
+    };
+    let tools = atoll_e2e::chart_repo::HelmTools::locate().expect("make k8s builds helm");
+    let helm = atoll_e2e::chart_repo::Helm::new(&tools.helm, f.tmp.path().join("oci-helm-home"));
+    let archive = helm
+        .package(
+            std::path::Path::new(atoll_e2e::chart_repo::HELLO_CHART),
+            "0.3.0",
+            &f.tmp.path().join("oci-charts"),
+        )
+        .await
+        .unwrap();
+    let registry = atoll_e2e::chart_repo::OciRegistry::start(
+        &tools.registry,
+        helm.clone(),
+        f.tmp.path().join("registry.log"),
+    )
+    .await
+    .unwrap();
+    registry.push(&archive).await.unwrap();
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: e2e-helm-oci}}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: HelmChart
+metadata: {{name: hello-oci, namespace: e2e-helm-oci}}
+spec:
+  repo: {url}
+  chart: hello
+  version: 0.3.0
+  plainHTTP: true
+  targetNamespace: e2e-helm-oci-demo
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: oci, namespace: e2e-helm-oci}}
+spec:
+  subscribers: [{{clusterAffinity: {{matchLabels: {{region: ap}}}}}}]
+  feeds:
+    - {{apiVersion: apps.clusternet.io/v1alpha1, kind: HelmChart, name: hello-oci, namespace: e2e-helm-oci}}
+"#,
+        url = registry.url()
+    );
+    f.apply("helm-oci", &yaml).await.unwrap();
+    let version = "{.data.chartVersion}";
+    let took = converge(
+        &f,
+        "the OCI chart installed in ap only",
+        &[
+            expect(
+                "child-3",
+                "configmap",
+                "e2e-helm-oci-demo",
+                "hello-oci-config",
+                version,
+                Some("0.3.0"),
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-oci-demo",
+                "hello-oci-config",
+                version,
+                None,
+            ),
+        ],
+    )
+    .await;
+    eprintln!(
+        "FIGURE OCI HelmChart feed -> release in 1 child: {}",
+        secs(took)
+    );
+    f.delete("helm-oci").await;
+    converge(
+        &f,
+        "the release uninstalled with its Subscription",
+        &[expect(
+            "child-3",
+            "configmap",
+            "e2e-helm-oci-demo",
+            "hello-oci-config",
+            version,
+            None,
+        )],
+    )
+    .await;
+}

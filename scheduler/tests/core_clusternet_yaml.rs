@@ -333,3 +333,152 @@ fn clusternet_overrides_render_globalization_then_localization_then_divided_repl
         assert!(out.get("status").is_none());
     }
 }
+
+// Clusternet's examples/replication-scheduling (helm-chart-mysql.yaml, subscription.yaml and
+// the HelmChart Globalization of globalization.yaml), unchanged but for their comments.
+const HELM_CHART_MYSQL: &str = r#"
+apiVersion: apps.clusternet.io/v1alpha1
+kind: HelmChart
+metadata:
+  name: mysql
+  namespace: default
+spec:
+  repo: https://charts.bitnami.com/bitnami
+  chart: mysql
+  version: 9.2.0
+  targetNamespace: abc
+"#;
+
+const HELM_SUBSCRIPTION: &str = r#"
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata:
+  name: app-demo
+  namespace: default
+spec:
+  subscribers:
+    - clusterAffinity:
+        matchLabels:
+          clusters.clusternet.io/cluster-id: dc91021d-2361-4f6d-a404-7c33b9e01118
+  feeds:
+    - apiVersion: apps.clusternet.io/v1alpha1
+      kind: HelmChart
+      name: mysql
+      namespace: default
+    - apiVersion: v1
+      kind: Namespace
+      name: foo
+    - apiVersion: v1
+      kind: Service
+      name: my-nginx-svc
+      namespace: foo
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: my-nginx
+      namespace: foo
+"#;
+
+const HELM_GLOBALIZATION: &str = r#"
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Globalization
+metadata:
+  name: mysql-global-overrides-demo
+spec:
+  priority: 600
+  feed:
+    apiVersion: apps.clusternet.io/v1alpha1
+    kind: HelmChart
+    name: mysql
+    namespace: default
+  overrides:
+    - name: override-commonLabels
+      type: Helm
+      value: |-
+        commonLabels:
+          clusternet.io/override-by: clusternet-hub
+          some-label: some-value
+    - name: disable-pvc-usage
+      type: Helm
+      value: '{"primary":{"persistence":{"enabled":false}}}'
+    - name: update-helm-chart-version
+      overrideChart: true
+      type: Helm
+      value: |-
+        spec:
+          version: 9.1.0
+    - name: add-helm-chart-labels
+      type: Helm
+      overrideChart: true
+      value: |-
+        metadata:
+          labels:
+            some-label: some-value
+            another-label: another-value
+"#;
+
+#[test]
+fn clusternet_helm_example_installs_the_chart_with_its_global_values_and_version() {
+    use atoll_scheduler::controller::plan::{ResolvedFeed, plan};
+    let chart: Value = serde_yaml::from_str(HELM_CHART_MYSQL).unwrap();
+    let sub: Subscription = serde_yaml::from_str(HELM_SUBSCRIPTION).unwrap();
+    let glob: Globalization = serde_yaml::from_str(HELM_GLOBALIZATION).unwrap();
+    let mut cluster: ManagedCluster = docs::<ManagedCluster>(CLUSTERS).remove(0);
+    cluster.metadata.labels.get_or_insert_default().insert(
+        "clusters.clusternet.io/cluster-id".into(),
+        "dc91021d-2361-4f6d-a404-7c33b9e01118".into(),
+    );
+    let object = |f: &atoll_crds::apps::Feed| match f.kind.as_str() {
+        "HelmChart" => chart.clone(),
+        kind => json!({"apiVersion": f.api_version, "kind": kind,
+                       "metadata": {"name": f.name, "namespace": f.namespace}}),
+    };
+    let feeds: Vec<ResolvedFeed> = sub
+        .spec
+        .feeds
+        .iter()
+        .map(|f| ResolvedFeed {
+            feed: f.clone(),
+            object: Ok(object(f)),
+        })
+        .collect();
+    let planned = plan(
+        &sub.spec,
+        &feeds,
+        &[ClusterInfo::from(&cluster)],
+        &[&glob],
+        &[],
+        &[],
+    );
+    assert_eq!(planned.clusters.len(), 1, "{:?}", planned.conditions);
+    let spec = planned.clusters[0]
+        .objects
+        .as_ref()
+        .unwrap()
+        .description_spec();
+    assert_eq!(spec.deployer, atoll_crds::apps::Deployer::Helm);
+    assert_eq!(
+        spec.raw.len(),
+        3,
+        "the Namespace, the Service and the Deployment"
+    );
+    assert_eq!(spec.charts.len(), 1);
+    assert_eq!(
+        (
+            spec.charts[0].namespace.as_str(),
+            spec.charts[0].name.as_str()
+        ),
+        ("default", "mysql")
+    );
+    assert_eq!(spec.chart_raw[0]["spec"]["version"], "9.1.0");
+    assert_eq!(
+        spec.chart_raw[0]["metadata"]["labels"]["another-label"],
+        "another-value"
+    );
+    assert_eq!(
+        spec.chart_values[0],
+        json!({
+            "commonLabels": {"clusternet.io/override-by": "clusternet-hub", "some-label": "some-value"},
+            "primary": {"persistence": {"enabled": false}},
+        })
+    );
+}
