@@ -54,11 +54,15 @@ pub fn divide_static(desired: i32, weights: &[i64]) -> Vec<i32> {
 /// one) to the clusters with the largest fractional part `|w[i]*d/Σw - r[i]|`, ties broken by
 /// index ascending (Clusternet: unstable sort). The fractional parts share the denominator `Σw`,
 /// so they are compared exactly as integers.
+///
+/// Negative capacities count as 0 (as negative weights in [`divide_static`]): with a negative
+/// `Σw` the shares could leave the range of `i64`, and the counts would no longer sum to `d`.
 pub fn divide(d: i64, w: &[i64]) -> Vec<i64> {
+    let w: Vec<i64> = w.iter().map(|x| (*x).max(0)).collect();
     let sum: i128 = w.iter().map(|x| i128::from(*x)).sum();
     let d128 = i128::from(d);
     if sum == 0 || d128 > sum {
-        return w.to_vec();
+        return w;
     }
     let products: Vec<i128> = w.iter().map(|x| i128::from(*x) * d128).collect();
     let mut out: Vec<i128> = products.iter().map(|p| p / sum).collect();
@@ -188,6 +192,25 @@ mod tests {
         for (name, d, w, want) in cases {
             assert_eq!(divide(d, &w), want, "{name}");
         }
+    }
+
+    /// Found by the `dividing` fuzz target: with a negative capacity the sum of the capacities
+    /// was negative, the shares overflowed `i64` and were saturated, and the counts no longer
+    /// summed to the desired replicas. Negative capacities now count as 0.
+    #[test]
+    fn negative_capacities_count_as_zero() {
+        let w = [
+            -9_114_861_777_597_660_799,
+            6_415_940_623_236_333_441,
+            3_475_940_006_517_081,
+        ];
+        let d: i64 = -9_114_861_777_597_660_799;
+        let r = divide(d, &w);
+        let placed: i128 = r.iter().map(|x| i128::from(*x)).sum();
+        assert_eq!(placed, i128::from(d), "{r:?}");
+        assert_eq!(divide(i64::MAX, &w), vec![0, w[1], w[2]]);
+        assert_eq!(divide(4, &[-3, 1, 1]), vec![0, 1, 1]);
+        assert_eq!(divide(2, &[-3, 1, 1]), vec![0, 1, 1]);
     }
 
     #[test]
