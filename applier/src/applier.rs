@@ -62,6 +62,9 @@ pub(crate) struct Desired {
     config: Box<str>,
     pub(crate) yielded: Vec<String>,
     pub(crate) status: Option<Value>,
+    /// It is an object of a Helm release (Helm creates, upgrades and deletes it; the applier
+    /// only repairs its drift).
+    pub(crate) release: bool,
 }
 
 impl Desired {
@@ -370,9 +373,10 @@ impl Applier {
         for kind in kinds {
             self.drift.ensure(&kind, || self.drift_scopes(&kind));
         }
-        let releases = self.apply_releases(desc, key).await;
+        let (releases, release_objects) = self.apply_releases(desc, key).await;
         if let Some(state) = self.state().descriptions.get_mut(key) {
             state.releases = releases;
+            state.objects.extend(release_objects);
         }
         self.report(key)
             .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
@@ -419,16 +423,23 @@ impl Applier {
     }
 
     /// Installs, upgrades and uninstalls the Description's Helm releases (see
-    /// [`helm::sync_releases`]), recording them in its inventory before and after Helm runs.
-    async fn apply_releases(&self, desc: &Description, key: &str) -> Vec<ReleaseReport> {
+    /// [`helm::sync_releases`]), recording them in its inventory before and after Helm runs,
+    /// and takes the objects of its deployed releases under drift repair. Returns the releases'
+    /// reports and their objects (for the Description's report).
+    async fn apply_releases(
+        &self,
+        desc: &Description,
+        key: &str,
+    ) -> (Vec<ReleaseReport>, Vec<(ObjectRef, Option<String>)>) {
         let recorded = self.recorded_releases(key);
         if desc.charts.is_empty() && recorded.is_empty() {
-            return Vec::new();
+            self.watch_release_objects(key, Vec::new()).await;
+            return (Vec::new(), Vec::new());
         }
         let plan = helm::plan_releases(&desc.charts, &recorded);
         self.record_releases(key, &desc.uid, desc.orphan, plan.intent.clone())
             .await;
-        let (reports, entries) = helm::sync_releases(
+        let synced = helm::sync_releases(
             self.helm.as_ref(),
             plan,
             &recorded,
@@ -436,9 +447,110 @@ impl Applier {
             self.adopt_existing,
         )
         .await;
-        self.record_releases(key, &desc.uid, desc.orphan, entries)
+        self.record_releases(key, &desc.uid, desc.orphan, synced.entries)
             .await;
-        reports
+        let objects = self.watch_release_objects(key, synced.objects).await;
+        (synced.reports, objects)
+    }
+
+    /// Puts the objects of a Description's deployed releases under drift repair, as its plain
+    /// objects are: each is marked as the Description's (the ownership annotation and the
+    /// managed-by label, by a merge patch that leaves Helm's fields alone; again after Helm
+    /// changed the release) and remembered with Helm's rendering as its wanted state, so that
+    /// a deleted or edited object is applied again. Objects of releases that went are
+    /// forgotten (Helm deleted them). Returns the objects, each with its error.
+    async fn watch_release_objects(
+        &self,
+        key: &str,
+        releases: Vec<helm::ReleaseObjects>,
+    ) -> Vec<(ObjectRef, Option<String>)> {
+        let mut reported = Vec::new();
+        let mut kept: HashSet<ObjectRef> = HashSet::new();
+        let mut kinds: Vec<Kind> = Vec::new();
+        for release in releases {
+            for (index, raw) in release.objects.iter().enumerate() {
+                let Prepared {
+                    mut object,
+                    mut config,
+                } = match prepare(raw, index, key) {
+                    Ok(prepared) => prepared,
+                    Err((object, error)) => {
+                        reported.push((object, Some(error)));
+                        continue;
+                    }
+                };
+                let kind = match self
+                    .discovery
+                    .resolve(&object.api_version, &object.kind)
+                    .await
+                {
+                    Ok(kind) => kind,
+                    Err(e) => {
+                        reported.push((object, Some(e.to_string())));
+                        continue;
+                    }
+                };
+                if kind.namespaced && object.namespace.is_empty() {
+                    object.namespace = release.namespace.clone();
+                    config["metadata"]["namespace"] = Value::String(object.namespace.clone());
+                } else if !kind.namespaced {
+                    object.namespace.clear();
+                }
+                let config_text = serde_json::to_string(&config).unwrap_or_default();
+                let known = self.state().objects.get(&object).is_some_and(|d| {
+                    d.owner == key && d.release && *d.config == *config_text
+                });
+                if release.changed || !known {
+                    let marks = serde_json::json!({"metadata": {
+                        "labels": {LABEL_MANAGED_BY: MANAGED_BY_AGENT},
+                        "annotations": {ANNOTATION_OWNED_BY_DESCRIPTION: key},
+                    }});
+                    let params = PatchParams {
+                        field_manager: Some(self.field_manager.clone()),
+                        ..PatchParams::default()
+                    };
+                    let marked = self
+                        .api(&kind, &object.namespace)
+                        .patch(&object.name, &params, &Patch::Merge(&marks))
+                        .await;
+                    if let Err(source) = marked {
+                        let error = Error::ApplyObject {
+                            object: object.to_string(),
+                            source,
+                        };
+                        reported.push((object, Some(error.to_string())));
+                        continue;
+                    }
+                }
+                {
+                    let mut state = self.state();
+                    let status = state.objects.get(&object).and_then(|d| d.status.clone());
+                    state.objects.insert(
+                        object.clone(),
+                        Desired {
+                            owner: key.to_owned(),
+                            kind: kind.clone(),
+                            config: config_text.into_boxed_str(),
+                            yielded: Vec::new(),
+                            status,
+                            release: true,
+                        },
+                    );
+                }
+                if !kinds.iter().any(|k| k.resource == kind.resource) {
+                    kinds.push(kind);
+                }
+                kept.insert(object.clone());
+                reported.push((object, None));
+            }
+        }
+        self.state()
+            .objects
+            .retain(|r, d| d.owner != key || !d.release || kept.contains(r));
+        for kind in kinds {
+            self.drift.ensure(&kind, || self.drift_scopes(&kind));
+        }
+        reported
     }
 
     /// Reads what the Description applied before (its inventory, then memory, with the fields
@@ -552,7 +664,7 @@ impl Applier {
             let desired: HashSet<&ObjectRef> = results.iter().map(|r| &r.object).collect();
             state
                 .objects
-                .retain(|r, d| d.owner != key || desired.contains(r));
+                .retain(|r, d| d.owner != key || d.release || desired.contains(r));
             let mut entries = kept;
             for r in results {
                 match r.desired {
@@ -765,6 +877,7 @@ impl Applier {
             config: config.to_string().into_boxed_str(),
             yielded,
             status: live.data.get("status").filter(|s| !s.is_null()).cloned(),
+            release: false,
         })
     }
 
@@ -846,6 +959,7 @@ impl Applier {
                     && current.owner == key
                 {
                     d.yielded = merge_yielded(&current.yielded, &d.yielded);
+                    d.release = current.release;
                     *current = d;
                 }
                 Ok(true)
@@ -994,14 +1108,16 @@ impl Applier {
                 charts: Vec::new(),
                 intent: recorded.clone(),
             };
-            let (reports, left) =
+            let synced =
                 helm::sync_releases(self.helm.as_ref(), plan, &recorded, orphan, false).await;
             failures.extend(
-                reports
+                synced
+                    .reports
                     .iter()
                     .filter_map(|r| r.error.as_ref().map(|e| format!("{r}: {e}"))),
             );
-            self.record_releases(&key, uid, orphan, left).await;
+            self.record_releases(&key, uid, orphan, synced.entries)
+                .await;
         }
         refs.sort();
         refs.dedup();

@@ -99,6 +99,22 @@ impl Helm {
             .map(|_| ())
     }
 
+    /// The objects of the release as Helm rendered them (`helm get manifest`).
+    pub async fn manifest(&self, name: &str, namespace: &str) -> Result<Vec<Value>, Error> {
+        let args = vec![
+            "get".to_owned(),
+            "manifest".to_owned(),
+            name.to_owned(),
+            "--namespace".to_owned(),
+            namespace.to_owned(),
+        ];
+        let stdout = self.run(args, None, READ_TIMEOUT).await?;
+        parse_manifest(&stdout).map_err(|reason| Error::DecodeHelmStatus {
+            release: format!("{namespace}/{name}"),
+            reason,
+        })
+    }
+
     /// Uninstalls the release; one Helm does not know is already gone.
     pub async fn uninstall(&self, name: &str, namespace: &str) -> Result<(), Error> {
         let timeout = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
@@ -225,20 +241,56 @@ pub fn plan_releases(charts: &[ChartRelease], recorded: &[ReleaseEntry]) -> Rele
     ReleasePlan { charts, intent }
 }
 
+/// The objects of a multi-document YAML manifest (empty documents skipped).
+pub fn parse_manifest(text: &[u8]) -> Result<Vec<Value>, String> {
+    use serde::Deserialize;
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_slice(text) {
+        let value = Value::deserialize(document).map_err(|e| e.to_string())?;
+        if value.is_object() {
+            objects.push(value);
+        }
+    }
+    Ok(objects)
+}
+
+/// What [`sync_releases`] did.
+#[derive(Debug, Default)]
+pub struct Synced {
+    /// The report of each chart, in order (and of recorded releases it failed to uninstall).
+    pub reports: Vec<ReleaseReport>,
+    /// The releases to record in the inventory.
+    pub entries: Vec<ReleaseEntry>,
+    /// The objects of each deployed release: its namespace, whether Helm just installed or
+    /// upgraded it, and its objects as Helm rendered them (for drift repair and status).
+    pub objects: Vec<ReleaseObjects>,
+}
+
+/// The objects of one deployed release.
+#[derive(Debug, Default)]
+pub struct ReleaseObjects {
+    /// The release's namespace (the default of its namespaced objects).
+    pub namespace: String,
+    /// Helm installed or upgraded it in this pass.
+    pub changed: bool,
+    /// Its objects, from `helm get manifest`.
+    pub objects: Vec<Value>,
+}
+
 /// Brings the child's releases to `plan`: installs or upgrades each planned release as needed,
 /// and uninstalls the recorded releases no chart names any more (an `orphan` Description lets
 /// go of them instead). A release Helm knows but the Description never recorded belongs to
-/// someone else and is taken over only with `adopt`. Returns the report of each chart, in
-/// order, and the releases to record.
+/// someone else and is taken over only with `adopt`.
 pub async fn sync_releases(
     helm: Option<&Helm>,
     plan: ReleasePlan,
     recorded: &[ReleaseEntry],
     orphan: bool,
     adopt: bool,
-) -> (Vec<ReleaseReport>, Vec<ReleaseEntry>) {
+) -> Synced {
     let mut entries = plan.intent;
     let mut reports = Vec::with_capacity(plan.charts.len());
+    let mut objects = Vec::new();
     let named = |ns: &str, name: &str| {
         plan.charts.iter().any(|c| match c {
             Ok(r) => r.namespace == ns && r.name == name,
@@ -262,14 +314,14 @@ pub async fn sync_releases(
             .iter()
             .find(|e| e.is(&release.namespace, &release.name))
             .map(|e| e.digest.as_str());
-        let report = match helm {
+        let (report, changed) = match helm {
             Some(helm) => install_if_needed(helm, release, recorded_digest, adopt).await,
-            None => ReleaseReport {
+            None => (ReleaseReport {
                 name: release.name.clone(),
                 namespace: release.namespace.clone(),
                 status: None,
                 error: Some(NO_HELM.to_owned()),
-            },
+            }, false),
         };
         let installed = report.error.is_none()
             && report
@@ -282,6 +334,18 @@ pub async fn sync_releases(
                 .find(|e| e.is(&release.namespace, &release.name))
         {
             entry.digest = release.digest.clone();
+        }
+        if installed && let Some(helm) = helm {
+            match helm.manifest(&release.name, &release.namespace).await {
+                Ok(manifest) => objects.push(ReleaseObjects {
+                    namespace: release.namespace.clone(),
+                    changed,
+                    objects: manifest,
+                }),
+                Err(e) => {
+                    tracing::warn!(release = %release, error = %e, "reading the release's objects failed; their drift is not repaired until the next apply");
+                }
+            }
         }
         reports.push(report);
     }
@@ -314,16 +378,21 @@ pub async fn sync_releases(
             }
         }
     }
-    (reports, entries)
+    Synced {
+        reports,
+        entries,
+        objects,
+    }
 }
 
-/// Installs or upgrades `release` unless Helm already runs what the Description recorded.
+/// Installs or upgrades `release` unless Helm already runs what the Description recorded; the
+/// report, and whether Helm installed or upgraded it.
 async fn install_if_needed(
     helm: &Helm,
     release: &Release,
     recorded_digest: Option<&str>,
     adopt: bool,
-) -> ReleaseReport {
+) -> (ReleaseReport, bool) {
     let report = |status: Option<ReleaseStatus>, error: Option<String>| ReleaseReport {
         name: release.name.clone(),
         namespace: release.namespace.clone(),
@@ -332,11 +401,11 @@ async fn install_if_needed(
     };
     let current = match helm.status(&release.name, &release.namespace).await {
         Ok(current) => current,
-        Err(e) => return report(None, Some(e.to_string())),
+        Err(e) => return (report(None, Some(e.to_string())), false),
     };
     if let Some(status) = &current {
         if recorded_digest.is_none() && !adopt {
-            return report(
+            let refused = report(
                 Some(status.clone()),
                 Some(format!(
                     "Helm already has a release {} in {} that atoll did not install; uninstall \
@@ -345,21 +414,23 @@ async fn install_if_needed(
                     release.name, release.namespace
                 )),
             );
+            return (refused, false);
         }
         if status.phase == "deployed" && recorded_digest == Some(release.digest.as_str()) {
-            return report(current, None);
+            return (report(current, None), false);
         }
     }
     let installed = helm.install(release, current.is_some()).await;
     let after = helm.status(&release.name, &release.namespace).await;
-    match (installed, after) {
+    let report = match (installed, after) {
         (Ok(()), Ok(status)) => {
             tracing::info!(release = %release, "Helm release installed");
             report(status, None)
         }
         (Ok(()), Err(e)) => report(None, Some(e.to_string())),
         (Err(e), after) => report(after.ok().flatten(), Some(e.to_string())),
-    }
+    };
+    (report, true)
 }
 
 fn text_at(value: &Value, pointer: &str) -> String {
@@ -663,6 +734,18 @@ mod tests {
             let err = Release::from_description(&chart(spec), &values).unwrap_err();
             assert!(err.contains(needle), "{err}");
         }
+    }
+
+    #[test]
+    fn a_manifest_is_split_into_its_objects() {
+        let text = b"---\n# Source: hello/templates/configmap.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\n# Source: empty.yaml\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: b\n";
+        let objects = parse_manifest(text).unwrap();
+        let names: Vec<&str> = objects
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(parse_manifest(b"a: [").is_err());
     }
 
     #[test]

@@ -1417,6 +1417,96 @@ spec:
     })
     .await;
 
+    // Beyond Clusternet: the release's objects are under drift repair like plain feeds. A
+    // deleted Deployment comes back, a hand-edited value is put back, and the Description's
+    // status carries the release's objects.
+    f.child("child-2")
+        .run(&[
+            "delete",
+            "deployment",
+            "hello",
+            "-n",
+            "e2e-helm-demo",
+            "--wait=false",
+        ])
+        .await
+        .unwrap();
+    f.child("child-1")
+        .run(&[
+            "patch",
+            "configmap",
+            "hello-config",
+            "-n",
+            "e2e-helm-demo",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"message":"edited by hand"}}"#,
+        ])
+        .await
+        .unwrap();
+    let took = converge(
+        &f,
+        "the release's objects repaired",
+        &[
+            expect(
+                "child-2",
+                "deployment",
+                "e2e-helm-demo",
+                "hello",
+                "{.spec.replicas}",
+                Some("1"),
+            ),
+            expect(
+                "child-1",
+                "configmap",
+                "e2e-helm-demo",
+                "hello-config",
+                message,
+                Some("hello from eu"),
+            ),
+        ],
+    )
+    .await;
+    eprintln!(
+        "FIGURE release object deleted or edited -> repaired: {}",
+        secs(took)
+    );
+    let kinds = jsonpath(
+        &f.parent,
+        "description",
+        Some(&ns1),
+        "e2e-helm.helm",
+        "{.status.manifestStatuses[*].kind}",
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        kinds.contains("Deployment") && kinds.contains("ConfigMap"),
+        "{kinds}"
+    );
+    // The chart is a feed of the aggregated Subscription status, available in both clusters.
+    POLL.eventually(
+        "the chart available in the Subscription status",
+        CONVERGE,
+        || async {
+            let got = jsonpath(
+            &f.parent,
+            "subscription",
+            Some("e2e-helm"),
+            "helm",
+            r#"{.status.aggregatedStatuses[?(@.kind=="HelmChart")].feedStatusSummary.available}"#,
+        )
+        .await?;
+            match got.as_deref() {
+                Some("true") => Ok(()),
+                other => Err(format!("HelmChart feed available: {other:?}")),
+            }
+        },
+    )
+    .await;
+
     // A version bump upgrades the release in place.
     repo.add_version("0.2.0").await.unwrap();
     f.apply("helm", &helm_yaml(repo.url(), "0.2.0", &[HELLO_FEED]))

@@ -1288,7 +1288,8 @@ impl Backend for KubeBackend {
                 // version still running must not hide that.
                 return Ok(());
             }
-            let st = status::description_status(&report, entry.status.as_ref());
+            let mut st = status::description_status(&report, entry.status.as_ref());
+            status::add_chart_statuses(&mut st, &entry.charts, &report);
             if entry.status.as_ref() == Some(&st) {
                 return Ok(());
             }

@@ -538,7 +538,7 @@ fn remove_sub(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn entry(ns: &str, name: &str, rv: &str, generation: i64) -> DescEntry {

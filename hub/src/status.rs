@@ -5,7 +5,7 @@
 
 use crate::aggregation::{self, ClusterRef, DescriptionReport};
 use crate::domain::ClusterHeartbeat;
-use crate::index::DescEntry;
+use crate::index::{ChartEntry, DescEntry};
 use atoll_applier::model::Report;
 use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, Subscription};
 use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
@@ -316,6 +316,43 @@ pub fn description_status(
             .collect(),
         observed_generation: Some(report.observed_generation),
         conditions: existing.map(|e| e.conditions.clone()).unwrap_or_default(),
+    }
+}
+
+/// Adds to a Description status one `manifestStatuses` entry per chart whose release Helm
+/// reports `deployed`, under the HelmChart feed's identity, with the release's state as its
+/// observed status: the Subscription's aggregated status then shows each chart per cluster as
+/// it shows any feed.
+pub fn add_chart_statuses(status: &mut DescriptionStatus, charts: &[ChartEntry], report: &Report) {
+    for chart in charts {
+        let Ok(chart) = serde_json::from_slice::<HelmChart>(&chart.chart) else {
+            continue;
+        };
+        let name = chart.metadata.name.clone().unwrap_or_default();
+        let target = &chart.spec.target_namespace;
+        let Some(release) = report
+            .releases
+            .iter()
+            .find(|r| r.name == name && &r.namespace == target && r.error.is_none())
+            .and_then(|r| r.status.as_ref())
+            .filter(|s| s.phase == "deployed")
+        else {
+            continue;
+        };
+        status.manifest_statuses.push(ManifestStatus {
+            feed: Feed {
+                api_version: atoll_crds::apps::API_VERSION.to_owned(),
+                kind: atoll_crds::helm::HELM_CHART_KIND.to_owned(),
+                namespace: chart.metadata.namespace.clone(),
+                name,
+            },
+            observed_status: Some(json!({
+                "phase": release.phase,
+                "version": release.revision,
+                "chartVersion": release.chart_version,
+                "lastDeployed": release.last_deployed,
+            })),
+        });
     }
 }
 
@@ -731,6 +768,75 @@ mod tests {
                 "{taints:?} {reason:?}"
             );
         }
+    }
+
+    #[test]
+    fn deployed_charts_become_feed_statuses_and_helm_releases_follow_the_report() {
+        use atoll_applier::model::{ReleaseReport, ReleaseStatus};
+        let chart = |name: &str| ChartEntry {
+            chart: bytes::Bytes::from(
+                json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                       "metadata": {"name": name, "namespace": "apps"},
+                       "spec": {"repo": "http://r", "chart": "hello", "version": "0.1.0",
+                                "targetNamespace": "demo"}})
+                .to_string(),
+            ),
+            values: bytes::Bytes::from_static(br#"{"message":"hi"}"#),
+        };
+        let release = |name: &str, phase: &str, error: Option<&str>| ReleaseReport {
+            name: name.into(),
+            namespace: "demo".into(),
+            status: Some(ReleaseStatus {
+                phase: phase.into(),
+                revision: 3,
+                chart_version: "0.1.0".into(),
+                ..ReleaseStatus::default()
+            }),
+            error: error.map(str::to_owned),
+        };
+        let mut report = Report::from_objects("apps.web", "u", 1, vec![]);
+        report.releases = vec![
+            release("good", "deployed", None),
+            release("pending", "pending-install", None),
+            release("bad", "failed", Some("boom")),
+        ];
+        let charts = [chart("good"), chart("pending"), chart("bad")];
+        let mut st = description_status(&report, None);
+        add_chart_statuses(&mut st, &charts, &report);
+        let names: Vec<&str> = st
+            .manifest_statuses
+            .iter()
+            .map(|m| m.feed.name.as_str())
+            .collect();
+        assert_eq!(names, ["good"], "only deployed releases are available");
+        assert_eq!(st.manifest_statuses[0].feed.kind, "HelmChart");
+        assert_eq!(
+            st.manifest_statuses[0].feed.namespace.as_deref(),
+            Some("apps")
+        );
+        assert_eq!(
+            st.manifest_statuses[0].observed_status.as_ref().unwrap()["version"],
+            3
+        );
+
+        let mut entry = crate::index::tests::entry("clusternet-a", "apps.web", "1", 1);
+        entry.uid = "desc-uid".into();
+        entry.charts = charts.to_vec();
+        let releases = helm_releases("clusternet-a", &entry, &report);
+        let names: Vec<&str> = releases.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "apps.web-apps-good",
+                "apps.web-apps-pending",
+                "apps.web-apps-bad"
+            ]
+        );
+        let (_, object, status) = &releases[2];
+        assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "desc-uid");
+        assert_eq!(object["spec"]["targetNamespace"], "demo");
+        assert_eq!(status["status"]["phase"], "failed");
+        assert_eq!(status["status"]["description"], "boom");
     }
 
     #[test]
