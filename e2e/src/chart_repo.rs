@@ -269,6 +269,8 @@ async fn serve(listener: TcpListener, dir: PathBuf) {
     loop {
         while connections.try_join_next().is_some() {}
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, say: try again a little later rather than spin.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         connections.spawn(respond(stream, dir.clone()));
