@@ -281,6 +281,7 @@ async fn run(n: usize) -> Result<Figures> {
         timeout: Duration::from_secs(180),
         backend: Backend::Devcluster,
         persist_parent: false,
+        detours: Default::default(),
     };
     log(started, &format!("N={n}: fleet up in {}", dir.display()));
     // Armed before `up`: an interrupt during start-up stops what its state file lists so far.

@@ -90,6 +90,42 @@ pub enum Command {
         #[arg(long, default_value_t = 60)]
         timeout_seconds: u64,
     },
+    /// Chaos runs: each starts a fleet whose agents reach the hub (and whose scheduler and hub
+    /// reach the parent) through fault proxies, injects seeded faults, kills and restarts
+    /// processes while editing Subscriptions, feeds, a Localization and cluster labels, then
+    /// checks the invariants; stops at the first run that violates one, naming its seed.
+    Chaos {
+        /// Fleet directory of each run (kept, with its logs).
+        #[arg(long, env = "FLEET_DIR", default_value = "target/chaos")]
+        dir: PathBuf,
+        /// Seed of the first run; run i uses seed + i.
+        #[arg(long, env = "CHAOS_SEED", default_value_t = 1)]
+        seed: u64,
+        /// Runs.
+        #[arg(long, env = "CHAOS_RUNS", default_value_t = 1)]
+        runs: u64,
+        /// Seconds of faults per run.
+        #[arg(long, env = "CHAOS_SECONDS", default_value_t = 60)]
+        seconds: u64,
+        /// Seconds the fleet may take to converge once the faults stopped.
+        #[arg(long, env = "CHAOS_CONVERGE_SECONDS", default_value_t = 60)]
+        converge_seconds: u64,
+        /// Child clusters (3 or more).
+        #[arg(long, env = "FLEET_CHILDREN", default_value_t = 3)]
+        children: usize,
+        /// What the clusters are made of.
+        #[arg(long, env = "FLEET_BACKEND", value_enum, default_value_t = plan::Backend::Devcluster)]
+        backend: plan::Backend,
+        /// Directory holding the binaries (default: the directory of this executable).
+        #[arg(long, env = "ATOLL_BIN_DIR")]
+        bin_dir: Option<PathBuf>,
+        /// The repository's manifests/ directory.
+        #[arg(long, env = "FLEET_MANIFESTS", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"))]
+        manifests: PathBuf,
+        /// The most RSS any process may reach, in MiB.
+        #[arg(long, env = "CHAOS_RSS_LIMIT_MIB", default_value_t = 512)]
+        rss_limit_mib: u64,
+    },
     /// Print the dedicated namespace of a cluster (where its Localizations go).
     DedicatedNamespace {
         /// Fleet directory.
@@ -115,17 +151,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             timeout_seconds,
             persist_parent,
         } => {
-            let bin_dir = match bin_dir {
-                Some(d) => d,
-                None => {
-                    let exe = std::env::current_exe().map_err(Error::LocateSelf)?;
-                    plan::bin_dir(None, &exe).ok_or_else(|| {
-                        Error::LocateSelf(std::io::Error::other(
-                            "the executable has no parent directory",
-                        ))
-                    })?
-                }
-            };
+            let bin_dir = bin_dir_or_own(bin_dir)?;
             let dir = std::path::absolute(&dir).map_err(|source| Error::ResolvePath {
                 path: dir.clone(),
                 source,
@@ -140,6 +166,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
                 workload_delay_ms,
                 timeout: Duration::from_secs(timeout_seconds),
                 persist_parent,
+                detours: fleet::Detours::default(),
             };
             let state = fleet::up(&opts).await?;
             println!("fleet: up\n{}", fleet::summary(&state, &dir));
@@ -183,11 +210,59 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     .await?;
             println!("{process}: restarted (pid {})", record.pid);
         }
+        Command::Chaos {
+            dir,
+            seed,
+            runs,
+            seconds,
+            converge_seconds,
+            children,
+            backend,
+            bin_dir,
+            manifests,
+            rss_limit_mib,
+        } => {
+            let bin_dir = bin_dir_or_own(bin_dir)?;
+            let dir = std::path::absolute(&dir).map_err(|source| Error::ResolvePath {
+                path: dir.clone(),
+                source,
+            })?;
+            for i in 0..runs {
+                let opts = crate::chaos::Options {
+                    seed: seed + i,
+                    chaos: Duration::from_secs(seconds),
+                    converge: Duration::from_secs(converge_seconds),
+                    children,
+                    dir: dir.join(format!("seed-{}", seed + i)),
+                    bin_dir: bin_dir.clone(),
+                    manifests: manifests.clone(),
+                    backend,
+                    rss_limit_mib,
+                };
+                let report = crate::chaos::run(&opts).await?;
+                print!("{}", report.summary());
+            }
+        }
         Command::DedicatedNamespace { dir, cluster } => {
             println!("{}", fleet::dedicated_namespace(&dir, &cluster).await?)
         }
     }
     Ok(())
+}
+
+/// `--bin-dir`, or the directory of this executable.
+fn bin_dir_or_own(given: Option<PathBuf>) -> Result<PathBuf, Error> {
+    match given {
+        Some(d) => Ok(d),
+        None => {
+            let exe = std::env::current_exe().map_err(Error::LocateSelf)?;
+            plan::bin_dir(None, &exe).ok_or_else(|| {
+                Error::LocateSelf(std::io::Error::other(
+                    "the executable has no parent directory",
+                ))
+            })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -206,6 +206,31 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A fault proxy could not listen.
+    #[error("starting a fault proxy on {listen}: {source}")]
+    StartProxy {
+        /// The address it was to listen on.
+        listen: std::net::SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A chaos run found its invariants broken once the faults stopped.
+    #[error(
+        "chaos run with seed {seed}: {count} invariant(s) violated after {seconds}s of \
+         convergence (replay with CHAOS_SEED={seed}; logs in {logs}):\n{violations}"
+    )]
+    ChaosInvariants {
+        /// The run's seed.
+        seed: u64,
+        /// How many violations.
+        count: usize,
+        /// How long the fleet was given to converge.
+        seconds: u64,
+        /// One violation per line.
+        violations: String,
+        /// The fleet's logs.
+        logs: PathBuf,
+    },
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -243,6 +268,8 @@ impl Error {
             Error::RunHelm { .. } => "run_helm",
             Error::ServeChartRepo { .. } => "serve_chart_repo",
             Error::StartRegistry { .. } => "start_registry",
+            Error::StartProxy { .. } => "start_proxy",
+            Error::ChaosInvariants { .. } => "chaos_invariants",
             Error::InvalidArgument { .. } => "invalid_argument",
         }
     }

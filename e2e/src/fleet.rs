@@ -51,6 +51,26 @@ pub struct UpOptions {
     /// Persist the parent's objects in SQLite under `<dir>/parent-data` (devcluster
     /// `--data-dir`), so that the parent can be restarted without losing its state.
     pub persist_parent: bool,
+    /// Where components reach each other, when something (a fault proxy) sits in between;
+    /// the default is direct.
+    pub detours: Detours,
+}
+
+/// What `fleet up` changes so that a fault proxy (`chaos::proxy`) can sit between components.
+/// Each field left `None` (or `false`) keeps the direct path.
+#[derive(Clone, Debug, Default)]
+pub struct Detours {
+    /// The hub's gRPC address, instead of a free port picked at start, so that a proxy in front
+    /// of it can be started first.
+    pub hub_listen: Option<SocketAddr>,
+    /// The hub URL the agents are given, instead of the hub's own (a proxy in front of it).
+    pub agents_hub_url: Option<String>,
+    /// The parent API server URL the scheduler and the hub are given, instead of the parent's
+    /// own: their kubeconfigs are copied to `<dir>/<name>-detour.kubeconfig` with this server.
+    pub components_parent_url: Option<String>,
+    /// Keep each child devcluster's objects in SQLite under `<dir>/<child>-data`, so that a child
+    /// can be killed and restarted without losing them (as a real cluster keeps etcd).
+    pub persist_children: bool,
 }
 
 /// The most children `fleet up` starts: a devcluster child and its agent take a few tens of MiB,
@@ -178,6 +198,7 @@ async fn start(
             }
         }
     };
+    let kubeconfigs = detour_components(kubeconfigs, layout, &opts.detours)?;
     let parent = client_for(&layout.parent_kubeconfig()).await?;
     poll_until(
         opts.timeout,
@@ -223,7 +244,10 @@ async fn start(
             admin: Some(scheduler_admin.to_string()),
         },
     )?;
-    let hub_listen = free_addr()?;
+    let hub_listen = match opts.detours.hub_listen {
+        Some(addr) => addr,
+        None => free_addr()?,
+    };
     let hub_admin = free_addr()?;
     launch(
         state,
@@ -261,6 +285,8 @@ async fn start(
     wait_http_ok(state, "hub", hub_admin, "/healthz", opts.timeout).await?;
     wait_tcp(state, "hub", hub_listen, opts.timeout).await?;
     println!("fleet: scheduler and hub up (hub at {hub_url})");
+    // What the agents dial: the hub, or what stands in front of it.
+    let hub_url = opts.detours.agents_hub_url.clone().unwrap_or(hub_url);
 
     // One agent per child; on the real tier each child first gets the agent's install.
     let mut agent_kubeconfigs = kubeconfigs.agents;
@@ -337,6 +363,50 @@ impl ComponentKubeconfigs {
     }
 }
 
+/// The scheduler's and the hub's kubeconfigs pointed at `detours.components_parent_url`, when
+/// set: copies next to the fleet's files with the `server:` line replaced.
+fn detour_components(
+    mut kubeconfigs: ComponentKubeconfigs,
+    layout: &Layout,
+    detours: &Detours,
+) -> Result<ComponentKubeconfigs, Error> {
+    let Some(url) = &detours.components_parent_url else {
+        return Ok(kubeconfigs);
+    };
+    for (name, path) in [
+        ("scheduler", &mut kubeconfigs.scheduler),
+        ("hub", &mut kubeconfigs.hub),
+    ] {
+        let text = std::fs::read_to_string(&*path).map_err(|e| Error::Kubeconfig {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let detour = layout.dir.join(format!("{name}-detour.kubeconfig"));
+        write_private(&detour, &with_server(&text, url))?;
+        *path = detour;
+    }
+    Ok(kubeconfigs)
+}
+
+/// A kubeconfig's text with every `server:` URL replaced by `url` (indentation kept).
+pub fn with_server(kubeconfig: &str, url: &str) -> String {
+    let mut out: String = kubeconfig
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("server:") {
+                let indent = line.len() - trimmed.len();
+                format!("{}server: {url}", " ".repeat(indent))
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
 /// Starts the parent and the children as devclusters and waits for their kubeconfigs.
 async fn start_devclusters(
     opts: &UpOptions,
@@ -375,7 +445,19 @@ async fn start_devclusters(
                     "--simulate-workloads".into(),
                     "--workload-delay-ms".into(),
                     opts.workload_delay_ms.to_string(),
-                ],
+                ]
+                .into_iter()
+                .chain(
+                    opts.detours
+                        .persist_children
+                        .then(|| {
+                            let data = layout.dir.join(format!("{}-data", child.name));
+                            ["--data-dir".to_string(), data.display().to_string()]
+                        })
+                        .into_iter()
+                        .flatten(),
+                )
+                .collect(),
                 log: layout.log(&child.name),
                 admin: None,
             },
@@ -956,6 +1038,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             backend,
             persist_parent: false,
+            detours: Detours::default(),
         };
         let refused = |children, backend| async move {
             matches!(
@@ -1061,6 +1144,17 @@ mod tests {
         assert!(joined.contains("--hub http://127.0.0.1:1 "), "{joined}");
         assert!(joined.contains("--admin-listen 127.0.0.1:9"), "{joined}");
         assert!(joined.contains("--insecure"), "{joined}");
+    }
+
+    #[test]
+    fn a_detoured_kubeconfig_differs_only_in_its_server() {
+        let text =
+            "clusters:\n- cluster:\n    server: http://127.0.0.1:4000\n  name: c\nusers: []\n";
+        let got = with_server(text, "http://127.0.0.1:5000");
+        assert_eq!(
+            got,
+            "clusters:\n- cluster:\n    server: http://127.0.0.1:5000\n  name: c\nusers: []\n"
+        );
     }
 
     #[test]

@@ -14,9 +14,11 @@
 //! - [`state`]: the state file.
 //! - [`app`]: the `fleet` command line.
 //! - [`scenario`]: crash and restart one process of a running fleet (end-to-end scenarios).
+//! - [`chaos`]: fault proxies and seeded chaos runs with invariant checks.
 //! - [`chart_repo`]: `helm`, a local HTTP chart repository and a local OCI registry (Helm tests).
 
 pub mod app;
+pub mod chaos;
 pub mod chart_repo;
 pub mod control_plane;
 mod error;

@@ -1,0 +1,1244 @@
+//! Chaos runs: a fleet whose agents reach the hub, and whose scheduler and hub reach the parent,
+//! through fault proxies ([`proxy`]); a seeded plan that, for a bounded time, injects proxy
+//! faults, SIGKILLs and restarts processes (agents, hub, scheduler, the parent and the children,
+//! which keep their objects in a data dir) while it edits Subscriptions, feeds, a Localization
+//! and cluster labels; then the faults stop and the invariants are checked until they hold or a
+//! bound passes. Any violation fails the run with its seed; the same seed replays the same plan.
+//!
+//! Invariants ([`check`]), once the faults stopped:
+//!
+//! - every child holds exactly the objects its Descriptions list (by kind, namespace, name; the
+//!   owner annotation names the right Description; ConfigMap data and Deployment replicas are
+//!   the rendered ones), nothing missing, nothing extra, and a bystander ConfigMap that atoll
+//!   does not manage is untouched;
+//! - an object present before the faults keeps its uid unless its feed left its Subscription or
+//!   its cluster left the placement during the run;
+//! - the divided replicas across the children sum to the feed's replicas (and so does the
+//!   Subscription's `status.replicas`);
+//! - each Subscription's status matches the children: scheduled for its generation, bound to
+//!   exactly the clusters with a Description, `completedReleases` = bound clusters, every
+//!   Description `Success` for its generation, and each cluster's aggregated replicas = what
+//!   its Deployment reports;
+//! - no process of the fleet exceeded the RSS bound (sampled every second during the run).
+
+pub mod proxy;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atoll_crds::apps::{Description, DescriptionPhase, Subscription};
+use atoll_crds::clusters::ManagedCluster;
+use atoll_crds::known;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+use crate::Error;
+use crate::fleet::{self, Detours, UpOptions, client_for};
+use crate::plan::{Backend, Layout};
+use crate::scenario;
+use crate::state::FleetState;
+use proxy::{Proxy, Schedule};
+
+/// The field manager of the chaos run's own writes.
+pub const FIELD_MANAGER: &str = "atoll-chaos";
+
+/// How to run one chaos run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The seed everything random in the run is drawn from.
+    pub seed: u64,
+    /// How long faults are injected.
+    pub chaos: Duration,
+    /// How long the fleet may take to converge once the faults stopped.
+    pub converge: Duration,
+    /// Child clusters (at least 3: the Dividing Subscription uses three regions).
+    pub children: usize,
+    /// The fleet directory (kept after the run, with its logs).
+    pub dir: PathBuf,
+    /// Where the binaries are.
+    pub bin_dir: PathBuf,
+    /// The repository's `manifests/`.
+    pub manifests: PathBuf,
+    /// What the clusters are made of.
+    pub backend: Backend,
+    /// The most RSS any process of the fleet may reach, in MiB.
+    pub rss_limit_mib: u64,
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Faults injected, by kind (`hub-proxy hold`, `kill agent`, ...).
+    pub faults: BTreeMap<String, u64>,
+    /// What the proxies did to connections (`hub-proxy cut connections`, ...).
+    pub effects: BTreeMap<String, u64>,
+    /// Edits made (and how many of them the API server refused, e.g. while it was down).
+    pub edits: u64,
+    /// Edits that failed.
+    pub failed_edits: u64,
+    /// How long after the faults stopped the invariants held (`None`: they never did).
+    pub converged_after: Option<Duration>,
+    /// The violations still there at the bound.
+    pub violations: Vec<String>,
+    /// The highest RSS of each process, in MiB.
+    pub max_rss_mib: BTreeMap<String, u64>,
+}
+
+impl Report {
+    /// All faults injected.
+    pub fn fault_total(&self) -> u64 {
+        self.faults.values().sum()
+    }
+
+    /// A few lines for a terminal.
+    pub fn summary(&self) -> String {
+        let mut out = format!(
+            "chaos seed {}: {} faults injected ({}), {} edits ({} refused while a server was \
+             down)\n",
+            self.seed,
+            self.fault_total(),
+            join_counts(&self.faults),
+            self.edits,
+            self.failed_edits
+        );
+        out.push_str(&format!("proxies: {}\n", join_counts(&self.effects)));
+        let top = self
+            .max_rss_mib
+            .iter()
+            .max_by_key(|(_, v)| **v)
+            .map(|(k, v)| format!("{k} {v} MiB"))
+            .unwrap_or_default();
+        out.push_str(&format!("highest RSS: {top}\n"));
+        match self.converged_after {
+            Some(d) => out.push_str(&format!(
+                "invariants hold {:.1}s after the faults stopped\n",
+                d.as_secs_f64()
+            )),
+            None => out.push_str(&format!(
+                "{} invariant(s) violated:\n{}\n",
+                self.violations.len(),
+                self.violations.join("\n")
+            )),
+        }
+        out
+    }
+}
+
+fn join_counts(counts: &BTreeMap<String, u64>) -> String {
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A process of the fleet to kill.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kill {
+    /// Its fleet name (`hub`, `agent-child-2`, `parent`, `child-1`, ...).
+    pub process: String,
+    /// How long it stays down before it is started again.
+    pub down: Duration,
+}
+
+/// An edit of the parent's objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// `data.value` of ConfigMap `chaos-a/<name>`.
+    ConfigValue {
+        /// `cfg-1` or `cfg-2`.
+        name: String,
+        /// The new value.
+        value: String,
+    },
+    /// `spec.replicas` of the replicated Deployment `chaos-a/web`.
+    WebReplicas(i32),
+    /// `spec.replicas` of the divided Deployment `chaos-b/api`.
+    ApiReplicas(i32),
+    /// Whether `chaos-a/cfg-2` is a feed of Subscription `chaos-a/rep`.
+    SecondFeed(bool),
+    /// Whether a cluster carries `chaos-pick=yes` (Subscription `chaos-c/picked` selects it).
+    Pick {
+        /// The ManagedCluster.
+        cluster: String,
+        /// Labelled or not.
+        on: bool,
+    },
+    /// The Localization of `chaos-a/web` in child-1's dedicated namespace: replicas, or none.
+    Localization(Option<i32>),
+}
+
+/// One step of a run's plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Kill a process and start it again.
+    Kill(Kill),
+    /// Edit the parent.
+    Edit(Edit),
+}
+
+/// Everything a run will do, drawn from its seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Faults of the proxy between the agents and the hub.
+    pub hub_proxy: Schedule,
+    /// Faults of the proxy between the scheduler and hub and the parent's API server.
+    pub parent_proxy: Schedule,
+    /// Kills and edits, at their offsets from the start.
+    pub actions: Vec<(Duration, Action)>,
+}
+
+impl Plan {
+    /// The plan of seed `seed` for a run of `span` on `children` children. Which processes can
+    /// be killed depends on the backend: on the real tier only atoll's own processes are (for
+    /// now).
+    pub fn generate(seed: u64, span: Duration, children: usize, backend: Backend) -> Plan {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let hub_proxy = Schedule::generate_with(&mut rng, span);
+        let parent_proxy = Schedule::generate_with(&mut rng, span);
+        let mut actions = Vec::new();
+        let mut at = Duration::from_millis(rng.random_range(300..1500));
+        let child = |rng: &mut StdRng| format!("child-{}", rng.random_range(1..=children));
+        while at < span {
+            let action = if rng.random_bool(0.3) {
+                let process = match rng.random_range(0..100u8) {
+                    0..40 => format!("agent-{}", child(&mut rng)),
+                    40..60 => "hub".to_string(),
+                    60..75 => "scheduler".to_string(),
+                    75..85 if backend == Backend::Devcluster => "parent".to_string(),
+                    85..100 if backend == Backend::Devcluster => child(&mut rng),
+                    _ => format!("agent-{}", child(&mut rng)),
+                };
+                Action::Kill(Kill {
+                    process,
+                    down: Duration::from_millis(rng.random_range(0..3000)),
+                })
+            } else {
+                Action::Edit(match rng.random_range(0..6u8) {
+                    0 => Edit::ConfigValue {
+                        name: format!("cfg-{}", rng.random_range(1..=2)),
+                        value: format!("v{}", rng.random_range(0..1_000_000)),
+                    },
+                    1 => Edit::WebReplicas(rng.random_range(1..=4)),
+                    2 => Edit::ApiReplicas(rng.random_range(2..=9)),
+                    3 => Edit::SecondFeed(rng.random_bool(0.5)),
+                    4 => Edit::Pick {
+                        cluster: child(&mut rng),
+                        on: rng.random_bool(0.5),
+                    },
+                    _ => Edit::Localization(rng.random_bool(0.7).then(|| rng.random_range(1..=5))),
+                })
+            };
+            actions.push((at, action));
+            at += Duration::from_millis(rng.random_range(300..2000));
+        }
+        Plan {
+            hub_proxy,
+            parent_proxy,
+            actions,
+        }
+    }
+}
+
+/// Runs one chaos run: fleet up (with proxies), the workload, the plan, the checks, fleet down.
+/// The fleet is stopped in every case; its directory and logs are kept. A violation is an
+/// [`Error::ChaosInvariants`] naming the seed.
+pub async fn run(opts: &Options) -> Result<Report, Error> {
+    if opts.children < 3 {
+        return Err(Error::InvalidArgument {
+            what: "--children".into(),
+            message: "a chaos run needs at least 3 children (one Dividing region each)".into(),
+        });
+    }
+    let layout = Layout::new(&opts.dir);
+    let hub_addr = crate::process::free_addr()?;
+    let mut hub_proxy = Proxy::start(hub_addr).await?;
+    // The parent may come back (same port, read from its kubeconfig) after a restart; until
+    // it has written its kubeconfig there is nothing to reach.
+    let parent_kubeconfig = layout.parent_kubeconfig();
+    let mut parent_proxy = Proxy::start_resolving(Arc::new(move || {
+        let text = std::fs::read_to_string(&parent_kubeconfig).ok()?;
+        let port = scenario::kubeconfig_port(&text)?;
+        Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+    }))
+    .await?;
+    let scheme = match opts.backend {
+        Backend::Devcluster => "http",
+        Backend::Kube => "https",
+    };
+    let up = UpOptions {
+        dir: opts.dir.clone(),
+        children: opts.children,
+        bin_dir: opts.bin_dir.clone(),
+        manifests: opts.manifests.clone(),
+        nodes: 3,
+        workload_delay_ms: 200,
+        timeout: Duration::from_secs(120),
+        backend: opts.backend,
+        persist_parent: opts.backend == Backend::Devcluster,
+        detours: Detours {
+            hub_listen: Some(hub_addr),
+            agents_hub_url: Some(format!("http://{}", hub_proxy.addr())),
+            components_parent_url: Some(format!("{scheme}://{}", parent_proxy.addr())),
+            persist_children: opts.backend == Backend::Devcluster,
+        },
+    };
+    let started = Instant::now();
+    fleet::up(&up).await?;
+    eprintln!(
+        "chaos: fleet of {} children up in {:.1}s (seed {})",
+        opts.children,
+        started.elapsed().as_secs_f64(),
+        opts.seed
+    );
+    let result = run_on_fleet(opts, &layout, &mut hub_proxy, &mut parent_proxy).await;
+    let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
+    let mut report = result?;
+    for (name, p) in [("hub-proxy", &hub_proxy), ("parent-proxy", &parent_proxy)] {
+        let c = p.counters();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        for (what, n) in [
+            ("connections", load(&c.connections)),
+            ("refused", load(&c.refused)),
+            ("cut", load(&c.cut)),
+            ("cut mid-chunk", load(&c.cut_mid_chunk)),
+            ("held chunks", load(&c.held_chunks)),
+            ("delayed chunks", load(&c.delayed_chunks)),
+        ] {
+            report.effects.insert(format!("{name} {what}"), n);
+        }
+    }
+    if report.violations.is_empty() {
+        Ok(report)
+    } else {
+        eprint!("{}", report.summary());
+        Err(Error::ChaosInvariants {
+            seed: opts.seed,
+            count: report.violations.len(),
+            seconds: opts.converge.as_secs(),
+            violations: report.violations.join("\n"),
+            logs: layout.logs(),
+        })
+    }
+}
+
+/// What the run remembers from before the faults, and what it did during them.
+#[derive(Debug, Default)]
+struct Memory {
+    /// Per child, `kind ns/name` -> uid, once the workload converged.
+    uids: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per child, the bystander ConfigMap's uid and resourceVersion.
+    bystanders: BTreeMap<String, (String, String)>,
+    /// Objects whose feed left its Subscription during the run (`kind ns/name`).
+    feeds_removed: BTreeSet<String>,
+    /// Clusters that left the `picked` placement at some point.
+    unpicked: BTreeSet<String>,
+}
+
+async fn run_on_fleet(
+    opts: &Options,
+    layout: &Layout,
+    hub_proxy: &mut Proxy,
+    parent_proxy: &mut Proxy,
+) -> Result<Report, Error> {
+    let state = FleetState::load(&layout.state())?;
+    let parent = client_for(&state.parent_kubeconfig).await?;
+    let mut children = Vec::new();
+    for c in &state.children {
+        children.push((c.name.clone(), client_for(&c.kubeconfig).await?));
+    }
+    let mut report = Report {
+        seed: opts.seed,
+        ..Default::default()
+    };
+    let mut memory = Memory::default();
+    setup(&parent, &children).await?;
+    // Before any fault: the workload must converge, or the check itself is wrong.
+    let settle = converge(&parent, &children, &memory, opts.converge).await;
+    if let Err(violations) = settle {
+        report.violations = violations
+            .into_iter()
+            .map(|v| format!("before any fault: {v}"))
+            .collect();
+        return Ok(report);
+    }
+    memory.uids = managed_uids(&children).await?;
+    memory.bystanders = bystanders(&children).await?;
+
+    let plan = Plan::generate(opts.seed, opts.chaos, opts.children, opts.backend);
+    for (name, schedule) in [
+        ("hub-proxy", &plan.hub_proxy),
+        ("parent-proxy", &plan.parent_proxy),
+    ] {
+        for step in &schedule.steps {
+            *report
+                .faults
+                .entry(format!("{name} {}", step.fault.kind()))
+                .or_default() += 1;
+        }
+    }
+    let rss = RssSampler::start(layout.state());
+    hub_proxy.play(plan.hub_proxy.clone());
+    parent_proxy.play(plan.parent_proxy.clone());
+    let start = tokio::time::Instant::now();
+    for (at, action) in &plan.actions {
+        tokio::time::sleep_until(start + *at).await;
+        match action {
+            Action::Kill(kill) => {
+                *report
+                    .faults
+                    .entry(format!("kill {}", kind_of(&kill.process)))
+                    .or_default() += 1;
+                if let Err(e) = kill_and_restart(&opts.dir, kill).await {
+                    report
+                        .violations
+                        .push(format!("restarting {} failed: {e}", kill.process));
+                    break;
+                }
+            }
+            Action::Edit(edit) => {
+                report.edits += 1;
+                remember(edit, &mut memory);
+                if let Err(e) = apply_edit(&parent, edit).await {
+                    report.failed_edits += 1;
+                    eprintln!("chaos: edit {edit:?} failed (a server may be down): {e}");
+                }
+            }
+        }
+    }
+    tokio::time::sleep_until(start + opts.chaos).await;
+    hub_proxy.heal();
+    parent_proxy.heal();
+    eprintln!(
+        "chaos: faults stopped after {:.1}s; checking the invariants (at most {}s)",
+        start.elapsed().as_secs_f64(),
+        opts.converge.as_secs()
+    );
+    // Every process runs again (a failed restart above was reported already).
+    let healed = Instant::now();
+    if report.violations.is_empty() {
+        match converge(&parent, &children, &memory, opts.converge).await {
+            Ok(()) => report.converged_after = Some(healed.elapsed()),
+            Err(violations) => report.violations.extend(violations),
+        }
+    }
+    report.max_rss_mib = rss.stop().await;
+    for (name, mib) in &report.max_rss_mib {
+        if *mib > opts.rss_limit_mib {
+            report.violations.push(format!(
+                "{name} reached {mib} MiB RSS, over the bound of {} MiB",
+                opts.rss_limit_mib
+            ));
+        }
+    }
+    Ok(report)
+}
+
+/// `agent-child-2` -> `agent`, `child-3` -> `child`, `hub` -> `hub`.
+fn kind_of(process: &str) -> &str {
+    if process.starts_with("agent-") {
+        "agent"
+    } else if process.starts_with("child-") {
+        "child"
+    } else {
+        process
+    }
+}
+
+async fn kill_and_restart(dir: &Path, kill: &Kill) -> Result<(), Error> {
+    let snap = scenario::kill(dir, &kill.process).await?;
+    tokio::time::sleep(kill.down).await;
+    scenario::start_again(dir, &snap, Duration::from_secs(60)).await?;
+    Ok(())
+}
+
+fn remember(edit: &Edit, memory: &mut Memory) {
+    match edit {
+        Edit::SecondFeed(false) => {
+            memory
+                .feeds_removed
+                .insert(object_key("ConfigMap", "chaos-a", "cfg-2"));
+        }
+        Edit::Pick { cluster, on: false } => {
+            memory.unpicked.insert(cluster.clone());
+        }
+        _ => {}
+    }
+}
+
+fn object_key(kind: &str, ns: &str, name: &str) -> String {
+    format!("{kind} {ns}/{name}")
+}
+
+fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Api { action, source }
+}
+
+/// Server-side apply of `obj` (a full object) with the run's field manager.
+async fn apply_typed<K>(api: &Api<K>, obj: Value) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .map_err(api_error(format!("applying {name}")))?;
+    Ok(())
+}
+
+fn deployment(ns: &str, name: &str, replicas: i32) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": name, "image": "registry.k8s.io/pause:3.10"}]}
+            }
+        }
+    })
+}
+
+fn config_map(ns: &str, name: &str, value: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "data": {"value": value}
+    })
+}
+
+fn rep_subscription(second_feed: bool) -> Value {
+    let mut feeds = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "name": "chaos-a"}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "cfg-1", "namespace": "chaos-a"}),
+    ];
+    if second_feed {
+        feeds.push(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "cfg-2", "namespace": "chaos-a"}),
+        );
+    }
+    feeds.push(
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "chaos-a"}),
+    );
+    json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "rep", "namespace": "chaos-a"},
+        "spec": {
+            "schedulingStrategy": "Replication",
+            "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+            "feeds": feeds
+        }
+    })
+}
+
+/// The workload: a Replication Subscription (Namespace, two ConfigMaps, a Deployment with a
+/// Localization in child-1), a Dividing one (a Deployment split 1:2:1 over the regions), and
+/// one that follows the `chaos-pick=yes` cluster label (child-1 to begin with); and a
+/// bystander ConfigMap in each child that atoll must never touch.
+async fn setup(parent: &Client, children: &[(String, Client)]) -> Result<(), Error> {
+    let namespaces = Api::<Namespace>::all(parent.clone());
+    for ns in ["chaos-a", "chaos-b", "chaos-c"] {
+        apply_typed(
+            &namespaces,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await?;
+    }
+    for (ns, name) in [
+        ("chaos-a", "cfg-1"),
+        ("chaos-a", "cfg-2"),
+        ("chaos-c", "picked"),
+    ] {
+        apply_typed(
+            &Api::<ConfigMap>::namespaced(parent.clone(), ns),
+            config_map(ns, name, "v0"),
+        )
+        .await?;
+    }
+    apply_typed(
+        &Api::<Deployment>::namespaced(parent.clone(), "chaos-a"),
+        deployment("chaos-a", "web", 2),
+    )
+    .await?;
+    apply_typed(
+        &Api::<Deployment>::namespaced(parent.clone(), "chaos-b"),
+        deployment("chaos-b", "api", 6),
+    )
+    .await?;
+    apply_typed(
+        &Api::<Subscription>::namespaced(parent.clone(), "chaos-a"),
+        rep_subscription(true),
+    )
+    .await?;
+    apply_typed(
+        &Api::<Subscription>::namespaced(parent.clone(), "chaos-b"),
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "div", "namespace": "chaos-b"},
+            "spec": {
+                "schedulingStrategy": "Dividing",
+                "dividingScheduling": {"type": "Static"},
+                "subscribers": [
+                    {"clusterAffinity": {"matchLabels": {"region": "eu"}}, "weight": 1},
+                    {"clusterAffinity": {"matchLabels": {"region": "us"}}, "weight": 2},
+                    {"clusterAffinity": {"matchLabels": {"region": "ap"}}, "weight": 1}
+                ],
+                "feeds": [
+                    {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-b"},
+                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api", "namespace": "chaos-b"}
+                ]
+            }
+        }),
+    )
+    .await?;
+    apply_typed(
+        &Api::<Subscription>::namespaced(parent.clone(), "chaos-c"),
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "picked", "namespace": "chaos-c"},
+            "spec": {
+                "schedulingStrategy": "Replication",
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"chaos-pick": "yes"}}}],
+                "feeds": [
+                    {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-c"},
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "picked", "namespace": "chaos-c"}
+                ]
+            }
+        }),
+    )
+    .await?;
+    apply_edit(
+        parent,
+        &Edit::Pick {
+            cluster: "child-1".into(),
+            on: true,
+        },
+    )
+    .await?;
+    apply_edit(parent, &Edit::Localization(Some(3))).await?;
+    for (name, child) in children {
+        Api::<ConfigMap>::namespaced(child.clone(), "default")
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(config_map("default", "chaos-bystander", "mine")).map_err(
+                    |e| Error::InvalidArgument {
+                        what: "bystander".into(),
+                        message: e.to_string(),
+                    },
+                )?,
+            )
+            .await
+            .map_err(api_error(format!("creating the bystander in {name}")))?;
+    }
+    Ok(())
+}
+
+async fn apply_edit(parent: &Client, edit: &Edit) -> Result<(), Error> {
+    let merge = |v: Value| Patch::Merge(v);
+    match edit {
+        Edit::ConfigValue { name, value } => {
+            Api::<ConfigMap>::namespaced(parent.clone(), "chaos-a")
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &merge(json!({"data": {"value": value}})),
+                )
+                .await
+                .map_err(api_error(format!("patching ConfigMap chaos-a/{name}")))?;
+        }
+        Edit::WebReplicas(r) | Edit::ApiReplicas(r) => {
+            let (ns, name) = match edit {
+                Edit::WebReplicas(_) => ("chaos-a", "web"),
+                _ => ("chaos-b", "api"),
+            };
+            Api::<Deployment>::namespaced(parent.clone(), ns)
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &merge(json!({"spec": {"replicas": r}})),
+                )
+                .await
+                .map_err(api_error(format!("scaling Deployment {ns}/{name}")))?;
+        }
+        Edit::SecondFeed(on) => {
+            apply_typed(
+                &Api::<Subscription>::namespaced(parent.clone(), "chaos-a"),
+                rep_subscription(*on),
+            )
+            .await?;
+        }
+        Edit::Pick { cluster, on } => {
+            let value = if *on { json!("yes") } else { Value::Null };
+            let ns = dedicated_namespace(parent, cluster).await?;
+            Api::<ManagedCluster>::namespaced(parent.clone(), &ns)
+                .patch(
+                    cluster,
+                    &PatchParams::default(),
+                    &merge(json!({"metadata": {"labels": {"chaos-pick": value}}})),
+                )
+                .await
+                .map_err(api_error(format!("labelling ManagedCluster {cluster}")))?;
+        }
+        Edit::Localization(replicas) => {
+            let ns = dedicated_namespace(parent, "child-1").await?;
+            let api = Api::<atoll_crds::apps::Localization>::namespaced(parent.clone(), &ns);
+            match replicas {
+                Some(r) => {
+                    let patch = format!(
+                        "[{{\"op\": \"replace\", \"path\": \"/spec/replicas\", \"value\": {r}}}]"
+                    );
+                    apply_typed(
+                        &api,
+                        json!({
+                            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Localization",
+                            "metadata": {"name": "chaos-web", "namespace": ns},
+                            "spec": {
+                                "overridePolicy": "ApplyNow",
+                                "priority": 500,
+                                "feed": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "chaos-a"},
+                                "overrides": [{"name": "replicas", "type": "JSONPatch", "value": patch}]
+                            }
+                        }),
+                    )
+                    .await?;
+                }
+                None => match api.delete("chaos-web", &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(api_error("deleting Localization chaos-web")(e)),
+                },
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn dedicated_namespace(parent: &Client, cluster: &str) -> Result<String, Error> {
+    // ManagedClusters live in their dedicated namespaces: find it by name across them.
+    let clusters = Api::<ManagedCluster>::all(parent.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing ManagedClusters"))?;
+    clusters
+        .items
+        .iter()
+        .find(|c| c.name_any() == cluster)
+        .and_then(|c| c.namespace())
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "cluster".into(),
+            message: format!("no ManagedCluster named {cluster}"),
+        })
+}
+
+/// What atoll manages in one child: `kind ns/name` -> the object (as JSON).
+async fn managed_objects(child: &Client) -> Result<BTreeMap<String, Value>, Error> {
+    let managed = ListParams::default().labels(&format!(
+        "{}={}",
+        atoll_applier_label::MANAGED_BY,
+        atoll_applier_label::AGENT
+    ));
+    let mut out = BTreeMap::new();
+    let to_value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    for ns in Api::<Namespace>::all(child.clone())
+        .list(&managed)
+        .await
+        .map_err(api_error("listing Namespaces in a child"))?
+        .items
+    {
+        out.insert(
+            object_key("Namespace", "", &ns.name_any()),
+            to_value(serde_json::to_value(&ns)),
+        );
+    }
+    for cm in Api::<ConfigMap>::all(child.clone())
+        .list(&managed)
+        .await
+        .map_err(api_error("listing ConfigMaps in a child"))?
+        .items
+    {
+        // The agent's inventories carry the managed-by label too; they are its bookkeeping,
+        // not feeds.
+        if cm.labels().contains_key(atoll_applier_label::INVENTORY) {
+            continue;
+        }
+        out.insert(
+            object_key(
+                "ConfigMap",
+                &cm.namespace().unwrap_or_default(),
+                &cm.name_any(),
+            ),
+            to_value(serde_json::to_value(&cm)),
+        );
+    }
+    for d in Api::<Deployment>::all(child.clone())
+        .list(&managed)
+        .await
+        .map_err(api_error("listing Deployments in a child"))?
+        .items
+    {
+        out.insert(
+            object_key(
+                "Deployment",
+                &d.namespace().unwrap_or_default(),
+                &d.name_any(),
+            ),
+            to_value(serde_json::to_value(&d)),
+        );
+    }
+    Ok(out)
+}
+
+/// The applier's label names, repeated here: atoll-e2e runs the binaries and does not link the
+/// applier.
+mod atoll_applier_label {
+    pub const MANAGED_BY: &str = "apps.clusternet.io/managed-by";
+    pub const AGENT: &str = "atoll-agent";
+    pub const INVENTORY: &str = "apps.clusternet.io/inventory";
+}
+
+async fn managed_uids(
+    children: &[(String, Client)],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, Error> {
+    let mut out = BTreeMap::new();
+    for (name, child) in children {
+        let objects = managed_objects(child).await?;
+        out.insert(
+            name.clone(),
+            objects
+                .into_iter()
+                .map(|(k, v)| (k, v["metadata"]["uid"].as_str().unwrap_or("").to_string()))
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+async fn bystanders(
+    children: &[(String, Client)],
+) -> Result<BTreeMap<String, (String, String)>, Error> {
+    let mut out = BTreeMap::new();
+    for (name, child) in children {
+        let cm = Api::<ConfigMap>::namespaced(child.clone(), "default")
+            .get("chaos-bystander")
+            .await
+            .map_err(api_error(format!("reading the bystander in {name}")))?;
+        out.insert(
+            name.clone(),
+            (
+                cm.uid().unwrap_or_default(),
+                cm.resource_version().unwrap_or_default(),
+            ),
+        );
+    }
+    Ok(out)
+}
+
+/// Polls [`check`] until it finds nothing or `bound` passes; the last violations then.
+async fn converge(
+    parent: &Client,
+    children: &[(String, Client)],
+    memory: &Memory,
+    bound: Duration,
+) -> Result<(), Vec<String>> {
+    let deadline = Instant::now() + bound;
+    loop {
+        let violations = match check(parent, children, memory).await {
+            Ok(v) => v,
+            Err(e) => vec![format!("reading the fleet: {e}")],
+        };
+        if violations.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(violations);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Every invariant of the module docs, once; what is violated (empty: all hold).
+async fn check(
+    parent: &Client,
+    children: &[(String, Client)],
+    memory: &Memory,
+) -> Result<Vec<String>, Error> {
+    let mut out = Vec::new();
+    let clusters = Api::<ManagedCluster>::all(parent.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing ManagedClusters"))?
+        .items;
+    let descriptions = Api::<Description>::all(parent.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing Descriptions"))?
+        .items;
+    let subs = Api::<Subscription>::all(parent.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing Subscriptions"))?
+        .items;
+    let dedicated: BTreeMap<String, String> = clusters
+        .iter()
+        .filter_map(|c| Some((c.name_any(), c.namespace()?)))
+        .collect();
+    let mut actual_by_child = BTreeMap::new();
+    for (name, child) in children {
+        let Some(ns) = dedicated.get(name) else {
+            out.push(format!("{name}: no ManagedCluster"));
+            continue;
+        };
+        // What its Descriptions say: `kind ns/name` -> (owner key, rendered object).
+        let mut want: BTreeMap<String, (String, Value)> = BTreeMap::new();
+        for d in descriptions
+            .iter()
+            .filter(|d| d.namespace().as_deref() == Some(ns))
+        {
+            if d.metadata.deletion_timestamp.is_some() {
+                out.push(format!(
+                    "{name}: Description {} is still being deleted",
+                    d.name_any()
+                ));
+            }
+            let owner = known::owned_by_description(ns, &d.name_any());
+            for raw in &d.spec.raw {
+                let key = object_key(
+                    raw["kind"].as_str().unwrap_or(""),
+                    raw["metadata"]["namespace"].as_str().unwrap_or(""),
+                    raw["metadata"]["name"].as_str().unwrap_or(""),
+                );
+                want.insert(key, (owner.clone(), raw.clone()));
+            }
+        }
+        let have = match managed_objects(child).await {
+            Ok(h) => h,
+            Err(e) => {
+                out.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        for (key, (owner, raw)) in &want {
+            let Some(obj) = have.get(key) else {
+                out.push(format!(
+                    "{name}: {key} missing (its Description {owner} lists it)"
+                ));
+                continue;
+            };
+            let got_owner = obj["metadata"]["annotations"][known::ANNOTATION_OWNED_BY_DESCRIPTION]
+                .as_str()
+                .unwrap_or("");
+            if got_owner != owner {
+                out.push(format!(
+                    "{name}: {key} is owned by {got_owner:?}, want {owner:?}"
+                ));
+            }
+            if key.starts_with("ConfigMap ") && obj["data"] != raw["data"] {
+                out.push(format!(
+                    "{name}: {key} data {} but its Description says {}",
+                    obj["data"], raw["data"]
+                ));
+            }
+            if key.starts_with("Deployment ") {
+                let want_r = raw["spec"]["replicas"].as_i64().unwrap_or(1);
+                let got_r = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+                if want_r != got_r {
+                    out.push(format!(
+                        "{name}: {key} has {got_r} replicas but its Description says {want_r}"
+                    ));
+                }
+            }
+        }
+        for key in have.keys().filter(|k| !want.contains_key(*k)) {
+            out.push(format!(
+                "{name}: {key} is there but no Description lists it"
+            ));
+        }
+        // Uids: kept unless the feed left or the cluster left the placement.
+        if let Some(before) = memory.uids.get(name) {
+            for (key, uid) in before {
+                let moved = memory.feeds_removed.contains(key)
+                    || (key.contains("chaos-c") && memory.unpicked.contains(name));
+                if moved {
+                    continue;
+                }
+                let now = have.get(key).and_then(|o| o["metadata"]["uid"].as_str());
+                if let Some(now) = now
+                    && now != uid
+                {
+                    out.push(format!(
+                        "{name}: {key} was deleted and created again (uid {uid} -> {now})"
+                    ));
+                }
+            }
+        }
+        if let Some((uid, rv)) = memory.bystanders.get(name) {
+            match Api::<ConfigMap>::namespaced(child.clone(), "default")
+                .get_opt("chaos-bystander")
+                .await
+            {
+                Ok(Some(cm)) => {
+                    if cm.uid().as_deref() != Some(uid)
+                        || cm.resource_version().as_deref() != Some(rv)
+                    {
+                        out.push(format!("{name}: the bystander ConfigMap was touched"));
+                    }
+                }
+                Ok(None) => out.push(format!("{name}: the bystander ConfigMap was deleted")),
+                Err(e) => out.push(format!("{name}: reading the bystander: {e}")),
+            }
+        }
+        actual_by_child.insert(name.clone(), have);
+    }
+    // Divided replicas sum to the feed's.
+    let feed = Api::<Deployment>::namespaced(parent.clone(), "chaos-b")
+        .get("api")
+        .await
+        .map_err(api_error("reading Deployment chaos-b/api"))?;
+    let total = feed.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) as i64;
+    let placed: i64 = actual_by_child
+        .values()
+        .filter_map(|have| have.get(&object_key("Deployment", "chaos-b", "api")))
+        .map(|d| d["spec"]["replicas"].as_i64().unwrap_or(1))
+        .sum();
+    if placed != total {
+        out.push(format!(
+            "Deployment chaos-b/api: {placed} replicas placed across the children, the feed has {total}"
+        ));
+    }
+    for sub in &subs {
+        out.extend(check_subscription(
+            sub,
+            &descriptions,
+            &actual_by_child,
+            total,
+        ));
+    }
+    Ok(out)
+}
+
+fn check_subscription(
+    sub: &Subscription,
+    descriptions: &[Description],
+    actual: &BTreeMap<String, BTreeMap<String, Value>>,
+    divided_total: i64,
+) -> Vec<String> {
+    let ns = sub.namespace().unwrap_or_default();
+    let name = format!("Subscription {ns}/{}", sub.name_any());
+    let mut out = Vec::new();
+    let Some(status) = &sub.status else {
+        return vec![format!("{name}: no status")];
+    };
+    if status.observed_generation != sub.metadata.generation {
+        out.push(format!(
+            "{name}: status of generation {:?}, spec is {:?}",
+            status.observed_generation, sub.metadata.generation
+        ));
+    }
+    let desc_name = known::description_name(&ns, &sub.name_any());
+    let with_description: BTreeSet<String> = descriptions
+        .iter()
+        .filter(|d| d.name_any() == desc_name)
+        .filter_map(|d| d.namespace())
+        .collect();
+    let mut bound = BTreeMap::new();
+    for b in &status.binding_clusters {
+        if let Some((dns, cluster)) = known::parse_binding_cluster(b) {
+            bound.insert(dns.to_string(), cluster.to_string());
+        }
+    }
+    let bound_ns: BTreeSet<String> = bound.keys().cloned().collect();
+    if bound_ns != with_description {
+        out.push(format!(
+            "{name}: bound to {:?} but Descriptions exist in {:?}",
+            status.binding_clusters, with_description
+        ));
+    }
+    if status.completed_releases != Some(bound.len() as i32) {
+        out.push(format!(
+            "{name}: completedReleases {:?}, {} clusters bound",
+            status.completed_releases,
+            bound.len()
+        ));
+    }
+    for d in descriptions.iter().filter(|d| d.name_any() == desc_name) {
+        let st = d.status.as_ref();
+        if st.and_then(|s| s.phase) != Some(DescriptionPhase::Success)
+            || st.and_then(|s| s.observed_generation) != d.metadata.generation
+        {
+            out.push(format!(
+                "{name}: Description in {} is {:?} at generation {:?} of {:?}",
+                d.namespace().unwrap_or_default(),
+                st.and_then(|s| s.phase),
+                st.and_then(|s| s.observed_generation),
+                d.metadata.generation
+            ));
+        }
+    }
+    for (key, shares) in &status.replicas {
+        if key == "apps/v1/Deployment/chaos-b/api" {
+            let sum: i64 = shares.iter().map(|r| *r as i64).sum();
+            if sum != divided_total {
+                out.push(format!(
+                    "{name}: status.replicas of {key} sum to {sum}, the feed has {divided_total}"
+                ));
+            }
+        }
+    }
+    for agg in &status.aggregated_statuses {
+        if agg.feed.kind != "Deployment" {
+            continue;
+        }
+        let key = object_key(
+            "Deployment",
+            agg.feed.namespace.as_deref().unwrap_or(""),
+            &agg.feed.name,
+        );
+        for cluster in bound.values() {
+            let real = actual
+                .get(cluster)
+                .and_then(|h| h.get(&key))
+                .map(|d| d["status"]["replicas"].as_i64().unwrap_or(0));
+            let reported = agg
+                .feed_status_details
+                .iter()
+                .find(|d| &d.cluster_name == cluster)
+                .and_then(|d| d.replica_status.replicas)
+                .map(i64::from);
+            if real.is_some() && reported.unwrap_or(0) != real.unwrap_or(0) {
+                out.push(format!(
+                    "{name}: aggregated status says {cluster} runs {reported:?} replicas of {key}, it runs {real:?}"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Samples the RSS of every process of the fleet once a second (reading the state file afresh,
+/// so restarted processes are followed); the highest value per process name.
+struct RssSampler {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<BTreeMap<String, u64>>,
+}
+
+impl RssSampler {
+    fn start(state: PathBuf) -> RssSampler {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut max = BTreeMap::<String, u64>::new();
+            loop {
+                if let Ok(state) = FleetState::load(&state) {
+                    for p in &state.processes {
+                        if let Some(mib) = rss_mib(p.pid) {
+                            let e = max.entry(p.name.clone()).or_default();
+                            *e = (*e).max(mib);
+                        }
+                    }
+                }
+                tokio::select! {
+                    _ = &mut stopped => return max,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+        RssSampler { stop, task }
+    }
+
+    async fn stop(self) -> BTreeMap<String, u64> {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
+}
+
+/// `VmRSS` of `/proc/<pid>/status`, in MiB.
+pub fn rss_mib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_vm_rss_kib(&text).map(|kib| kib / 1024)
+}
+
+/// The `VmRSS:` line of a `/proc/<pid>/status` text, in KiB.
+pub fn parse_vm_rss_kib(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_plan_and_another_seed_another() {
+        let span = Duration::from_secs(30);
+        let a = Plan::generate(11, span, 3, Backend::Devcluster);
+        assert_eq!(a, Plan::generate(11, span, 3, Backend::Devcluster));
+        assert_ne!(a, Plan::generate(12, span, 3, Backend::Devcluster));
+        assert!(a.actions.len() >= 10, "{:?}", a.actions);
+        assert!(a.actions.iter().all(|(at, _)| *at < span));
+    }
+
+    #[test]
+    fn the_real_tier_plan_kills_only_atolls_own_processes() {
+        for seed in 0..20 {
+            let plan = Plan::generate(seed, Duration::from_secs(60), 3, Backend::Kube);
+            for (_, action) in &plan.actions {
+                if let Action::Kill(k) = action {
+                    assert!(
+                        k.process.starts_with("agent-")
+                            || k.process == "hub"
+                            || k.process == "scheduler",
+                        "{k:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn vm_rss_is_read_in_kib() {
+        let cases = [
+            ("Name:\tx\nVmRSS:\t   20480 kB\n", Some(20480)),
+            ("VmRSS:\n", None),
+            ("Name:\tx\n", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_vm_rss_kib(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn processes_are_counted_by_kind() {
+        let cases = [
+            ("agent-child-2", "agent"),
+            ("child-3", "child"),
+            ("hub", "hub"),
+            ("parent", "parent"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(kind_of(name), want);
+        }
+    }
+}

@@ -1,0 +1,59 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The short chaos run of `make test`: one seed (`CHAOS_SEED`, default 1), `CHAOS_SECONDS` of
+//! faults (default 20) on a fleet of 3 children, then the invariants of `atoll_e2e::chaos`
+//! within 60 s. A failure names the seed; `CHAOS_SEED=<n> cargo test -p atoll-e2e --test chaos`
+//! replays its plan. `make chaos` runs longer and more seeds.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use atoll_e2e::chaos;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::test]
+async fn a_fleet_converges_to_its_descriptions_after_seeded_faults_kills_and_edits() {
+    if !support::prerequisites_or_skip("chaos").await {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = chaos::Options {
+        seed: env_u64("CHAOS_SEED", 1),
+        chaos: Duration::from_secs(env_u64("CHAOS_SECONDS", 20)),
+        converge: Duration::from_secs(60),
+        children: 3,
+        dir: tmp.path().join("fleet"),
+        bin_dir: support::bin_dir(),
+        manifests: support::manifests(),
+        backend: support::backend(),
+        rss_limit_mib: 512,
+    };
+    let started = Instant::now();
+    match chaos::run(&opts).await {
+        Ok(report) => {
+            eprint!("{}", report.summary());
+            eprintln!(
+                "FIGURE chaos run (seed {}, {}s of faults, {} faults, {} edits): {:.1}s",
+                opts.seed,
+                opts.chaos.as_secs(),
+                report.fault_total(),
+                report.edits,
+                started.elapsed().as_secs_f64()
+            );
+            assert!(report.fault_total() > 0, "no fault was injected");
+        }
+        Err(e) => {
+            // Keep the fleet's logs past the temporary directory.
+            let keep = std::env::temp_dir().join(format!("atoll-chaos-failed-seed-{}", opts.seed));
+            let _ = std::fs::remove_dir_all(&keep);
+            let _ = std::fs::rename(tmp.path().join("fleet"), &keep);
+            panic!("{e}\n(fleet directory kept in {})", keep.display());
+        }
+    }
+}
