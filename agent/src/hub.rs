@@ -574,6 +574,13 @@ impl Agent {
         let mut confirmed_prune = String::new();
         let mut reapply = tokio::time::interval(self.config.retry_failed);
         reapply.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Descriptions with charts are applied in the background (Helm may take minutes, with
+        // `wait`): their reports come back here. The newest generation upserted per key, so
+        // that the report of an older apply finishing late is not sent after a newer one.
+        let (applied_tx, mut applied_rx) =
+            mpsc::unbounded_channel::<(String, Description, Report)>();
+        let mut background: HashMap<String, i64> = HashMap::new();
+        let mut newest: HashMap<String, i64> = HashMap::new();
         loop {
             tokio::select! {
                 message = inbound.message() => {
@@ -590,6 +597,7 @@ impl Agent {
                             let desc = to_description(namespace, &up);
                             let key = desc.key();
                             failed.remove(&key);
+                            newest.insert(key.clone(), up.generation);
                             if up.deleting {
                                 lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
                                 let report = self.applier.delete(namespace, &up.name, &up.uid).await;
@@ -603,6 +611,12 @@ impl Agent {
                             } else {
                                 pending_deletions.remove(&key);
                                 lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
+                                if !desc.charts.is_empty() {
+                                    background.insert(key.clone(), desc.generation);
+                                    spawn_apply(&self.applier, &applied_tx, key, desc);
+                                    send(tx, v1::AgentMessage { message: Some(agent_message::Message::Ack(v1::Ack { seq })) }).await;
+                                    continue;
+                                }
                                 let report = self.applier.apply(&desc).await;
                                 if report.phase == Phase::Failure {
                                     failed.insert(key, desc);
@@ -668,9 +682,37 @@ impl Agent {
                         None => return Ok(SessionEnd::Shutdown),
                     }
                 }
+                Some((key, desc, report)) = applied_rx.recv() => {
+                    if background.get(&key) == Some(&desc.generation) {
+                        background.remove(&key);
+                    }
+                    if newest.get(&key).is_some_and(|g| *g > desc.generation) {
+                        continue;
+                    }
+                    if report.phase == Phase::Failure {
+                        failed.insert(key.clone(), desc);
+                    } else {
+                        failed.remove(&key);
+                    }
+                    if lock(current).contains_key(&key) {
+                        send(tx, report_message(&report)).await;
+                    }
+                    if self.state.borrow().prune_hold.is_some() {
+                        let keep: HashSet<String> = lock(current).keys().cloned().collect();
+                        let held = self.prune_after_snapshot(&keep, &confirmed_prune).await;
+                        self.state.send_modify(|s| s.prune_hold = held);
+                    }
+                }
                 _ = reapply.tick(), if !failed.is_empty() => {
                     let batch: Vec<(String, Description)> = failed.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
                     for (key, desc) in batch {
+                        if !desc.charts.is_empty() {
+                            if !background.contains_key(&key) {
+                                background.insert(key.clone(), desc.generation);
+                                spawn_apply(&self.applier, &applied_tx, key, desc);
+                            }
+                            continue;
+                        }
                         let report = self.applier.apply(&desc).await;
                         if report.phase == Phase::Success {
                             failed.remove(&key);
@@ -694,6 +736,22 @@ impl Agent {
             }
         }
     }
+}
+
+/// Applies `desc` in the background and sends its report to `done` (for Descriptions with
+/// charts, whose Helm runs may take minutes; applies of one Description still run one at a
+/// time, in order, under its lock in the applier).
+fn spawn_apply(
+    applier: &Arc<Applier>,
+    done: &mpsc::UnboundedSender<(String, Description, Report)>,
+    key: String,
+    desc: Description,
+) {
+    let (applier, done) = (applier.clone(), done.clone());
+    tokio::spawn(async move {
+        let report = applier.apply(&desc).await;
+        let _ = done.send((key, desc, report));
+    });
 }
 
 /// A task aborted when this is dropped.

@@ -9,6 +9,7 @@
 mod support;
 
 use std::sync::{Mutex, Weak};
+use std::time::Duration;
 
 use support::{CONVERGE, Expect, Fleet, POLL, condition, converge, expect, jsonpath, secs};
 
@@ -1745,4 +1746,127 @@ spec:
         )],
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_hanging_helm_install_does_not_hold_back_the_clusters_other_descriptions() {
+    let Some(f) = fleet("helm-hang").await else {
+        return;
+    };
+    // A chart repository that accepts connections and never answers: helm hangs on it until
+    // the agent stops it (the chart's timeoutSeconds plus the agent's grace).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hole = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let stuck = format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: e2e-hang}}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: HelmChart
+metadata: {{name: stuck, namespace: e2e-hang}}
+spec:
+  repo: {url}
+  chart: hello
+  version: 0.1.0
+  timeoutSeconds: 5
+  targetNamespace: e2e-hang-demo
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: stuck, namespace: e2e-hang}}
+spec:
+  subscribers: [{{clusterAffinity: {{matchLabels: {{region: ap}}}}}}]
+  feeds:
+    - {{apiVersion: apps.clusternet.io/v1alpha1, kind: HelmChart, name: stuck, namespace: e2e-hang}}
+"#
+    );
+    f.apply("helm-hang", &stuck).await.unwrap();
+    let ns3 = f.dedicated_namespace("child-3");
+    let phase = || async {
+        jsonpath(
+            &f.parent,
+            "description",
+            Some(&ns3),
+            "e2e-hang.stuck",
+            "{.status.phase}|{.status.reason}",
+        )
+        .await
+    };
+    POLL.eventually("the stuck Description delivered", CONVERGE, || async {
+        match jsonpath(
+            &f.parent,
+            "description",
+            Some(&ns3),
+            "e2e-hang.stuck",
+            "{.metadata.name}",
+        )
+        .await?
+        {
+            Some(_) => Ok(()),
+            None => Err("no Description yet".to_owned()),
+        }
+    })
+    .await;
+    f.apply(
+        "helm-hang-plain",
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: meanwhile, namespace: e2e-hang}
+data: {a: b}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {name: meanwhile, namespace: e2e-hang}
+spec:
+  subscribers: [{clusterAffinity: {matchLabels: {region: ap}}}]
+  feeds:
+    - {apiVersion: v1, kind: Namespace, name: e2e-hang}
+    - {apiVersion: v1, kind: ConfigMap, name: meanwhile, namespace: e2e-hang}
+"#,
+    )
+    .await
+    .unwrap();
+    converge(
+        &f,
+        "the other Subscription lands while helm hangs",
+        &[expect(
+            "child-3",
+            "configmap",
+            "e2e-hang",
+            "meanwhile",
+            "{.data.a}",
+            Some("b"),
+        )],
+    )
+    .await;
+    let while_hanging = phase().await.unwrap().unwrap_or_default();
+    assert!(
+        !while_hanging.starts_with("Failure"),
+        "helm was still running when the other Description landed: {while_hanging}"
+    );
+    let failed = POLL
+        .eventually(
+            "the hanging install fails on its own",
+            Duration::from_secs(120),
+            || async {
+                match phase().await? {
+                    Some(s) if s.starts_with("Failure|") => Ok(s),
+                    other => Err(format!("Description: {other:?}")),
+                }
+            },
+        )
+        .await;
+    assert!(failed.contains("e2e-hang-demo/stuck"), "{failed}");
+    hole.abort();
+    f.delete("helm-hang-plain").await;
+    f.delete("helm-hang").await;
 }
