@@ -115,7 +115,7 @@ pub fn snapshot(record: &ProcessRecord) -> Result<Snapshot, Error> {
     let proc_dir = PathBuf::from(format!("/proc/{}", record.pid));
     let cmdline = std::fs::read(proc_dir.join("cmdline")).map_err(err)?;
     let environ = std::fs::read(proc_dir.join("environ")).map_err(err)?;
-    let binary = std::fs::read_link(proc_dir.join("exe")).map_err(err)?;
+    let binary = replaced_binary(std::fs::read_link(proc_dir.join("exe")).map_err(err)?);
     let args: Vec<String> = split_nul(&cmdline)
         .into_iter()
         .skip(1)
@@ -130,6 +130,16 @@ pub fn snapshot(record: &ProcessRecord) -> Result<Snapshot, Error> {
         log: record.log.clone(),
         admin: record.admin.clone(),
     })
+}
+
+/// The path of a running process's executable as `/proc/<pid>/exe` names it, without the
+/// ` (deleted)` the kernel appends when the file was replaced since (a rebuild while the fleet
+/// runs): the restart then starts the binary now at that path.
+pub fn replaced_binary(exe: PathBuf) -> PathBuf {
+    match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+        Some(path) => PathBuf::from(path),
+        None => exe,
+    }
 }
 
 /// A cluster's arguments with `--port 0` pinned to the port in its kubeconfig (unchanged for
@@ -393,6 +403,17 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(kubeconfig_port(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_binary_replaced_since_its_start_is_restarted_from_its_path() {
+        let cases = [
+            ("/t/debug/atoll-agent (deleted)", "/t/debug/atoll-agent"),
+            ("/t/debug/atoll-agent", "/t/debug/atoll-agent"),
+        ];
+        for (exe, want) in cases {
+            assert_eq!(replaced_binary(PathBuf::from(exe)), PathBuf::from(want));
         }
     }
 

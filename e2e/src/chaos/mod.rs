@@ -260,6 +260,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         });
     }
     let layout = Layout::new(&opts.dir);
+    let bin_dir = stage_binaries(&opts.bin_dir, &opts.dir)?;
     let hub_addr = crate::process::free_addr()?;
     let mut hub_proxy = Proxy::start(hub_addr).await?;
     // The parent may come back (same port, read from its kubeconfig) after a restart; until
@@ -278,7 +279,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     let up = UpOptions {
         dir: opts.dir.clone(),
         children: opts.children,
-        bin_dir: opts.bin_dir.clone(),
+        bin_dir,
         manifests: opts.manifests.clone(),
         nodes: 3,
         workload_delay_ms: 200,
@@ -329,6 +330,37 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             logs: layout.logs(),
         })
     }
+}
+
+/// Links (or copies) the fleet's binaries into `<dir>/bin` and returns that directory: other
+/// builds in the same tree replace `target/debug/*` while a run kills and restarts processes,
+/// and a restart must start the binary the run began with, not a newer one (or none).
+pub fn stage_binaries(bin_dir: &Path, dir: &Path) -> Result<PathBuf, Error> {
+    let binaries = crate::plan::Binaries::locate(bin_dir)?;
+    let staged = dir.join("bin");
+    std::fs::create_dir_all(&staged).map_err(|source| Error::CreateFile {
+        path: staged.clone(),
+        source,
+    })?;
+    for from in [
+        &binaries.devcluster,
+        &binaries.scheduler,
+        &binaries.hub,
+        &binaries.agent,
+    ] {
+        let Some(name) = from.file_name() else {
+            continue;
+        };
+        let to = staged.join(name);
+        let _ = std::fs::remove_file(&to);
+        if std::fs::hard_link(from, &to).is_err() {
+            std::fs::copy(from, &to).map_err(|source| Error::CreateFile {
+                path: to.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(staged)
 }
 
 /// What the run remembers from before the faults, and what it did during them.
