@@ -13,8 +13,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atoll_e2e::plan::Layout;
-use atoll_e2e::state::{FleetState, Role};
+use atoll_e2e::state::Role;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{
@@ -127,62 +126,6 @@ impl Target {
     }
 }
 
-/// The real cluster's processes; dropping it kills them (also when a test panics).
-struct RealCluster {
-    state: FleetState,
-    _tmp: tempfile::TempDir,
-}
-
-impl Drop for RealCluster {
-    fn drop(&mut self) {
-        let state = std::mem::take(&mut self.state);
-        // `stop_all` is async and Drop may run inside a runtime: a fresh one on another thread.
-        let stopper = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(atoll_e2e::fleet::stop_all(&state, Duration::from_secs(5)))
-        });
-        if let Ok(results) = stopper.join() {
-            for (name, r) in results {
-                if let Err(e) = r {
-                    eprintln!("stopping {name}: {e}");
-                }
-            }
-        }
-    }
-}
-
-async fn start_real(dir: &Path) -> (RealCluster, PathBuf) {
-    let binaries = atoll_e2e::real_tier::locate_binaries()
-        .unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
-    let tmp = tempfile::tempdir().unwrap();
-    let layout = Layout::new(tmp.path().join("real"));
-    std::fs::create_dir_all(layout.logs()).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let mut guard = RealCluster {
-        state: FleetState::default(),
-        _tmp: tmp,
-    };
-    atoll_e2e::real_tier::start_clusters(
-        &[("parity".to_string(), kubeconfig.clone(), Role::Parent)],
-        &binaries,
-        &layout,
-        &mut guard.state,
-        2,
-        Duration::from_secs(90),
-    )
-    .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "starting the real cluster: {e} (logs in {})",
-            layout.logs().display()
-        )
-    });
-    (guard, kubeconfig)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Harness: every case runs against each tier, one after the other, in its own namespace.
 
@@ -280,7 +223,7 @@ async fn parity_on_kube_apiserver() {
         "FLEET_BACKEND=kube, but kubectl is not on PATH"
     );
     let tmp = tempfile::tempdir().unwrap();
-    let (_cluster, kubeconfig) = start_real(tmp.path()).await;
+    let (_cluster, kubeconfig) = support::start_real(tmp.path(), "parity", Role::Parent, 2).await;
     run_all(Target::new(Tier::Real, kubeconfig, tmp.path().to_path_buf()).await).await;
 }
 

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use atoll_e2e::chart_repo::{
     ChartRepo, HELLO_CHART, Helm, HelmTools, OciRegistry, WORKLOADS_CHART,
 };
-use atoll_e2e::plan::{Backend, Layout};
-use atoll_e2e::state::{FleetState, Role};
+use atoll_e2e::plan::Backend;
+use atoll_e2e::state::Role;
 use atoll_testkit::eventually;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
@@ -599,66 +599,6 @@ async fn helm_installs_upgrades_and_uninstalls_charts_on_kube_apiserver() {
     // The real tier was asked for: its binaries missing is a failure, not a skip.
     let tools = HelmTools::locate().unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
     let tmp = tempfile::tempdir().unwrap();
-    let (_cluster, kubeconfig) = start_real(tmp.path()).await;
+    let (_cluster, kubeconfig) = support::start_real(tmp.path(), "helm", Role::Child, 1).await;
     run_all(Target::new(Tier::Real, kubeconfig, tools, tmp.path()).await).await;
-}
-
-/// The real cluster's processes; dropping it stops them (also when a test panics).
-struct RealCluster {
-    state: FleetState,
-}
-
-impl Drop for RealCluster {
-    fn drop(&mut self) {
-        let state = std::mem::take(&mut self.state);
-        // `stop_all` is async and Drop may run inside a runtime: a fresh one on another thread.
-        let stopper = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(atoll_e2e::fleet::stop_all(&state, Duration::from_secs(5)))
-        });
-        if let Ok(results) = stopper.join() {
-            for (name, r) in results {
-                if let Err(e) = r {
-                    eprintln!("stopping {name}: {e}");
-                }
-            }
-        }
-    }
-}
-
-/// One real control plane (etcd, kube-apiserver, controller manager, scheduler, kwok with one
-/// Node) under `dir/real`; its admin kubeconfig.
-async fn start_real(dir: &Path) -> (RealCluster, PathBuf) {
-    let binaries = atoll_e2e::real_tier::locate_binaries()
-        .unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
-    let layout = Layout::new(dir.join("real"));
-    std::fs::create_dir_all(layout.logs()).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let mut guard = RealCluster {
-        state: FleetState::default(),
-    };
-    let started = Instant::now();
-    atoll_e2e::real_tier::start_clusters(
-        &[("helm".to_string(), kubeconfig.clone(), Role::Child)],
-        &binaries,
-        &layout,
-        &mut guard.state,
-        1,
-        Duration::from_secs(90),
-    )
-    .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "starting the real cluster: {e} (logs in {})",
-            layout.logs().display()
-        )
-    });
-    eprintln!(
-        "FIGURE real cluster started in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    (guard, kubeconfig)
 }

@@ -348,3 +348,70 @@ pub async fn clusters_ready(fleet: &Fleet) -> Result<String, String> {
 pub fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
+
+/// The processes of one real control plane started by [`start_real`]; dropping it stops them
+/// (also when a test panics).
+pub struct RealCluster {
+    state: atoll_e2e::state::FleetState,
+}
+
+impl Drop for RealCluster {
+    fn drop(&mut self) {
+        let state = std::mem::take(&mut self.state);
+        // `stop_all` is async and Drop may run inside a runtime: a fresh one on another thread.
+        let stopper = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(atoll_e2e::fleet::stop_all(&state, Duration::from_secs(5)))
+        });
+        if let Ok(results) = stopper.join() {
+            for (name, r) in results {
+                if let Err(e) = r {
+                    eprintln!("stopping {name}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// One real control plane (etcd, kube-apiserver, controller manager, scheduler, kwok with
+/// `nodes` Nodes) named `name`, with its files under `dir/real`; its admin kubeconfig
+/// (`dir/kubeconfig`). Only for `FLEET_BACKEND=kube` runs: missing binaries fail the test.
+pub async fn start_real(
+    dir: &Path,
+    name: &str,
+    role: atoll_e2e::state::Role,
+    nodes: u32,
+) -> (RealCluster, PathBuf) {
+    let binaries = atoll_e2e::real_tier::locate_binaries()
+        .unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
+    let layout = atoll_e2e::plan::Layout::new(dir.join("real"));
+    std::fs::create_dir_all(layout.logs()).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let mut guard = RealCluster {
+        state: atoll_e2e::state::FleetState::default(),
+    };
+    let started = Instant::now();
+    atoll_e2e::real_tier::start_clusters(
+        &[(name.to_string(), kubeconfig.clone(), role)],
+        &binaries,
+        &layout,
+        &mut guard.state,
+        nodes,
+        Duration::from_secs(90),
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "starting the real cluster: {e} (logs in {})",
+            layout.logs().display()
+        )
+    });
+    eprintln!(
+        "FIGURE real cluster started in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    (guard, kubeconfig)
+}
