@@ -16,6 +16,7 @@ KUBE_SKIP ?=
 test: fmt-check clippy crds-check k8s
 	$(CARGO) test --workspace --all-targets
 	FLEET_BACKEND=kube $(CARGO) test -p atoll-e2e $(KUBE_TESTS) -- $(KUBE_SKIP)
+	$(MAKE) fuzz-smoke
 
 ## test-kube: only the end-to-end suites on real control planes (FLEET_BACKEND=kube).
 .PHONY: test-kube
@@ -40,6 +41,36 @@ crds:
 ## crds-check: fail when the committed CRDs differ from what the types generate.
 crds-check:
 	$(CARGO) run --quiet -p atoll-crds --bin crdgen -- --check manifests/crds --docs docs/api.md
+
+## ----- fuzzing (cargo-fuzz; fuzz/ is a crate outside the workspace, built with nightly) --------
+## fuzz: every target for FUZZ_SECONDS each (on demand); fuzz-smoke: a few seconds each (make test).
+## A crash is saved under fuzz/artifacts/<target>/ and replayed with
+## `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>`. Without cargo-fuzz or a
+## nightly toolchain the smoke is skipped with a note (.ci/run installs both).
+.PHONY: fuzz fuzz-smoke fuzz-build
+FUZZ_TARGETS ?= overrides dividing quantity hub_protocol devcluster_patch
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_TOOLCHAIN ?= +nightly
+## libFuzzer options: memory and per-input time limits turn bombs into reported crashes.
+FUZZ_OPTIONS ?= -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
+FUZZ = $(CARGO) $(FUZZ_TOOLCHAIN) fuzz
+
+fuzz-build:
+	$(FUZZ) build
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+		$(FUZZ) run $$t -- -max_total_time=$(FUZZ_SECONDS) $(FUZZ_OPTIONS) || exit 1; \
+	done
+
+fuzz-smoke:
+	@if ! $(FUZZ) --version >/dev/null 2>&1; then \
+		echo "fuzz-smoke skipped: needs cargo-fuzz (cargo install cargo-fuzz --locked) and a nightly toolchain"; \
+	else \
+		$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS); \
+	fi
 
 ## bench: throughput, latency and memory figures, printed as tables.
 bench:
@@ -87,6 +118,18 @@ fleet-build:
 ## fleet-up: a parent and $(FLEET_CHILDREN) child devclusters, scheduler, hub and agents, as local processes.
 fleet-up: fleet-build
 	$(FLEET) up --backend $(FLEET_BACKEND) --children $(FLEET_CHILDREN) --dir $(FLEET_DIR) --manifests $(CURDIR)/manifests
+
+## chaos: CHAOS_RUNS chaos runs (seeds CHAOS_SEED, CHAOS_SEED+1, ...) of CHAOS_SECONDS of faults
+## each on a 3-child fleet (e2e/src/chaos): proxy faults, kills and restarts, edits, then the
+## invariants. A failing run names its seed; `make chaos CHAOS_SEED=<n> CHAOS_RUNS=1` replays it.
+## `make test` runs a short one (e2e/tests/chaos.rs, 20 s). FLEET_BACKEND=kube for real clusters.
+.PHONY: chaos
+CHAOS_SEED ?= 1
+CHAOS_RUNS ?= 5
+CHAOS_SECONDS ?= 120
+chaos: fleet-build
+	$(FLEET) chaos --backend $(FLEET_BACKEND) --dir $(CURDIR)/target/chaos --manifests $(CURDIR)/manifests \
+		--seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --seconds $(CHAOS_SECONDS)
 
 ## fleet-down: stop everything fleet-up started.
 fleet-down:
