@@ -342,7 +342,28 @@ fn check(input: &Input) {
             r.is_ok(),
             "a merge patch applied once fails the second time: {r:?}"
         );
-        assert_eq!(twice, doc, "a merge patch is not idempotent");
+        if matches!(input.kind, Kind::FieldMergePatch) {
+            // Compared as documents: a JSON scalar written back ("true") is detected as YAML
+            // the next time (detection calls JSON only what starts with `{` or `[`) and
+            // rewritten as "true\n", the same document.
+            let path = config.field_path.as_deref().unwrap_or("");
+            let read = |d: &Value| {
+                let mut d = d.clone();
+                if let Some(slot) = d.pointer_mut(path)
+                    && let Some(text) = slot.as_str()
+                {
+                    *slot = serde_yaml::from_str::<Value>(text).unwrap_or(Value::Null);
+                }
+                d
+            };
+            assert_eq!(
+                read(&twice),
+                read(&doc),
+                "a field merge patch is not idempotent"
+            );
+        } else {
+            assert_eq!(twice, doc, "a merge patch is not idempotent");
+        }
     }
 
     // A YAML value that serde_yaml reads merges exactly as serde_yaml reads it (the bounded
