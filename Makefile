@@ -10,7 +10,7 @@ build:
 
 ## test: formatting, lints (warnings denied), CRD drift, and every test tier on both backends:
 ## the whole workspace on devcluster, then the end-to-end suites again on real control planes.
-KUBE_TESTS ?= --test fleet --test scenarios --test disruption --test permissions --test apiserver_parity
+KUBE_TESTS ?= --test fleet --test scenarios --test disruption --test permissions --test apiserver_parity --test helm
 ## Tests to leave out of the real-tier pass (`--skip NAME`); none today.
 KUBE_SKIP ?=
 test: fmt-check clippy crds-check k8s
@@ -92,8 +92,9 @@ bench-fleet:
 	$(CARGO) run --release -p atoll-e2e --example bench_fleet -- $(BENCH_FLEET_N)
 
 ## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,
-## kube-scheduler, etcd, kwok), built from the upstream Go modules pinned in e2e/k8s/versions.env
-## into a cache outside git ($$HOME/.cache/atoll/k8s; K8S_VERSION=... builds another version).
+## kube-scheduler, etcd, kwok) and the test tools helm and registry (an OCI registry), built from
+## the upstream Go modules pinned in e2e/k8s/versions.env into a cache outside git
+## ($$HOME/.cache/atoll/k8s; K8S_VERSION=... builds another version).
 .PHONY: k8s
 k8s:
 	e2e/k8s/build.sh
