@@ -125,6 +125,9 @@ pub enum Command {
         /// The most RSS any process may reach, in MiB.
         #[arg(long, env = "CHAOS_RSS_LIMIT_MIB", default_value_t = 512)]
         rss_limit_mib: u64,
+        /// Hub replicas, 1 or 2 (the agents' proxy spreads connections over them).
+        #[arg(long, env = "CHAOS_HUBS", default_value_t = 2)]
+        hubs: usize,
     },
     /// Print the dedicated namespace of a cluster (where its Localizations go).
     DedicatedNamespace {
@@ -221,6 +224,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             bin_dir,
             manifests,
             rss_limit_mib,
+            hubs,
         } => {
             let bin_dir = bin_dir_or_own(bin_dir)?;
             let dir = std::path::absolute(&dir).map_err(|source| Error::ResolvePath {
@@ -238,6 +242,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     manifests: manifests.clone(),
                     backend,
                     rss_limit_mib,
+                    hubs,
                 };
                 let report = crate::chaos::run(&opts).await?;
                 print!("{}", report.summary());

@@ -33,6 +33,7 @@ async fn a_fleet_converges_to_its_descriptions_after_seeded_faults_kills_and_edi
         manifests: support::manifests(),
         backend: support::backend(),
         rss_limit_mib: 512,
+        hubs: 2,
     };
     let started = Instant::now();
     match chaos::run(&opts).await {

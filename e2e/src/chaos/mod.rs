@@ -60,7 +60,8 @@ pub struct Options {
     pub converge: Duration,
     /// Child clusters (at least 3: the Dividing Subscription uses three regions).
     pub children: usize,
-    /// The fleet directory (kept after the run, with its logs).
+    /// The fleet directory: emptied at the start (the parent and children keep their objects
+    /// in it, and a run starts from nothing), kept after the run with its logs.
     pub dir: PathBuf,
     /// Where the binaries are.
     pub bin_dir: PathBuf,
@@ -70,6 +71,9 @@ pub struct Options {
     pub backend: Backend,
     /// The most RSS any process of the fleet may reach, in MiB.
     pub rss_limit_mib: u64,
+    /// Hub replicas (1 or 2): with 2, a second hub (`hub-2`) serves next to the first, and the
+    /// agents' proxy sends each new connection to one of them in turn.
+    pub hubs: usize,
 }
 
 /// What a run did and found.
@@ -85,6 +89,11 @@ pub struct Report {
     pub edits: u64,
     /// Edits that failed.
     pub failed_edits: u64,
+    /// Kills left out because the process was still down from an earlier one.
+    pub skipped_kills: u64,
+    /// Processes that exited on their own (not killed by the run), by name, each started
+    /// again as a kubelet would (the scheduler exits when it loses its lease, by design).
+    pub exits: BTreeMap<String, u64>,
     /// How long after the faults stopped the invariants held (`None`: they never did).
     pub converged_after: Option<Duration>,
     /// The violations still there at the bound.
@@ -102,15 +111,22 @@ impl Report {
     /// A few lines for a terminal.
     pub fn summary(&self) -> String {
         let mut out = format!(
-            "chaos seed {}: {} faults injected ({}), {} edits ({} refused while a server was \
-             down)\n",
+            "chaos seed {}: {} faults injected ({}), {} kills skipped (still down), {} edits \
+             ({} refused while a server was down)\n",
             self.seed,
             self.fault_total(),
             join_counts(&self.faults),
+            self.skipped_kills,
             self.edits,
             self.failed_edits
         );
         out.push_str(&format!("proxies: {}\n", join_counts(&self.effects)));
+        if !self.exits.is_empty() {
+            out.push_str(&format!(
+                "exited on their own and started again: {}\n",
+                join_counts(&self.exits)
+            ));
+        }
         let top = self
             .max_rss_mib
             .iter()
@@ -201,7 +217,13 @@ impl Plan {
     /// The plan of seed `seed` for a run of `span` on `children` children. Which processes can
     /// be killed depends on the backend: on the real tier only atoll's own processes are (for
     /// now).
-    pub fn generate(seed: u64, span: Duration, children: usize, backend: Backend) -> Plan {
+    pub fn generate(
+        seed: u64,
+        span: Duration,
+        children: usize,
+        hubs: usize,
+        backend: Backend,
+    ) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
         let hub_proxy = Schedule::generate_with(&mut rng, span);
         let parent_proxy = Schedule::generate_with(&mut rng, span);
@@ -212,6 +234,7 @@ impl Plan {
             let action = if rng.random_bool(0.3) {
                 let process = match rng.random_range(0..100u8) {
                     0..40 => format!("agent-{}", child(&mut rng)),
+                    40..60 if hubs > 1 && rng.random_bool(0.5) => "hub-2".to_string(),
                     40..60 => "hub".to_string(),
                     60..75 => "scheduler".to_string(),
                     75..85 if backend == Backend::Devcluster => "parent".to_string(),
@@ -260,9 +283,38 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         });
     }
     let layout = Layout::new(&opts.dir);
+    if let Ok(previous) = FleetState::load(&layout.state())
+        && previous.processes.iter().any(crate::process::is_running)
+    {
+        return Err(Error::AlreadyRunning {
+            dir: opts.dir.clone(),
+        });
+    }
+    match std::fs::remove_dir_all(&opts.dir) {
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+            return Err(Error::CreateFile {
+                path: opts.dir.clone(),
+                source,
+            });
+        }
+        _ => {}
+    }
     let bin_dir = stage_binaries(&opts.bin_dir, &opts.dir)?;
     let hub_addr = crate::process::free_addr()?;
-    let mut hub_proxy = Proxy::start(hub_addr).await?;
+    let hub2_addr = crate::process::free_addr()?;
+    let hubs = if opts.hubs > 1 {
+        vec![hub_addr, hub2_addr]
+    } else {
+        vec![hub_addr]
+    };
+    // Each new agent connection goes to the next replica, as a Service would spread them; one
+    // that is down resets the connection and the agent's retry reaches the other.
+    let turn = std::sync::atomic::AtomicUsize::new(0);
+    let mut hub_proxy = Proxy::start_resolving(Arc::new(move || {
+        let i = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        hubs.get(i % hubs.len()).copied()
+    }))
+    .await?;
     // The parent may come back (same port, read from its kubeconfig) after a restart; until
     // it has written its kubeconfig there is nothing to reach.
     let parent_kubeconfig = layout.parent_kubeconfig();
@@ -295,6 +347,12 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     };
     let started = Instant::now();
     fleet::up(&up).await?;
+    if opts.hubs > 1
+        && let Err(e) = start_second_hub(&layout, hub2_addr).await
+    {
+        let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
+        return Err(e);
+    }
     eprintln!(
         "chaos: fleet of {} children up in {:.1}s (seed {})",
         opts.children,
@@ -330,6 +388,57 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             logs: layout.logs(),
         })
     }
+}
+
+/// Starts `hub-2`: the hub's command line with its own gRPC and admin addresses, recorded in the
+/// fleet state (so `fleet down` stops it and the plan can kill it); waits for its `/healthz`.
+async fn start_second_hub(layout: &Layout, listen: std::net::SocketAddr) -> Result<(), Error> {
+    let mut state = FleetState::load(&layout.state())?;
+    let hub = state
+        .process("hub")
+        .cloned()
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "process".into(),
+            message: "the fleet has no hub".into(),
+        })?;
+    let snap = scenario::snapshot(&hub)?;
+    let admin = crate::process::free_addr()?;
+    let mut args = Vec::new();
+    let mut it = snap.args.iter();
+    while let Some(a) = it.next() {
+        args.push(a.clone());
+        match a.as_str() {
+            "--listen" => {
+                it.next();
+                args.push(listen.to_string());
+            }
+            "--admin-listen" => {
+                it.next();
+                args.push(admin.to_string());
+            }
+            _ => {}
+        }
+    }
+    crate::process::launch(
+        &mut state,
+        layout,
+        crate::process::Launch {
+            name: "hub-2",
+            role: crate::state::Role::Hub,
+            binary: &snap.binary,
+            args,
+            log: layout.log("hub-2"),
+            admin: Some(admin.to_string()),
+        },
+    )?;
+    crate::process::wait_for_process(
+        &state,
+        "hub-2",
+        "hub-2 to answer /healthz",
+        Duration::from_secs(60),
+        || async move { fleet::http_status(admin, "/healthz").await == Some(200) },
+    )
+    .await
 }
 
 /// Links (or copies) the fleet's binaries into `<dir>/bin` and returns that directory: other
@@ -406,7 +515,13 @@ async fn run_on_fleet(
     memory.uids = managed_uids(&children).await?;
     memory.bystanders = bystanders(&children).await?;
 
-    let plan = Plan::generate(opts.seed, opts.chaos, opts.children, opts.backend);
+    let plan = Plan::generate(
+        opts.seed,
+        opts.chaos,
+        opts.children,
+        opts.hubs,
+        opts.backend,
+    );
     for (name, schedule) in [
         ("hub-proxy", &plan.hub_proxy),
         ("parent-proxy", &plan.parent_proxy),
@@ -421,21 +536,55 @@ async fn run_on_fleet(
     let rss = RssSampler::start(layout.state());
     hub_proxy.play(plan.hub_proxy.clone());
     parent_proxy.play(plan.parent_proxy.clone());
+    // Kills and restarts read and rewrite the fleet's state file: one at a time. The lock holds
+    // the processes killed and not started again yet.
+    let fleet_file = Arc::new(tokio::sync::Mutex::new(BTreeSet::new()));
+    let supervisor = Supervisor::start(opts.dir.clone(), fleet_file.clone());
+    let mut restarts = Vec::new();
     let start = tokio::time::Instant::now();
     for (at, action) in &plan.actions {
         tokio::time::sleep_until(start + *at).await;
         match action {
             Action::Kill(kill) => {
+                // A process still down from an earlier kill is left alone.
+                let snap = {
+                    let mut down = fleet_file.lock().await;
+                    match scenario::kill(&opts.dir, &kill.process).await {
+                        Ok(snap) => {
+                            down.insert(kill.process.clone());
+                            snap
+                        }
+                        Err(Error::InvalidArgument { .. }) => {
+                            report.skipped_kills += 1;
+                            continue;
+                        }
+                        Err(e) => {
+                            report
+                                .violations
+                                .push(format!("killing {} failed: {e}", kill.process));
+                            break;
+                        }
+                    }
+                };
                 *report
                     .faults
                     .entry(format!("kill {}", kind_of(&kill.process)))
                     .or_default() += 1;
-                if let Err(e) = kill_and_restart(&opts.dir, kill).await {
-                    report
-                        .violations
-                        .push(format!("restarting {} failed: {e}", kill.process));
-                    break;
-                }
+                // Started again in the background, so that edits (and other kills) go on while
+                // it is down.
+                let dir = opts.dir.clone();
+                let down = kill.down;
+                let fleet_file = fleet_file.clone();
+                restarts.push(tokio::spawn(async move {
+                    tokio::time::sleep(down).await;
+                    let mut killed = fleet_file.lock().await;
+                    let started = scenario::start_again(&dir, &snap, Duration::from_secs(60))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| format!("restarting {} failed: {e}", snap.name));
+                    killed.remove(&snap.name);
+                    started
+                }));
             }
             Action::Edit(edit) => {
                 report.edits += 1;
@@ -448,6 +597,15 @@ async fn run_on_fleet(
         }
     }
     tokio::time::sleep_until(start + opts.chaos).await;
+    for restart in restarts {
+        match restart.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => report.violations.push(e),
+            Err(e) => report
+                .violations
+                .push(format!("a restart task failed: {e}")),
+        }
+    }
     hub_proxy.heal();
     parent_proxy.heal();
     eprintln!(
@@ -464,6 +622,9 @@ async fn run_on_fleet(
         }
     }
     report.max_rss_mib = rss.stop().await;
+    let (exits, failures) = supervisor.stop().await;
+    report.exits = exits;
+    report.violations.extend(failures);
     for (name, mib) in &report.max_rss_mib {
         if *mib > opts.rss_limit_mib {
             report.violations.push(format!(
@@ -484,13 +645,6 @@ fn kind_of(process: &str) -> &str {
     } else {
         process
     }
-}
-
-async fn kill_and_restart(dir: &Path, kill: &Kill) -> Result<(), Error> {
-    let snap = scenario::kill(dir, &kill.process).await?;
-    tokio::time::sleep(kill.down).await;
-    scenario::start_again(dir, &snap, Duration::from_secs(60)).await?;
-    Ok(())
 }
 
 fn remember(edit: &Edit, memory: &mut Memory) {
@@ -1165,6 +1319,51 @@ fn check_subscription(
     out
 }
 
+/// Plays the kubelet: once a second, starts again (from its recorded command line) every
+/// process of the fleet that exited on its own, i.e. is not running and was not killed by the
+/// run. Counts those exits per process.
+struct Supervisor {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<(BTreeMap<String, u64>, Vec<String>)>,
+}
+
+impl Supervisor {
+    fn start(dir: PathBuf, killed: Arc<tokio::sync::Mutex<BTreeSet<String>>>) -> Supervisor {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut exits = BTreeMap::<String, u64>::new();
+            let mut failures = Vec::new();
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => return (exits, failures),
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                let killed = killed.lock().await;
+                let Ok(state) = FleetState::load(&Layout::new(&dir).state()) else {
+                    continue;
+                };
+                for p in &state.processes {
+                    if killed.contains(&p.name) || crate::process::is_running(p) {
+                        continue;
+                    }
+                    eprintln!("chaos: {} exited on its own; starting it again", p.name);
+                    *exits.entry(p.name.clone()).or_default() += 1;
+                    if let Err(e) = scenario::restart(&dir, &p.name, Duration::from_secs(60)).await
+                    {
+                        failures.push(format!("{} exited and did not start again: {e}", p.name));
+                    }
+                }
+            }
+        });
+        Supervisor { stop, task }
+    }
+
+    async fn stop(self) -> (BTreeMap<String, u64>, Vec<String>) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
+}
+
 /// Samples the RSS of every process of the fleet once a second (reading the state file afresh,
 /// so restarted processes are followed); the highest value per process name.
 struct RssSampler {
@@ -1225,9 +1424,9 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_plan_and_another_seed_another() {
         let span = Duration::from_secs(30);
-        let a = Plan::generate(11, span, 3, Backend::Devcluster);
-        assert_eq!(a, Plan::generate(11, span, 3, Backend::Devcluster));
-        assert_ne!(a, Plan::generate(12, span, 3, Backend::Devcluster));
+        let a = Plan::generate(11, span, 3, 2, Backend::Devcluster);
+        assert_eq!(a, Plan::generate(11, span, 3, 2, Backend::Devcluster));
+        assert_ne!(a, Plan::generate(12, span, 3, 2, Backend::Devcluster));
         assert!(a.actions.len() >= 10, "{:?}", a.actions);
         assert!(a.actions.iter().all(|(at, _)| *at < span));
     }
@@ -1235,16 +1434,118 @@ mod tests {
     #[test]
     fn the_real_tier_plan_kills_only_atolls_own_processes() {
         for seed in 0..20 {
-            let plan = Plan::generate(seed, Duration::from_secs(60), 3, Backend::Kube);
+            let plan = Plan::generate(seed, Duration::from_secs(60), 3, 2, Backend::Kube);
             for (_, action) in &plan.actions {
                 if let Action::Kill(k) = action {
                     assert!(
                         k.process.starts_with("agent-")
-                            || k.process == "hub"
+                            || k.process.starts_with("hub")
                             || k.process == "scheduler",
                         "{k:?}"
                     );
                 }
+            }
+        }
+    }
+
+    fn sub_with(status: atoll_crds::apps::SubscriptionStatus) -> Subscription {
+        let mut s = Subscription::new("div", Default::default());
+        s.metadata.namespace = Some("chaos-b".into());
+        s.metadata.generation = Some(2);
+        s.status = Some(status);
+        s
+    }
+
+    fn desc_in(ns: &str, phase: DescriptionPhase, observed: i64) -> Description {
+        let mut d = Description::new("chaos-b.div", Default::default());
+        d.metadata.namespace = Some(ns.into());
+        d.metadata.generation = Some(3);
+        d.status = Some(atoll_crds::apps::DescriptionStatus {
+            phase: Some(phase),
+            observed_generation: Some(observed),
+            ..Default::default()
+        });
+        d
+    }
+
+    #[test]
+    fn a_subscription_status_must_match_its_descriptions_and_the_divided_total() {
+        use atoll_crds::apps::SubscriptionStatus;
+        let good = SubscriptionStatus {
+            binding_clusters: vec!["ns-1/child-1".into(), "ns-2/child-2".into()],
+            replicas: BTreeMap::from([("apps/v1/Deployment/chaos-b/api".into(), vec![2, 4])]),
+            completed_releases: Some(2),
+            observed_generation: Some(2),
+            ..Default::default()
+        };
+        let both = vec![
+            desc_in("ns-1", DescriptionPhase::Success, 3),
+            desc_in("ns-2", DescriptionPhase::Success, 3),
+        ];
+        let none = BTreeMap::new();
+        type Case<'a> = (
+            &'a str,
+            SubscriptionStatus,
+            Vec<Description>,
+            i64,
+            Option<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
+            ("all good", good.clone(), both.clone(), 6, None),
+            (
+                "replicas placed twice",
+                good.clone(),
+                both.clone(),
+                5,
+                Some("sum to 6"),
+            ),
+            (
+                "a Description without a binding",
+                good.clone(),
+                vec![
+                    both[0].clone(),
+                    both[1].clone(),
+                    desc_in("ns-3", DescriptionPhase::Success, 3),
+                ],
+                6,
+                Some("Descriptions exist in"),
+            ),
+            (
+                "completedReleases off",
+                SubscriptionStatus {
+                    completed_releases: Some(1),
+                    ..good.clone()
+                },
+                both.clone(),
+                6,
+                Some("completedReleases"),
+            ),
+            (
+                "an old generation applied",
+                good.clone(),
+                vec![
+                    both[0].clone(),
+                    desc_in("ns-2", DescriptionPhase::Success, 2),
+                ],
+                6,
+                Some("at generation Some(2) of Some(3)"),
+            ),
+            (
+                "stale status",
+                SubscriptionStatus {
+                    observed_generation: Some(1),
+                    ..good.clone()
+                },
+                both.clone(),
+                6,
+                Some("status of generation"),
+            ),
+        ];
+        for (name, status, descs, total, want) in cases {
+            let got = check_subscription(&sub_with(status), &descs, &none, total).join("; ");
+            match want {
+                None => assert_eq!(got, "", "{name}"),
+                Some(fragment) => assert!(got.contains(fragment), "{name}: {got}"),
             }
         }
     }
