@@ -1045,7 +1045,9 @@ async fn converge(
     memory: &Memory,
     bound: Duration,
 ) -> Result<(), Vec<String>> {
-    let deadline = Instant::now() + bound;
+    let start = Instant::now();
+    let deadline = start + bound;
+    let mut last = Vec::new();
     loop {
         let violations = match check(parent, children, memory).await {
             Ok(v) => v,
@@ -1053,6 +1055,15 @@ async fn converge(
         };
         if violations.is_empty() {
             return Ok(());
+        }
+        // What is still wrong, each time it changes: where a slow convergence spends its time.
+        if violations != last {
+            eprintln!(
+                "chaos: +{:.1}s not converged yet: {}",
+                start.elapsed().as_secs_f64(),
+                violations.join("; ")
+            );
+            last = violations.clone();
         }
         if Instant::now() >= deadline {
             return Err(violations);
