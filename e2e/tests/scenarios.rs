@@ -1578,6 +1578,35 @@ spec:
         )
         .await;
     assert!(reason.contains("9.9.9"), "{reason}");
+    // The scheduler looked both charts up in the repository.
+    let chart_status = |name: &'static str| {
+        let f = &f;
+        async move {
+            jsonpath(
+                &f.parent,
+                "helmchart",
+                Some("e2e-helm"),
+                name,
+                "{.status.phase}|{.status.reason}",
+            )
+            .await
+        }
+    };
+    POLL.eventually("HelmChart status from the repository", CONVERGE, || async {
+        let hello = chart_status("hello").await?;
+        let broken = chart_status("broken").await?;
+        match (hello.as_deref(), broken.as_deref()) {
+            (Some("Found|"), Some(b))
+                if b.starts_with(
+                    "NotFound|chart hello has no version 9.9.9; the repository has ",
+                ) =>
+            {
+                Ok(())
+            }
+            other => Err(format!("hello, broken: {other:?}")),
+        }
+    })
+    .await;
     assert!(!reason.contains("release e2e-helm-demo/hello"), "{reason}");
     converge(
         &f,
@@ -1732,6 +1761,22 @@ spec:
         "FIGURE OCI HelmChart feed -> release in 1 child: {}",
         secs(took)
     );
+    // The scheduler found the chart in the registry's tag list.
+    POLL.eventually("the OCI HelmChart found", CONVERGE, || async {
+        match jsonpath(
+            &f.parent,
+            "helmchart",
+            Some("e2e-helm-oci"),
+            "hello-oci",
+            "{.status.phase}",
+        )
+        .await?
+        {
+            Some(phase) if phase == "Found" => Ok(()),
+            other => Err(format!("HelmChart status: {other:?}")),
+        }
+    })
+    .await;
     f.delete("helm-oci").await;
     converge(
         &f,

@@ -6,9 +6,11 @@
 //! - [`selector`]: Kubernetes label selectors, compiled once, matched against cluster labels
 //!   (pure; used by placement and overrides).
 //! - [`tenancy`]: which feeds a Subscription may use, given the FeedGrants (pure).
+//! - [`charts`]: HelmChart status, from a lookup of each chart in its repository.
 //! - [`error`]: the crate's one error type.
 
 pub mod app;
+pub mod charts;
 pub mod controller;
 pub mod error;
 pub mod overrides;

@@ -198,9 +198,12 @@ pub async fn run(
     wait_until_synced(&stores, &descriptions_synced).await?;
     ready();
 
+    // HelmChart status (found in its repository or not) is written while this scheduler leads.
+    let charts = tokio::spawn(crate::charts::run(client.clone()));
     let context = new_context(client, config, &metrics, reporter, &wiring, stores);
     spawn_feed_release(&context);
     run_controller(controller, one_rx, all_rx, &wiring.one, &metrics, context).await;
+    charts.abort();
     // The trigger queues stay open for as long as the controller runs.
     drop(wiring);
     Ok(())

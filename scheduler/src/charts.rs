@@ -1,0 +1,442 @@
+//! HelmChart status: whether the chart exists at its version in its repository, written as
+//! Clusternet's controller manager writes it (`status.phase` `Found` or `NotFound`, and a
+//! `status.reason` saying what was looked up and what is wrong). The lookup runs from the
+//! parent, for every HelmChart, again every [`RECHECK`] (a version may be published later).
+//!
+//! - An HTTP(S) chart repository: `<repo>/index.yaml` lists the chart's versions.
+//! - An OCI registry: `GET /v2/<path>/<chart>/tags/list` (Helm stores a version `a+b` as the
+//!   tag `a_b`), with the anonymous bearer token a registry asks for.
+//!
+//! Repositories that need credentials (`chartPullSecret`) are not looked up: the status says so.
+//! An empty version means the newest, so any published version finds it.
+
+use atoll_crds::helm::{HelmChart, HelmChartPhase, HelmChartSpec, HelmChartStatus};
+use atoll_crds::known;
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a chart is looked up again.
+pub const RECHECK: Duration = Duration::from_secs(300);
+/// How long one repository request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// The largest index or tag list read (a big public repository's index.yaml is a few MiB).
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// Looks charts up in their repositories.
+#[derive(Clone)]
+pub struct ChartLookup {
+    http: HttpClient<Https, Empty<Bytes>>,
+}
+
+/// One HTTP answer: status code, `WWW-Authenticate`, body.
+struct Answer {
+    status: u16,
+    challenge: Option<String>,
+    body: Bytes,
+}
+
+impl ChartLookup {
+    /// A lookup over HTTPS (the system's trusted roots) and plain HTTP.
+    pub fn new() -> Result<Self, std::io::Error> {
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Self {
+            http: HttpClient::builder(TokioExecutor::new()).build(https),
+        })
+    }
+
+    /// Whether `spec`'s chart is found at its version, and why not.
+    pub async fn lookup(&self, spec: &HelmChartSpec) -> HelmChartStatus {
+        let o = &spec.options;
+        let result = if !o.chart_pull_secret.is_empty() {
+            Err(format!(
+                "not looked up: {} needs the credentials of chartPullSecret {}/{}, which atoll \
+                 does not read yet",
+                o.repo, o.chart_pull_secret.namespace, o.chart_pull_secret.name
+            ))
+        } else if o.repo.starts_with("oci://") {
+            self.lookup_oci(spec).await
+        } else {
+            self.lookup_repository(spec).await
+        };
+        match result {
+            Ok(()) => HelmChartStatus {
+                phase: Some(HelmChartPhase::Found),
+                reason: None,
+            },
+            Err(reason) => HelmChartStatus {
+                phase: Some(HelmChartPhase::NotFound),
+                reason: Some(reason),
+            },
+        }
+    }
+
+    async fn lookup_repository(&self, spec: &HelmChartSpec) -> Result<(), String> {
+        let o = &spec.options;
+        let url = format!("{}/index.yaml", o.repo.trim_end_matches('/'));
+        let answer = self.get(&url, None).await?;
+        if answer.status != 200 {
+            return Err(format!("{url} answered HTTP {}", answer.status));
+        }
+        index_has(&answer.body, &o.chart, o.version.as_deref())
+            .map_err(|e| format!("{e} (in {url})"))
+    }
+
+    async fn lookup_oci(&self, spec: &HelmChartSpec) -> Result<(), String> {
+        let o = &spec.options;
+        let url = oci_tags_url(&o.repo, &o.chart, o.plain_http == Some(true))?;
+        let mut answer = self.get(&url, None).await?;
+        if answer.status == 401
+            && let Some(challenge) = answer.challenge.as_deref().and_then(bearer_challenge)
+        {
+            let token_url = challenge.token_url();
+            let token = self.get(&token_url, None).await?;
+            let token: serde_json::Value = serde_json::from_slice(&token.body)
+                .map_err(|e| format!("{token_url} gave no token: {e}"))?;
+            let token = token
+                .get("token")
+                .or_else(|| token.get("access_token"))
+                .and_then(serde_json::Value::as_str)
+                .ok_or_else(|| format!("{token_url} gave no token"))?;
+            answer = self.get(&url, Some(token)).await?;
+        }
+        match answer.status {
+            200 => tags_have(&answer.body, &o.chart, o.version.as_deref())
+                .map_err(|e| format!("{e} (in {url})")),
+            404 => Err(format!(
+                "no chart {} in {} ({url}: HTTP 404)",
+                o.chart, o.repo
+            )),
+            status => Err(format!("{url} answered HTTP {status}")),
+        }
+    }
+
+    async fn get(&self, url: &str, bearer: Option<&str>) -> Result<Answer, String> {
+        let mut request = http::Request::get(url);
+        if let Some(token) = bearer {
+            request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .body(Empty::new())
+            .map_err(|e| format!("{url} is not a valid URL: {e}"))?;
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| format!("{url} did not answer within {REQUEST_TIMEOUT:?}"))?
+            .map_err(|e| format!("{url} cannot be reached: {e}"))?;
+        let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get(http::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("reading {url} failed: {e}"))?
+            .to_bytes();
+        Ok(Answer {
+            status,
+            challenge,
+            body,
+        })
+    }
+}
+
+/// Whether a repository's `index.yaml` lists `chart` at `version` (any version when `None`).
+pub fn index_has(index_yaml: &[u8], chart: &str, version: Option<&str>) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Index {
+        #[serde(default)]
+        entries: std::collections::BTreeMap<String, Vec<Entry>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        version: String,
+    }
+    let index: Index = serde_yaml::from_slice(index_yaml)
+        .map_err(|e| format!("the repository's index.yaml cannot be read: {e}"))?;
+    let versions: Vec<&str> = index
+        .entries
+        .get(chart)
+        .map(|entries| entries.iter().map(|e| e.version.as_str()).collect())
+        .unwrap_or_default();
+    has_version(chart, &versions, version)
+}
+
+/// Whether an OCI registry's tag list (`{"tags": [...]}`) has `version` (any when `None`).
+pub fn tags_have(tags_json: &[u8], chart: &str, version: Option<&str>) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Tags {
+        #[serde(default)]
+        tags: Option<Vec<String>>,
+    }
+    let tags: Tags = serde_json::from_slice(tags_json)
+        .map_err(|e| format!("the registry's tag list cannot be read: {e}"))?;
+    // Helm stores version `a+b` under the tag `a_b` (`+` is not allowed in tags).
+    let versions: Vec<String> = tags
+        .tags
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t.replace('_', "+"))
+        .collect();
+    let versions: Vec<&str> = versions.iter().map(String::as_str).collect();
+    has_version(chart, &versions, version)
+}
+
+fn has_version(chart: &str, versions: &[&str], wanted: Option<&str>) -> Result<(), String> {
+    let wanted = wanted.filter(|v| !v.is_empty());
+    match (versions.is_empty(), wanted) {
+        (true, _) => Err(format!("no chart {chart} in the repository")),
+        (false, None) => Ok(()),
+        (false, Some(v)) if versions.contains(&v) => Ok(()),
+        (false, Some(v)) => {
+            let shown: Vec<&str> = versions.iter().take(10).copied().collect();
+            let more = if versions.len() > shown.len() {
+                format!(" and {} more", versions.len() - shown.len())
+            } else {
+                String::new()
+            };
+            Err(format!(
+                "chart {chart} has no version {v}; the repository has {}{more}",
+                shown.join(", ")
+            ))
+        }
+    }
+}
+
+/// The tag-list URL of `chart` in the OCI repository `repo` (`oci://host[:port]/path`).
+pub fn oci_tags_url(repo: &str, chart: &str, plain_http: bool) -> Result<String, String> {
+    let rest = repo
+        .strip_prefix("oci://")
+        .ok_or_else(|| format!("{repo} is not an oci:// reference"))?
+        .trim_end_matches('/');
+    let (host, path) = match rest.split_once('/') {
+        Some((host, path)) => (host, format!("{path}/{chart}")),
+        None => (rest, chart.to_owned()),
+    };
+    if host.is_empty() {
+        return Err(format!("{repo} names no registry host"));
+    }
+    let scheme = if plain_http { "http" } else { "https" };
+    Ok(format!("{scheme}://{host}/v2/{path}/tags/list"))
+}
+
+/// A registry's `WWW-Authenticate: Bearer realm=...,service=...,scope=...` challenge.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BearerChallenge {
+    /// Where to ask for a token.
+    pub realm: String,
+    /// The registry's service name.
+    pub service: Option<String>,
+    /// The access asked for.
+    pub scope: Option<String>,
+}
+
+impl BearerChallenge {
+    /// The URL an anonymous token is asked at.
+    pub fn token_url(&self) -> String {
+        let mut query = Vec::new();
+        for (key, value) in [("service", &self.service), ("scope", &self.scope)] {
+            if let Some(value) = value {
+                query.push(format!("{key}={}", percent_encode(value)));
+            }
+        }
+        if query.is_empty() {
+            self.realm.clone()
+        } else {
+            let separator = if self.realm.contains('?') { '&' } else { '?' };
+            format!("{}{separator}{}", self.realm, query.join("&"))
+        }
+    }
+}
+
+/// Reads a `Bearer` challenge; `None` for any other scheme.
+pub fn bearer_challenge(header: &str) -> Option<BearerChallenge> {
+    let params = header.trim().strip_prefix("Bearer ")?;
+    let mut realm = None;
+    let mut service = None;
+    let mut scope = None;
+    // Values are quoted and may hold commas (a scope such as "repository:a/b:pull,push").
+    let mut rest = params.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let after = after.trim_start();
+        let (value, next) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let end = quoted.find('"')?;
+                (&quoted[..end], &quoted[end + 1..])
+            }
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        match key.trim() {
+            "realm" => realm = Some(value.to_owned()),
+            "service" => service = Some(value.to_owned()),
+            "scope" => scope = Some(value.to_owned()),
+            _ => {}
+        }
+        rest = next.trim_start_matches([',', ' ']);
+    }
+    Some(BearerChallenge {
+        realm: realm?,
+        service,
+        scope,
+    })
+}
+
+fn percent_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Keeps every HelmChart's status current until the watch ends (the scheduler runs it while it
+/// leads).
+pub async fn run(client: Client) {
+    let lookup = match ChartLookup::new() {
+        Ok(lookup) => Arc::new(lookup),
+        Err(e) => {
+            tracing::error!(error = %e, "no trusted roots for chart repositories; HelmChart status is not written");
+            return;
+        }
+    };
+    let api: Api<HelmChart> = Api::all(client.clone());
+    let context = Arc::new((client, lookup));
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, context)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(
+    chart: Arc<HelmChart>,
+    context: Arc<(Client, Arc<ChartLookup>)>,
+) -> Result<Action, kube::Error> {
+    let (client, lookup) = context.as_ref();
+    let status = lookup.lookup(&chart.spec).await;
+    if chart.status.as_ref() != Some(&status) {
+        if let Some(reason) = &status.reason {
+            tracing::info!(chart = %format!("{}/{}", chart.namespace().unwrap_or_default(), chart.name_any()), %reason, "HelmChart not found");
+        }
+        let api: Api<HelmChart> =
+            Api::namespaced(client.clone(), &chart.namespace().unwrap_or_default());
+        let patch = json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1",
+            "kind": "HelmChart",
+            "status": status,
+        });
+        api.patch_status(
+            &chart.name_any(),
+            &PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    }
+    Ok(Action::requeue(RECHECK))
+}
+
+fn error_policy(
+    _chart: Arc<HelmChart>,
+    error: &kube::Error,
+    _context: Arc<(Client, Arc<ChartLookup>)>,
+) -> Action {
+    tracing::warn!(%error, "writing a HelmChart status failed");
+    Action::requeue(Duration::from_secs(30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INDEX: &str = r#"
+apiVersion: v1
+entries:
+  hello:
+    - name: hello
+      version: 0.2.0
+    - name: hello
+      version: 0.1.0
+  other:
+    - name: other
+      version: 1.0.0
+"#;
+
+    #[test]
+    fn an_index_lists_the_chart_versions() {
+        let index = INDEX.as_bytes();
+        assert_eq!(index_has(index, "hello", Some("0.1.0")), Ok(()));
+        assert_eq!(index_has(index, "hello", None), Ok(()));
+        assert_eq!(index_has(index, "hello", Some("")), Ok(()));
+        let err = index_has(index, "hello", Some("9.9.9")).unwrap_err();
+        assert_eq!(
+            err,
+            "chart hello has no version 9.9.9; the repository has 0.2.0, 0.1.0"
+        );
+        let err = index_has(index, "mysql", None).unwrap_err();
+        assert_eq!(err, "no chart mysql in the repository");
+        assert!(index_has(b"entries: [", "hello", None).is_err());
+    }
+
+    #[test]
+    fn oci_tags_are_helm_versions() {
+        let tags = br#"{"name": "charts/hello", "tags": ["0.1.0", "1.0.0_build.1"]}"#;
+        assert_eq!(tags_have(tags, "hello", Some("1.0.0+build.1")), Ok(()));
+        assert!(tags_have(tags, "hello", Some("0.2.0")).is_err());
+        assert!(tags_have(br#"{"tags": null}"#, "hello", None).is_err());
+    }
+
+    #[test]
+    fn oci_references_become_tag_list_urls() {
+        assert_eq!(
+            oci_tags_url("oci://127.0.0.1:5000/charts/", "hello", true),
+            Ok("http://127.0.0.1:5000/v2/charts/hello/tags/list".to_owned())
+        );
+        assert_eq!(
+            oci_tags_url("oci://ghcr.io", "hello", false),
+            Ok("https://ghcr.io/v2/hello/tags/list".to_owned())
+        );
+        assert!(oci_tags_url("https://x", "hello", false).is_err());
+        assert!(oci_tags_url("oci:///charts", "hello", false).is_err());
+    }
+
+    #[test]
+    fn a_bearer_challenge_gives_the_token_url() {
+        let c = bearer_challenge(
+            r#"Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:charts/hello:pull""#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.token_url(),
+            "https://auth.example.com/token?service=registry.example.com&scope=repository%3Acharts%2Fhello%3Apull"
+        );
+        assert_eq!(bearer_challenge("Basic realm=\"x\""), None);
+        assert_eq!(
+            bearer_challenge(r#"Bearer realm="https://a/t""#)
+                .unwrap()
+                .token_url(),
+            "https://a/t"
+        );
+    }
+}
