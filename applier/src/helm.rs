@@ -316,12 +316,15 @@ pub async fn sync_releases(
             .map(|e| e.digest.as_str());
         let (report, changed) = match helm {
             Some(helm) => install_if_needed(helm, release, recorded_digest, adopt).await,
-            None => (ReleaseReport {
-                name: release.name.clone(),
-                namespace: release.namespace.clone(),
-                status: None,
-                error: Some(NO_HELM.to_owned()),
-            }, false),
+            None => (
+                ReleaseReport {
+                    name: release.name.clone(),
+                    namespace: release.namespace.clone(),
+                    status: None,
+                    error: Some(NO_HELM.to_owned()),
+                },
+                false,
+            ),
         };
         let installed = report.error.is_none()
             && report
@@ -734,6 +737,86 @@ mod tests {
             let err = Release::from_description(&chart(spec), &values).unwrap_err();
             assert!(err.contains(needle), "{err}");
         }
+    }
+
+    fn entry(name: &str, digest: &str) -> ReleaseEntry {
+        ReleaseEntry {
+            name: name.into(),
+            namespace: "demo".into(),
+            digest: digest.into(),
+        }
+    }
+
+    #[test]
+    fn the_plan_records_new_releases_before_helm_runs_and_names_unusable_charts() {
+        let charts = [
+            ChartRelease {
+                chart: chart(
+                    json!({"repo": "http://r", "chart": "hello", "targetNamespace": "demo"}),
+                ),
+                values: json!({}),
+            },
+            ChartRelease {
+                chart: json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                              "metadata": {"name": "broken", "namespace": "apps"},
+                              "spec": {"repo": "http://r", "targetNamespace": "demo"}}),
+                values: json!({}),
+            },
+        ];
+        let plan = plan_releases(&charts, &[entry("old", "d1")]);
+        assert_eq!(plan.intent, [entry("old", "d1"), entry("hello", "")]);
+        assert!(plan.charts[0].is_ok());
+        let refused = plan.charts[1].as_ref().unwrap_err();
+        assert_eq!(
+            (refused.name.as_str(), refused.namespace.as_str()),
+            ("broken", "demo")
+        );
+        assert!(
+            refused.error.as_deref().unwrap().contains("chart"),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_helm_releases_fail_and_stay_recorded_unless_orphaned() {
+        let charts = [ChartRelease {
+            chart: chart(json!({"repo": "http://r", "chart": "hello", "targetNamespace": "demo"})),
+            values: json!({}),
+        }];
+        let recorded = [entry("gone", "d1")];
+        let synced = sync_releases(
+            None,
+            plan_releases(&charts, &recorded),
+            &recorded,
+            false,
+            false,
+        )
+        .await;
+        let errors: Vec<(&str, &str)> = synced
+            .reports
+            .iter()
+            .map(|r| (r.name.as_str(), r.error.as_deref().unwrap_or("")))
+            .collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].0 == "hello" && errors[0].1.contains("no helm"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].0 == "gone" && errors[1].1.starts_with("uninstalling it failed"),
+            "{errors:?}"
+        );
+        // Nothing was installed, and the release that could not be uninstalled stays recorded.
+        assert_eq!(synced.entries, [entry("gone", "d1"), entry("hello", "")]);
+        assert!(synced.objects.is_empty());
+
+        let orphaned =
+            sync_releases(None, plan_releases(&[], &recorded), &recorded, true, false).await;
+        assert!(orphaned.reports.is_empty());
+        assert!(
+            orphaned.entries.is_empty(),
+            "an orphaning Description lets go of its releases"
+        );
     }
 
     #[test]
