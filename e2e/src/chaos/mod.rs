@@ -237,9 +237,13 @@ impl Plan {
                     40..60 if hubs > 1 && rng.random_bool(0.5) => "hub-2".to_string(),
                     40..60 => "hub".to_string(),
                     60..75 => "scheduler".to_string(),
-                    75..85 if backend == Backend::Devcluster => "parent".to_string(),
-                    85..100 if backend == Backend::Devcluster => child(&mut rng),
-                    _ => format!("agent-{}", child(&mut rng)),
+                    // On the real tier a cluster is a kube-apiserver (named after the cluster)
+                    // and its etcd (`<cluster>-etcd`); either can die.
+                    75..85 => api_server(&mut rng, "parent".to_string(), backend),
+                    _ => {
+                        let name = child(&mut rng);
+                        api_server(&mut rng, name, backend)
+                    }
                 };
                 Action::Kill(Kill {
                     process,
@@ -269,6 +273,15 @@ impl Plan {
             parent_proxy,
             actions,
         }
+    }
+}
+
+/// The process of cluster `name` to kill: its devcluster, or on the real tier its
+/// kube-apiserver or its etcd.
+fn api_server(rng: &mut StdRng, name: String, backend: Backend) -> String {
+    match backend {
+        Backend::Kube if rng.random_bool(0.5) => format!("{name}-etcd"),
+        _ => name,
     }
 }
 
@@ -636,9 +649,11 @@ async fn run_on_fleet(
     Ok(report)
 }
 
-/// `agent-child-2` -> `agent`, `child-3` -> `child`, `hub` -> `hub`.
+/// `agent-child-2` -> `agent`, `child-3` -> `child`, `parent-etcd` -> `etcd`, `hub` -> `hub`.
 fn kind_of(process: &str) -> &str {
-    if process.starts_with("agent-") {
+    if process.ends_with("-etcd") {
+        "etcd"
+    } else if process.starts_with("agent-") {
         "agent"
     } else if process.starts_with("child-") {
         "child"
@@ -1443,19 +1458,23 @@ mod tests {
     }
 
     #[test]
-    fn the_real_tier_plan_kills_only_atolls_own_processes() {
-        for seed in 0..20 {
-            let plan = Plan::generate(seed, Duration::from_secs(60), 3, 2, Backend::Kube);
-            for (_, action) in &plan.actions {
-                if let Action::Kill(k) = action {
-                    assert!(
-                        k.process.starts_with("agent-")
-                            || k.process.starts_with("hub")
-                            || k.process == "scheduler",
-                        "{k:?}"
-                    );
+    fn kills_reach_every_kind_of_process_and_etcd_only_on_the_real_tier() {
+        for backend in [Backend::Devcluster, Backend::Kube] {
+            let mut kinds = BTreeSet::new();
+            for seed in 0..20 {
+                let plan = Plan::generate(seed, Duration::from_secs(60), 3, 2, backend);
+                for (_, action) in &plan.actions {
+                    if let Action::Kill(k) = action {
+                        kinds.insert(kind_of(&k.process).to_string());
+                    }
                 }
             }
+            let mut want = vec!["agent", "child", "hub", "hub-2", "parent", "scheduler"];
+            if backend == Backend::Kube {
+                want.push("etcd");
+            }
+            let want: BTreeSet<String> = want.into_iter().map(String::from).collect();
+            assert_eq!(kinds, want, "{backend:?}");
         }
     }
 
@@ -1580,6 +1599,7 @@ mod tests {
             ("child-3", "child"),
             ("hub", "hub"),
             ("parent", "parent"),
+            ("child-1-etcd", "etcd"),
         ];
         for (name, want) in cases {
             assert_eq!(kind_of(name), want);
