@@ -146,11 +146,33 @@ impl Args {
 
 /// Runs the agent until SIGINT/SIGTERM.
 pub async fn run(args: Args) -> Result<(), Error> {
-    let config = args.agent_config()?;
     let mut process = Process::start(&args.telemetry, &args.client).await?;
-    let (metrics, applier_metrics) = crate::metrics::Metrics::register(process.registry());
     let child = process.client();
+    let agent = build(&args, child, process.registry())?;
     let readiness = process.readiness();
+    // Ready while connected to the hub.
+    let mut state = agent.subscribe();
+    tokio::spawn(async move {
+        while state.changed().await.is_ok() {
+            let connected = state.borrow().connected;
+            readiness.set(connected);
+        }
+    });
+    process
+        .run(&args.admin, |shutdown| agent.run(shutdown.requested()))
+        .await
+}
+
+/// The agent these flags describe, applying to `child`, its metrics registered in `registry`:
+/// what [`run`] runs, and what a process hosting many children (the fleet's `fleet-children`)
+/// builds for each of them.
+pub fn build(
+    args: &Args,
+    child: kube::Client,
+    registry: &mut prometheus_client::registry::Registry,
+) -> Result<Agent, Error> {
+    let config = args.agent_config()?;
+    let (metrics, applier_metrics) = crate::metrics::Metrics::register(registry);
     let applier = Arc::new(
         Applier::new(child.clone(), atoll_crds::known::FIELD_MANAGER_AGENT)
             .with_adopt_existing(args.adopt_existing)
@@ -164,18 +186,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             ))
             .with_metrics(applier_metrics),
     );
-    let agent = Agent::new(child, config, applier).with_metrics(metrics);
-    // Ready while connected to the hub.
-    let mut state = agent.subscribe();
-    tokio::spawn(async move {
-        while state.changed().await.is_ok() {
-            let connected = state.borrow().connected;
-            readiness.set(connected);
-        }
-    });
-    process
-        .run(&args.admin, |shutdown| agent.run(shutdown.requested()))
-        .await
+    Ok(Agent::new(child, config, applier).with_metrics(metrics))
 }
 
 #[cfg(test)]

@@ -231,6 +231,25 @@ pub enum Error {
         /// The fleet's logs.
         logs: PathBuf,
     },
+    /// Reading a file failed.
+    #[error("reading {path}: {source}")]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Building a tokio runtime (of a children host) failed.
+    #[error("starting a tokio runtime: {0}")]
+    StartRuntime(#[source] std::io::Error),
+    /// A children host could not start one of its children (devcluster or agent).
+    #[error("starting {name} in the children host: {message}")]
+    StartChild {
+        /// The child, e.g. `child-7`.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -270,6 +289,9 @@ impl Error {
             Error::StartRegistry { .. } => "start_registry",
             Error::StartProxy { .. } => "start_proxy",
             Error::ChaosInvariants { .. } => "chaos_invariants",
+            Error::ReadFile { .. } => "read_file",
+            Error::StartRuntime(_) => "start_runtime",
+            Error::StartChild { .. } => "start_child",
             Error::InvalidArgument { .. } => "invalid_argument",
         }
     }

@@ -82,11 +82,42 @@ pub fn max_children(backend: Backend) -> usize {
     }
 }
 
+/// The children host's executable (`atoll_e2e::children_host`), next to the other binaries.
+pub const CHILDREN_HOST_BINARY: &str = "fleet-children";
+
+/// The most children [`up_shared`] starts (1,000 for issue 15, with room to spare).
+pub const MAX_SHARED_CHILDREN: usize = 2000;
+
 /// Starts the fleet and returns once every ManagedCluster is Ready; the processes keep running
 /// after this process exits. On failure everything started so far is stopped again (logs are
 /// kept).
 pub async fn up(opts: &UpOptions) -> Result<FleetState, Error> {
-    let most = max_children(opts.backend);
+    up_with(opts, None).await
+}
+
+/// [`up`] with the children in shared processes: the parent, the scheduler and the hub are
+/// processes of their own as in [`up`], but the children's devclusters and agents run
+/// `per_host` children to a `fleet-children` process ([`crate::children_host`]), named
+/// `children-<first>-<last>` in the state. For fleets too large for two processes per child
+/// (devcluster backend only, up to [`MAX_SHARED_CHILDREN`]).
+pub async fn up_shared(opts: &UpOptions, per_host: usize) -> Result<FleetState, Error> {
+    if opts.backend != Backend::Devcluster || per_host == 0 {
+        return Err(Error::InvalidArgument {
+            what: "children per host".into(),
+            message: format!(
+                "{per_host} with the {:?} backend: shared children need the devcluster backend and at least 1 child per host",
+                opts.backend
+            ),
+        });
+    }
+    up_with(opts, Some(per_host)).await
+}
+
+async fn up_with(opts: &UpOptions, per_host: Option<usize>) -> Result<FleetState, Error> {
+    let most = match per_host {
+        Some(_) => MAX_SHARED_CHILDREN,
+        None => max_children(opts.backend),
+    };
     if opts.children == 0 || opts.children > most {
         return Err(Error::InvalidArgument {
             what: "--children".into(),
@@ -97,6 +128,13 @@ pub async fn up(opts: &UpOptions) -> Result<FleetState, Error> {
         });
     }
     let binaries = Binaries::locate(&opts.bin_dir)?;
+    if per_host.is_some() && !opts.bin_dir.join(CHILDREN_HOST_BINARY).is_file() {
+        return Err(Error::LocateBinary {
+            name: CHILDREN_HOST_BINARY.into(),
+            package: "atoll-e2e --bin fleet-children".into(),
+            dir: opts.bin_dir.clone(),
+        });
+    }
     let crds = opts.manifests.join("crds");
     if !crds.join("kustomization.yaml").is_file() {
         return Err(Error::InvalidArgument {
@@ -122,7 +160,7 @@ pub async fn up(opts: &UpOptions) -> Result<FleetState, Error> {
         parent_kubeconfig: layout.parent_kubeconfig(),
         ..Default::default()
     };
-    match start(opts, &binaries, &layout, &mut state).await {
+    match start(opts, &binaries, &layout, &mut state, per_host).await {
         Ok(()) => Ok(state),
         Err(e) => {
             eprintln!(
@@ -141,6 +179,7 @@ async fn start(
     binaries: &Binaries,
     layout: &Layout,
     state: &mut FleetState,
+    per_host: Option<usize>,
 ) -> Result<(), Error> {
     let children = plan::child_specs(opts.children);
     state.backend = opts.backend;
@@ -160,7 +199,13 @@ async fn start(
     // parent, and the kubeconfigs atoll's components run with.
     let kubeconfigs = match opts.backend {
         Backend::Devcluster => {
-            start_devclusters(opts, binaries, layout, state, &children).await?;
+            // Shared children: their devclusters start in the children hosts, below.
+            let own_processes = if per_host.is_some() {
+                &[][..]
+            } else {
+                &children
+            };
+            start_devclusters(opts, binaries, layout, state, own_processes).await?;
             install_devcluster_parent(opts, layout).await?;
             ComponentKubeconfigs::admin(layout, &children)
         }
@@ -288,6 +333,13 @@ async fn start(
     // What the agents dial: the hub, or what stands in front of it.
     let hub_url = opts.detours.agents_hub_url.clone().unwrap_or(hub_url);
 
+    if let Some(per_host) = per_host {
+        start_children_hosts(opts, layout, state, &children, per_host, &hub_url).await?;
+        wait_clusters_ready(state, &parent, &children, opts.timeout).await?;
+        state.save(&layout.state())?;
+        return Ok(());
+    }
+
     // One agent per child; on the real tier each child first gets the agent's install.
     let mut agent_kubeconfigs = kubeconfigs.agents;
     for (child, real) in children.iter().zip(&kubeconfigs.real_children) {
@@ -334,6 +386,78 @@ async fn start(
     state.save(&layout.state())?;
     wait_clusters_ready(state, &parent, &children, opts.timeout).await?;
     state.save(&layout.state())?;
+    Ok(())
+}
+
+/// Starts the `fleet-children` processes, `per_host` children each, and waits until each has
+/// written the kubeconfigs of its children (its agents are then registering).
+async fn start_children_hosts(
+    opts: &UpOptions,
+    layout: &Layout,
+    state: &mut FleetState,
+    children: &[ChildSpec],
+    per_host: usize,
+    hub_url: &str,
+) -> Result<(), Error> {
+    let binary = opts.bin_dir.join(CHILDREN_HOST_BINARY);
+    let helm = crate::control_plane::bin_dir_from_env()
+        .map(|dir| dir.join("helm"))
+        .filter(|helm| helm.is_file());
+    let mut hosts = Vec::new();
+    for group in children.chunks(per_host) {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let name = format!("children-{}-{}", first.index, last.index);
+        let mut args = vec![
+            "--dir".to_string(),
+            layout.dir.display().to_string(),
+            "--first".into(),
+            first.index.to_string(),
+            "--count".into(),
+            group.len().to_string(),
+            "--hub".into(),
+            hub_url.into(),
+            "--nodes".into(),
+            opts.nodes.to_string(),
+            "--workload-delay-ms".into(),
+            opts.workload_delay_ms.to_string(),
+        ];
+        if let Some(helm) = &helm {
+            args.push("--helm".into());
+            args.push(helm.display().to_string());
+        }
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &name,
+                role: Role::ChildrenHost,
+                binary: &binary,
+                args,
+                log: layout.log(&name),
+                admin: None,
+            },
+        )?;
+        hosts.push((name, group));
+    }
+    state.save(&layout.state())?;
+    for (name, group) in &hosts {
+        for child in group.iter() {
+            wait_for_file(
+                state,
+                name,
+                &layout.child_kubeconfig(child.index),
+                opts.timeout,
+            )
+            .await?;
+        }
+    }
+    println!(
+        "fleet: {} children in {} children hosts",
+        children.len(),
+        hosts.len()
+    );
     Ok(())
 }
 
@@ -1052,6 +1176,39 @@ mod tests {
         // In range, it goes on to look for the binaries (and fails there, in this test).
         assert!(!refused(200, Backend::Devcluster).await);
         assert!(!refused(30, Backend::Kube).await);
+    }
+
+    #[tokio::test]
+    async fn shared_children_take_up_to_2000_devcluster_children_and_at_least_one_per_host() {
+        let opts = |children, backend| UpOptions {
+            dir: PathBuf::from("/nonexistent/fleet"),
+            children,
+            bin_dir: PathBuf::from("/nonexistent/bin"),
+            manifests: PathBuf::from("/nonexistent/manifests"),
+            nodes: 1,
+            workload_delay_ms: 0,
+            timeout: Duration::from_secs(1),
+            backend,
+            persist_parent: false,
+            detours: Detours::default(),
+        };
+        let cases = [
+            (1000, Backend::Devcluster, 250, true),
+            (2000, Backend::Devcluster, 1, true),
+            (2001, Backend::Devcluster, 250, false),
+            (0, Backend::Devcluster, 250, false),
+            (100, Backend::Devcluster, 0, false),
+            (10, Backend::Kube, 5, false),
+        ];
+        for (children, backend, per_host, in_range) in cases {
+            let result = up_shared(&opts(children, backend), per_host).await;
+            // In range, it goes on to look for the binaries (and fails there, in this test).
+            assert_eq!(
+                matches!(result, Err(Error::LocateBinary { .. })),
+                in_range,
+                "{children} {backend:?} {per_host}: {result:?}"
+            );
+        }
     }
     use atoll_crds::clusters::{ManagedClusterSpec, ManagedClusterStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

@@ -15,11 +15,14 @@
 //! - [`app`]: the `fleet` command line.
 //! - [`scenario`]: crash and restart one process of a running fleet (end-to-end scenarios).
 //! - [`chaos`]: fault proxies and seeded chaos runs with invariant checks.
+//! - [`children_host`]: many children (devcluster + real agent each) in one process, for fleets
+//!   too large for a process per child (`fleet-children`, [`fleet::up_shared`]).
 //! - [`chart_repo`]: `helm`, a local HTTP chart repository and a local OCI registry (Helm tests).
 
 pub mod app;
 pub mod chaos;
 pub mod chart_repo;
+pub mod children_host;
 pub mod control_plane;
 mod error;
 pub mod fleet;

@@ -27,6 +27,10 @@ pub enum Role {
     Hub,
     /// An agent.
     Agent,
+    /// A children host (`fleet-children`): the devclusters and agents of many children in one
+    /// process.
+    #[serde(rename = "children-host")]
+    ChildrenHost,
 }
 
 /// One process the fleet started.
