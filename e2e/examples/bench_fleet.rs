@@ -24,9 +24,18 @@
 //! Prints a markdown table per N, then one with every N side by side. The fleet is stopped at
 //! the end, on failure and on Ctrl-C too (its logs are kept when the run fails).
 //!
+//! **Shared children** (`--per-host K`, needed above 250 children): the parent devcluster, the
+//! scheduler and the hub are still processes of their own, but the children run K to a
+//! `fleet-children` process (`atoll_e2e::children_host`: K in-memory devclusters and K real
+//! agents, `fleet::up_shared`), because two processes per child (~29 MiB) do not fit 1,000
+//! children in the machine's memory. A host's CPU is split between its devclusters and its
+//! agents by thread (each runs on a runtime of its own, threads named apart). RSS is reported
+//! per process kind, and per child (a host's RSS divided by the children it hosts).
+//!
 //! ```text
-//! cargo build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent --bins
+//! cargo build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
 //! cargo run --release -p atoll-e2e --example bench_fleet -- [N...]     # default: 10 100
+//! cargo run --release -p atoll-e2e --example bench_fleet -- --per-host 250 1000
 //! ```
 //!
 //! (`make bench-fleet` does both.) The binaries are taken from the directory above this
@@ -39,8 +48,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use atoll_bench::{cpu_seconds, loadavg, percentile};
+use atoll_bench::{cpu_seconds, loadavg, percentile, rss_kib};
 use atoll_crds::apps::{Description, Subscription};
+use atoll_e2e::children_host;
 use atoll_e2e::fleet::{self, UpOptions};
 use atoll_e2e::plan::{Backend, Layout};
 use atoll_e2e::state::{FleetState, Role};
@@ -68,9 +78,10 @@ const EDITS: usize = 20;
 /// The longest any child may take to receive a value before the run fails.
 const ARRIVAL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Pause after every child has an edit, before the raw try and the next edit (agents report
-/// their status to the hub after applying; the next edit should not race those writes).
+/// their status to the hub after applying; the next edit should not race those writes); 2 ms
+/// per child above 250 children, for the hub's status writes of as many reports.
 const PAUSE: Duration = Duration::from_millis(500);
-/// Most children `fleet up` starts on devclusters.
+/// Most children `fleet up` starts on devclusters, a process each.
 const MAX_CHILDREN: usize = 250;
 /// The idle window (after the first placement, before the edits) over which the fleet's
 /// background CPU (heartbeats, status) is measured, to subtract it from the edits' CPU.
@@ -163,9 +174,33 @@ impl Drop for Watchers {
 /// CPU seconds per kind of process of the fleet, and of this benchmark process.
 type CpuByRole = BTreeMap<&'static str, f64>;
 
+/// The pause after an edit at `n` children: [`PAUSE`], or 2 ms per child when longer.
+fn pause(n: usize) -> Duration {
+    PAUSE.max(Duration::from_millis(2 * n as u64))
+}
+
+/// Resident memory in MiB after the first placement, per kind of process.
+#[derive(Default)]
+struct Memory {
+    hub: f64,
+    scheduler: f64,
+    parent: f64,
+    /// Per child: its devcluster and agent processes, or its share of a children host.
+    per_child: f64,
+    /// The children hosts, each (empty without shared children).
+    hosts: Vec<f64>,
+    /// This process (the N watchers).
+    bench: f64,
+}
+
 /// Everything one N measured.
 struct Figures {
     n: usize,
+    /// Children per `fleet-children` process, or `None` for a process per devcluster and agent.
+    per_host: Option<usize>,
+    memory: Memory,
+    /// Time to start and list the N child watchers.
+    watchers_listed: Duration,
     cores: usize,
     load_before: String,
     load_after: String,
@@ -198,8 +233,8 @@ struct Figures {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let ns: Vec<usize> = match parse_args() {
-        Ok(ns) => ns,
+    let (ns, per_host) = match parse_args() {
+        Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("bench_fleet: {e:#}");
             return ExitCode::FAILURE;
@@ -208,7 +243,7 @@ async fn main() -> ExitCode {
     let mut all = Vec::new();
     for n in ns {
         let result = tokio::select! {
-            r = run(n) => r,
+            r = run(n, per_host) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
         };
         match result {
@@ -225,24 +260,43 @@ async fn main() -> ExitCode {
     if all.len() > 1 {
         println!("{}", side_by_side(&all));
     }
+    println!("\n{}", csv(&all));
     ExitCode::SUCCESS
 }
 
-/// The Ns on the command line, default `10 100`.
-fn parse_args() -> Result<Vec<usize>> {
-    let ns = std::env::args()
-        .skip(1)
-        .map(|a| {
-            let n: usize = a
+/// `[--per-host K] [N...]`: the Ns (default `10 100`) and the children per host, if shared.
+fn parse_args() -> Result<(Vec<usize>, Option<usize>)> {
+    let mut args = std::env::args().skip(1);
+    let mut per_host = None;
+    let mut ns = Vec::new();
+    while let Some(a) = args.next() {
+        if a == "--per-host" {
+            let k = args.next().context("--per-host needs a number")?;
+            let k: usize = k
                 .parse()
-                .with_context(|| format!("{a:?} is not a number"))?;
-            if n == 0 || n > MAX_CHILDREN {
-                bail!("N={n} is out of range; give 1 to {MAX_CHILDREN}");
+                .with_context(|| format!("--per-host {k:?} is not a number"))?;
+            if k == 0 {
+                bail!("--per-host must be at least 1");
             }
-            Ok(n)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(if ns.is_empty() { vec![10, 100] } else { ns })
+            per_host = Some(k);
+            continue;
+        }
+        let n: usize = a
+            .parse()
+            .with_context(|| format!("{a:?} is not a number"))?;
+        let most = if per_host.is_some() {
+            fleet::MAX_SHARED_CHILDREN
+        } else {
+            MAX_CHILDREN
+        };
+        if n == 0 || n > most {
+            bail!(
+                "N={n} is out of range; give 1 to {most} (more than {MAX_CHILDREN} needs --per-host K before the Ns)"
+            );
+        }
+        ns.push(n);
+    }
+    Ok((if ns.is_empty() { vec![10, 100] } else { ns }, per_host))
 }
 
 /// `ATOLL_BIN_DIR`, or the directory above this example's (`target/release/examples/x` →
@@ -266,7 +320,7 @@ fn log(started: Instant, msg: &str) {
 }
 
 /// One N: fleet up, placement, edits with interleaved raw tries, fleet down.
-async fn run(n: usize) -> Result<Figures> {
+async fn run(n: usize, per_host: Option<usize>) -> Result<Figures> {
     let started = Instant::now();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     let load_before = loadavg();
@@ -278,21 +332,36 @@ async fn run(n: usize) -> Result<Figures> {
         manifests: Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests"),
         nodes: 3,
         workload_delay_ms: 500,
-        timeout: Duration::from_secs(180),
+        timeout: Duration::from_secs(180).max(Duration::from_millis(600 * n as u64)),
         backend: Backend::Devcluster,
         persist_parent: false,
         detours: Default::default(),
     };
-    log(started, &format!("N={n}: fleet up in {}", dir.display()));
+    let how = match per_host {
+        Some(k) => format!("children shared, {k} per fleet-children process"),
+        None => "a devcluster and an agent process per child".to_string(),
+    };
+    log(
+        started,
+        &format!("N={n}: fleet up in {} ({how})", dir.display()),
+    );
     // Armed before `up`: an interrupt during start-up stops what its state file lists so far.
     let mut guard = FleetGuard {
         dir,
         succeeded: false,
     };
-    let state = fleet::up(&opts).await.context("fleet up")?;
+    let state = match per_host {
+        Some(k) => fleet::up_shared(&opts, k).await,
+        None => fleet::up(&opts).await,
+    }
+    .context("fleet up")?;
     let fleet_up = started.elapsed();
-    log(started, &format!("N={n}: fleet up, all Ready"));
-    let figures = measure(n, &state, started, cores, load_before, fleet_up).await?;
+    log(
+        started,
+        &format!("N={n}: fleet up, all Ready; load {}", loadavg()),
+    );
+    let mut figures = measure(n, &state, started, cores, load_before, fleet_up).await?;
+    figures.per_host = per_host;
     guard.succeeded = true;
     drop(guard);
     log(started, &format!("N={n}: done"));
@@ -314,6 +383,7 @@ async fn measure(
         children.push(fleet::client_for(&child.kubeconfig).await?);
     }
     let raw_client = children.first().cloned().context("no child")?;
+    let watch_started = Instant::now();
 
     // Watchers first: every child's `bench`, child-1's `bench-raw`, the parent's Descriptions.
     let (tx, mut rx) = unbounded_channel();
@@ -335,7 +405,14 @@ async fn measure(
     let _watchers = Watchers(tasks);
     wait_ready(&mut rx, n, "child watchers").await?;
     wait_ready(&mut raw_rx, 1, "raw watcher").await?;
-    log(started, &format!("N={n}: {n} child watchers listed"));
+    let watchers_listed = watch_started.elapsed();
+    log(
+        started,
+        &format!(
+            "N={n}: {n} child watchers listed in {:.1} s",
+            watchers_listed.as_secs_f64()
+        ),
+    );
 
     // The raw baseline's ConfigMap, straight in child-1.
     let raw_cms: Api<ConfigMap> = Api::namespaced(raw_client.clone(), RAW_NS);
@@ -402,11 +479,28 @@ async fn measure(
             max(&placement).as_secs_f64() * 1e3
         ),
     );
-    tokio::time::sleep(PAUSE).await;
+    tokio::time::sleep(pause(n)).await;
+    let memory = memory(state);
+    log(
+        started,
+        &format!(
+            "N={n}: RSS MiB: hub {:.1}, scheduler {:.1}, parent {:.1}, per child {:.2}, hosts {:?}, bench {:.1}; load {}",
+            memory.hub,
+            memory.scheduler,
+            memory.parent,
+            memory.per_child,
+            memory.hosts,
+            memory.bench,
+            loadavg()
+        ),
+    );
 
     // The edits, each followed by one raw try.
     let mut figures = Figures {
         n,
+        per_host: None,
+        memory,
+        watchers_listed,
         cores,
         load_before,
         load_after: String::new(),
@@ -456,7 +550,7 @@ async fn measure(
                 max(&since(acked, &arrivals)).as_secs_f64() * 1e3
             ),
         );
-        tokio::time::sleep(PAUSE).await;
+        tokio::time::sleep(pause(n)).await;
 
         let raw = format!("raw-{edit:03}");
         let sent = Instant::now();
@@ -663,7 +757,8 @@ fn max(ds: &[Duration]) -> Duration {
     ds.iter().max().copied().unwrap_or_default()
 }
 
-/// CPU seconds so far per kind of fleet process, and of this process (`bench`).
+/// CPU seconds so far per kind of fleet process, and of this process (`bench`). A children
+/// host's threads are counted as child devclusters or agents by their name.
 fn cpu_by_role(state: &FleetState) -> CpuByRole {
     let mut out = CpuByRole::new();
     for p in &state.processes {
@@ -674,11 +769,73 @@ fn cpu_by_role(state: &FleetState) -> CpuByRole {
             Role::Hub => "hub",
             Role::Agent => "agents",
             Role::Etcd | Role::ControlPlane => "control plane",
+            Role::ChildrenHost => {
+                for (thread, seconds) in thread_cpu_seconds(p.pid) {
+                    let role = if thread.starts_with(children_host::DEVCLUSTER_THREADS) {
+                        "child devclusters"
+                    } else if thread.starts_with(children_host::AGENT_THREADS) {
+                        "agents"
+                    } else {
+                        "children hosts (other threads)"
+                    };
+                    *out.entry(role).or_default() += seconds;
+                }
+                continue;
+            }
         };
         *out.entry(role).or_default() += cpu_seconds(p.pid);
     }
     out.insert("bench (watchers)", cpu_seconds(std::process::id()));
     out
+}
+
+/// CPU seconds so far of each thread of `pid`, by thread name (`comm`, at most 15 bytes; a
+/// runtime's threads share a name). Threads that ended are not counted.
+fn thread_cpu_seconds(pid: u32) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| -> f64 { fields.get(i).and_then(|v| v.parse().ok()).unwrap_or(0.0) };
+        *out.entry(name.trim().to_string()).or_default() += (ticks(11) + ticks(12)) / 100.0;
+    }
+    out
+}
+
+/// RSS per kind of process, in MiB.
+fn memory(state: &FleetState) -> Memory {
+    let mib = |pid: u32| rss_kib(pid) as f64 / 1024.0;
+    let mut m = Memory {
+        bench: mib(std::process::id()),
+        ..Memory::default()
+    };
+    let mut children_total = 0.0;
+    for p in &state.processes {
+        match p.role {
+            Role::Hub => m.hub += mib(p.pid),
+            Role::Scheduler => m.scheduler += mib(p.pid),
+            Role::Parent => m.parent += mib(p.pid),
+            Role::Child | Role::Agent => children_total += mib(p.pid),
+            Role::ChildrenHost => {
+                let rss = mib(p.pid);
+                m.hosts.push(rss);
+                children_total += rss;
+            }
+            Role::Etcd | Role::ControlPlane => {}
+        }
+    }
+    m.per_child = children_total / state.children.len().max(1) as f64;
+    m
 }
 
 /// CPU seconds used between `before` and `after`, per kind of process.
@@ -727,10 +884,36 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
             format!("{:.1}x", d.as_secs_f64() / raw.as_secs_f64())
         }
     };
+    let processes = match f.per_host {
+        Some(k) => format!(
+            "parent, scheduler, hub; children in {} fleet-children processes of {k}",
+            f.n.div_ceil(k)
+        ),
+        None => "parent, scheduler, hub; a devcluster and an agent process per child".into(),
+    };
+    let m = &f.memory;
+    let hosts = if m.hosts.is_empty() {
+        String::new()
+    } else {
+        let each: Vec<String> = m.hosts.iter().map(|h| format!("{h:.0}")).collect();
+        format!(", hosts {}", each.join("+"))
+    };
     let mut rows = vec![
         (
             "machine: cores / load before / load after".to_string(),
             format!("{} / {} / {}", f.cores, f.load_before, f.load_after),
+        ),
+        ("processes".into(), processes),
+        (
+            "RSS after the first placement, MiB: hub / scheduler / parent / per child (devcluster + agent) / bench".into(),
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.2}{hosts} / {:.1}",
+                m.hub, m.scheduler, m.parent, m.per_child, m.bench
+            ),
+        ),
+        (
+            "bench: N child watchers started and listed, s".into(),
+            format!("{:.1}", f.watchers_listed.as_secs_f64()),
         ),
         (
             "fleet up (all ManagedClusters Ready), s".into(),
@@ -826,8 +1009,10 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
 /// One N as a markdown table.
 fn table(f: &Figures) -> String {
     let mut out = format!(
-        "\n### N = {} child clusters\n\n| figure | value |\n|---|---|\n",
-        f.n
+        "\n### N = {} child clusters{}\n\n| figure | value |\n|---|---|\n",
+        f.n,
+        f.per_host
+            .map_or(String::new(), |k| format!(" (shared, {k} per host)"))
     );
     for (k, v) in rows(f) {
         out.push_str(&format!("| {k} | {v} |\n"));
@@ -835,9 +1020,47 @@ fn table(f: &Figures) -> String {
     out
 }
 
+/// The header of [`csv`]: the columns of `docs/bench/propagation.csv`, which
+/// `bench/examples/bench_plots.rs` draws.
+const CSV_HEADER: &str = "n,children,edits,each_p50_ms,each_p99_ms,each_max_ms,last_p50_ms,last_p99_ms,placement_last_ms,hub_rss_mib,per_child_rss_mib,load1_before,load1_after";
+
+/// One CSV line per N (with [`CSV_HEADER`]), to paste into `docs/bench/propagation.csv`.
+fn csv(all: &[Figures]) -> String {
+    let mut out = CSV_HEADER.to_string();
+    for f in all {
+        let each = sorted(&f.per_child);
+        let last = sorted(&f.until_last);
+        let load1 = |l: &str| l.split_whitespace().next().unwrap_or("-").to_string();
+        out.push_str(&format!(
+            "\n{},{},{},{},{},{},{},{},{},{:.1},{:.2},{},{}",
+            f.n,
+            f.per_host
+                .map_or("processes".to_string(), |k| format!("shared-{k}")),
+            f.until_last.len(),
+            ms(percentile(&each, 0.50)),
+            ms(percentile(&each, 0.99)),
+            ms(max(&each)),
+            ms(percentile(&last, 0.50)),
+            ms(percentile(&last, 0.99)),
+            ms(max(&f.placement)),
+            f.memory.hub,
+            f.memory.per_child,
+            load1(&f.load_before),
+            load1(&f.load_after),
+        ));
+    }
+    out
+}
+
 /// Every N side by side.
 fn side_by_side(all: &[Figures]) -> String {
-    let header: Vec<String> = all.iter().map(|f| format!("N = {}", f.n)).collect();
+    let header: Vec<String> = all
+        .iter()
+        .map(|f| match f.per_host {
+            Some(k) => format!("N = {} (shared, {k} per host)", f.n),
+            None => format!("N = {}", f.n),
+        })
+        .collect();
     let mut out = format!(
         "\n### all N\n\n| figure | {} |\n|---|{}\n",
         header.join(" | "),
