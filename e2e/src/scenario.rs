@@ -253,6 +253,16 @@ pub async fn start_again(
     snap: &Snapshot,
     timeout: Duration,
 ) -> Result<ProcessRecord, Error> {
+    let record = spawn_again(dir, snap)?;
+    wait_answering(dir, snap, &record, timeout).await?;
+    Ok(record)
+}
+
+/// The first half of [`start_again`]: starts `snap` and records its pid in `D/fleet.json`,
+/// without waiting for it to answer. Callers that restart several processes at once serialise
+/// this part (it rewrites the state file) and wait outside that lock: a kube-apiserver waits for
+/// its etcd, which another restart may be about to start.
+pub fn spawn_again(dir: &Path, snap: &Snapshot) -> Result<ProcessRecord, Error> {
     let create_err = |source| Error::CreateFile {
         path: snap.log.clone(),
         source,
@@ -298,7 +308,18 @@ pub async fn start_again(
         None => state.processes.push(record.clone()),
     }
     state.save(&layout.state())?;
+    Ok(record)
+}
 
+/// The second half of [`start_again`]: waits up to `timeout` until the process of `record`
+/// answers (see [`start_again`]); fails early when it exits.
+pub async fn wait_answering(
+    dir: &Path,
+    snap: &Snapshot,
+    record: &ProcessRecord,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let state = load(dir)?;
     let deadline = Instant::now() + timeout;
     let probe = readiness_probe(snap);
     // A real kube-apiserver is ready when its /readyz says so, through the cluster's kubeconfig.
@@ -325,9 +346,9 @@ pub async fn start_again(
             (None, None) => true,
         };
         if up {
-            return Ok(record);
+            return Ok(());
         }
-        if !process::is_running(&record) {
+        if !process::is_running(record) {
             return Err(Error::ProcessExited {
                 name: snap.name.clone(),
                 log: snap.log.clone(),

@@ -590,13 +590,23 @@ async fn run_on_fleet(
                 let fleet_file = fleet_file.clone();
                 restarts.push(tokio::spawn(async move {
                     tokio::time::sleep(down).await;
-                    let mut killed = fleet_file.lock().await;
-                    let started = scenario::start_again(&dir, &snap, Duration::from_secs(60))
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| format!("restarting {} failed: {e}", snap.name));
-                    killed.remove(&snap.name);
-                    started
+                    // Only the state file's rewrite is serialised; the wait is not, since a
+                    // kube-apiserver waits for an etcd that another restart is to start.
+                    let record = {
+                        let mut killed = fleet_file.lock().await;
+                        killed.remove(&snap.name);
+                        scenario::spawn_again(&dir, &snap)
+                            .map_err(|e| format!("restarting {} failed: {e}", snap.name))?
+                    };
+                    if let Err(e) =
+                        scenario::wait_answering(&dir, &snap, &record, Duration::from_secs(60))
+                            .await
+                    {
+                        // The supervisor starts it again; only a process still down at the
+                        // end is a violation.
+                        eprintln!("chaos: {} did not come back at once: {e}", snap.name);
+                    }
+                    Ok(())
                 }));
             }
             Action::Edit(edit) => {
@@ -638,6 +648,17 @@ async fn run_on_fleet(
     let (exits, failures) = supervisor.stop().await;
     report.exits = exits;
     report.violations.extend(failures);
+    if let Ok(state) = FleetState::load(&layout.state()) {
+        for p in &state.processes {
+            if !crate::process::is_running(p) {
+                report.violations.push(format!(
+                    "{} is not running at the end; see {}",
+                    p.name,
+                    p.log.display()
+                ));
+            }
+        }
+    }
     for (name, mib) in &report.max_rss_mib {
         if *mib > opts.rss_limit_mib {
             report.violations.push(format!(
@@ -1347,7 +1368,9 @@ fn check_subscription(
 
 /// Plays the kubelet: once a second, starts again (from its recorded command line) every
 /// process of the fleet that exited on its own, i.e. is not running and was not killed by the
-/// run. Counts those exits per process.
+/// run. Counts those exits per process. It does not wait for a restarted process to answer
+/// (a kube-apiserver may wait for its etcd, which this same loop is to start); one that exits
+/// again is started again on the next round.
 struct Supervisor {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<(BTreeMap<String, u64>, Vec<String>)>,
@@ -1356,31 +1379,37 @@ struct Supervisor {
 impl Supervisor {
     fn start(dir: PathBuf, killed: Arc<tokio::sync::Mutex<BTreeSet<String>>>) -> Supervisor {
         let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut exits = BTreeMap::<String, u64>::new();
-            let mut failures = Vec::new();
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => return (exits, failures),
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                let killed = killed.lock().await;
-                let Ok(state) = FleetState::load(&Layout::new(&dir).state()) else {
-                    continue;
-                };
-                for p in &state.processes {
-                    if killed.contains(&p.name) || crate::process::is_running(p) {
+        let task =
+            tokio::spawn(async move {
+                let mut exits = BTreeMap::<String, u64>::new();
+                let mut failures = Vec::new();
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => return (exits, failures),
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                    let killed = killed.lock().await;
+                    let Ok(state) = FleetState::load(&Layout::new(&dir).state()) else {
                         continue;
-                    }
-                    eprintln!("chaos: {} exited on its own; starting it again", p.name);
-                    *exits.entry(p.name.clone()).or_default() += 1;
-                    if let Err(e) = scenario::restart(&dir, &p.name, Duration::from_secs(60)).await
-                    {
-                        failures.push(format!("{} exited and did not start again: {e}", p.name));
+                    };
+                    for p in &state.processes {
+                        if killed.contains(&p.name) || crate::process::is_running(p) {
+                            continue;
+                        }
+                        eprintln!("chaos: {} exited on its own; starting it again", p.name);
+                        *exits.entry(p.name.clone()).or_default() += 1;
+                        let started = scenario::recorded(p)
+                            .map(|snap| scenario::spawn_again(&dir, &snap).map(|_| ()));
+                        match started {
+                            Some(Ok(())) => {}
+                            Some(Err(e)) => failures
+                                .push(format!("{} exited and did not start again: {e}", p.name)),
+                            None => failures
+                                .push(format!("{} exited; no command line recorded", p.name)),
+                        }
                     }
                 }
-            }
-        });
+            });
         Supervisor { stop, task }
     }
 
