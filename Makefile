@@ -91,8 +91,20 @@ bench:
 .PHONY: bench-fleet
 BENCH_FLEET_N ?= 10 100
 bench-fleet:
-	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent --bins
+	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
 	$(CARGO) run --release -p atoll-e2e --example bench_fleet -- $(BENCH_FLEET_N)
+
+## bench-fleet-shared: the same with the children BENCH_FLEET_PER_HOST to a fleet-children process
+## (1,000 children: ~2.8 MiB each instead of ~24 MiB for a devcluster and an agent process).
+## bench-plots: docs/bench/*.png from docs/bench/propagation.csv.
+.PHONY: bench-fleet-shared bench-plots
+BENCH_FLEET_SHARED_N ?= 1000
+BENCH_FLEET_PER_HOST ?= 250
+bench-fleet-shared:
+	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
+	$(CARGO) run --release -p atoll-e2e --example bench_fleet -- --per-host $(BENCH_FLEET_PER_HOST) $(BENCH_FLEET_SHARED_N)
+bench-plots:
+	$(CARGO) run -p atoll-bench --example bench_plots
 
 ## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,
 ## kube-scheduler, etcd, kwok) and the test tools helm and registry (an OCI registry), built from
