@@ -497,9 +497,11 @@ impl Applier {
                     object.namespace.clear();
                 }
                 let config_text = serde_json::to_string(&config).unwrap_or_default();
-                let known = self.state().objects.get(&object).is_some_and(|d| {
-                    d.owner == key && d.release && *d.config == *config_text
-                });
+                let known = self
+                    .state()
+                    .objects
+                    .get(&object)
+                    .is_some_and(|d| d.owner == key && d.release && *d.config == *config_text);
                 if release.changed || !known {
                     let marks = serde_json::json!({"metadata": {
                         "labels": {LABEL_MANAGED_BY: MANAGED_BY_AGENT},
