@@ -159,6 +159,7 @@ fn entry(cluster_id: &str, name: &str) -> DescEntry {
         resource_version: "1".into(),
         generation: 1,
         objects: vec![bytes_of(r#"{"apiVersion":"v1","kind":"ConfigMap"}"#)],
+        charts: Vec::new(),
         deleting: false,
         labels: BTreeMap::new(),
         finalizers: vec![],
@@ -376,6 +377,7 @@ fn agent_message(msg: &Msg, stream_id: &str) -> Option<v1::AgentMessage> {
                         error: String::new(),
                     })
                     .collect(),
+                releases: Vec::new(),
                 deleted: *deleted,
             })
         }
