@@ -310,7 +310,7 @@ impl Controllers {
     fn cluster_state(&self, namespace: &str, now: Timestamp) -> ClusterState {
         let mcs = self
             .clusters
-            .state_filter(|mc| mc.namespace().as_deref() == Some(namespace));
+            .state_filter(|mc| mc.metadata.namespace.as_deref() == Some(namespace));
         match mcs.first() {
             None => ClusterState::Absent,
             Some(mc) => {
@@ -330,6 +330,11 @@ impl Controllers {
     }
 
     fn reconcile_finalizer(&self, e: &Arc<DescEntry>) {
+        // Looking the cluster up scans every ManagedCluster; on every Description update that
+        // was quadratic in the clusters (17% of the hub's CPU in a 1,000-cluster edit).
+        if !status::finalizer_depends_on_cluster(e) {
+            return;
+        }
         let state = self.cluster_state(&e.namespace, Timestamp::now());
         let action = status::finalizer_action(e, state);
         if action == FinalizerAction::Keep {

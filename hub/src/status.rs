@@ -492,6 +492,14 @@ pub enum FinalizerAction {
     Keep,
 }
 
+/// Whether [`finalizer_action`] for `entry` depends on its cluster's state: only for a live
+/// Description without the finalizer or a deleting one with it. Every other entry (nearly every
+/// update: a live Description that has it) is `Keep` whatever the cluster, so the caller can skip
+/// looking its cluster up (a scan of every ManagedCluster).
+pub fn finalizer_depends_on_cluster(entry: &DescEntry) -> bool {
+    entry.deleting == entry.has_finalizer()
+}
+
 /// The finalizer rule: a live Description of a registered cluster carries the finalizer; a
 /// deleting Description keeps it until its agent reports `deleted` (handled by the report
 /// path) or its cluster is lost or gone.
@@ -932,6 +940,19 @@ mod tests {
                 finalizer_action(&mk(deleting, has), cluster),
                 want,
                 "{deleting} {has} {cluster:?}"
+            );
+        }
+        // Where the cluster does not matter, the action is Keep in every cluster state.
+        for (deleting, has) in [(false, false), (false, true), (true, false), (true, true)] {
+            let e = mk(deleting, has);
+            let actions: Vec<_> = [Registered, Lost, Absent]
+                .into_iter()
+                .map(|c| finalizer_action(&e, c))
+                .collect();
+            assert_eq!(
+                finalizer_depends_on_cluster(&e),
+                actions.iter().any(|a| *a != Keep),
+                "{deleting} {has}: {actions:?}"
             );
         }
     }
