@@ -8,7 +8,9 @@
 use crate::identity::{self, Credentials};
 use crate::{Error, VERSION};
 use atoll_applier::heartbeat;
-use atoll_applier::model::{ChartRelease, Description, Phase, ReleaseReport, Report};
+use atoll_applier::model::{
+    ChartRelease, Description, Phase, ReleaseReport, Report, parse_received,
+};
 use atoll_applier::prune::{self, PruneHold};
 use atoll_applier::{Applier, Notice};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
@@ -817,22 +819,13 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
         orphan: atoll_applier::model::orphans(
             up.labels.get(atoll_crds::known::LABEL_DELETION_POLICY),
         ),
-        objects: up.objects.iter().map(|raw| json_or_note(raw)).collect(),
+        objects: up.objects.iter().map(|raw| parse_received(raw)).collect(),
         charts: up
             .charts
             .iter()
-            .map(|c| ChartRelease {
-                chart: json_or_note(&c.chart),
-                values: json_or_note(&c.values),
-            })
+            .map(|c| ChartRelease::from_received(&c.chart, &c.values))
             .collect(),
     }
-}
-
-/// `raw` parsed as JSON, or a string saying it is not (which the applier reports as invalid).
-fn json_or_note(raw: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(raw)
-        .unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")))
 }
 
 /// A release's report as its protocol message.

@@ -490,12 +490,7 @@ impl Applier {
                         continue;
                     }
                 };
-                if kind.namespaced && object.namespace.is_empty() {
-                    object.namespace = release.namespace.clone();
-                    config["metadata"]["namespace"] = Value::String(object.namespace.clone());
-                } else if !kind.namespaced {
-                    object.namespace.clear();
-                }
+                scope_to_kind(&mut object, &mut config, &kind, &release.namespace);
                 let config_text = serde_json::to_string(&config).unwrap_or_default();
                 let known = self
                     .state()
@@ -764,17 +759,7 @@ impl Applier {
             .discovery
             .resolve(&object.api_version, &object.kind)
             .await?;
-        if kind.namespaced {
-            if object.namespace.is_empty() {
-                object.namespace = "default".to_owned();
-            }
-            config["metadata"]["namespace"] = Value::String(object.namespace.clone());
-        } else {
-            object.namespace.clear();
-            if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("namespace");
-            }
-        }
+        scope_to_kind(&mut object, &mut config, &kind, "default");
         if let Some(allowed) = &self.allowed_namespaces
             && !(kind.namespaced && allowed.contains(&object.namespace))
         {
@@ -1318,6 +1303,23 @@ fn merge_yielded(a: &[String], b: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Fits an object and its configuration to its kind's scope: a namespaced object without a
+/// namespace gets `default_namespace` (written into the configuration too), a cluster-scoped
+/// one loses any namespace.
+fn scope_to_kind(object: &mut ObjectRef, config: &mut Value, kind: &Kind, default_namespace: &str) {
+    if kind.namespaced {
+        if object.namespace.is_empty() {
+            object.namespace = default_namespace.to_owned();
+        }
+        config["metadata"]["namespace"] = Value::String(object.namespace.clone());
+    } else {
+        object.namespace.clear();
+        if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("namespace");
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

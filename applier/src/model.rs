@@ -50,6 +50,22 @@ pub struct ChartRelease {
     pub values: Value,
 }
 
+/// A received JSON document (an object, a chart, values), or a string saying it is not JSON,
+/// which the applier then reports as invalid instead of applying.
+pub fn parse_received(raw: &[u8]) -> Value {
+    serde_json::from_slice(raw).unwrap_or_else(|e| Value::String(format!("not JSON: {e}")))
+}
+
+impl ChartRelease {
+    /// A chart and its values as received (JSON documents).
+    pub fn from_received(chart: &[u8], values: &[u8]) -> ChartRelease {
+        ChartRelease {
+            chart: parse_received(chart),
+            values: parse_received(values),
+        }
+    }
+}
+
 impl Description {
     /// The owner key `<namespace>.<name>`, the value of the ownership annotation.
     pub fn key(&self) -> String {

@@ -46,13 +46,49 @@ pub struct DescEntry {
     pub rejected: Option<String>,
 }
 
-/// One chart of a Description, encoded once for every stream.
+/// One chart of a Description, encoded once for every stream, and read once for the status
+/// writes every report of it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChartEntry {
     /// The HelmChart object after chart-level overrides.
     pub chart: Bytes,
     /// The Helm values after overrides.
     pub values: Bytes,
+    /// What the HelmChart says of its release; `None` when the object is not a HelmChart.
+    pub release: Option<ChartRelease>,
+}
+
+/// The release a chart of a Description is installed as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChartRelease {
+    /// The HelmChart's name, which is the release name.
+    pub name: String,
+    /// The HelmChart's namespace in the parent.
+    pub chart_namespace: String,
+    /// The namespace the release is installed in, in the child.
+    pub target_namespace: String,
+    /// The chart and Helm's options.
+    pub options: atoll_crds::helm::HelmOptions,
+}
+
+impl ChartEntry {
+    /// The entry of a chart object and its values.
+    pub fn new(chart: &serde_json::Value, values: &serde_json::Value) -> ChartEntry {
+        let encode = |v: &serde_json::Value| Bytes::from(serde_json::to_vec(v).unwrap_or_default());
+        let release = serde_json::from_value::<atoll_crds::helm::HelmChart>(chart.clone())
+            .ok()
+            .map(|c| ChartRelease {
+                name: c.metadata.name.unwrap_or_default(),
+                chart_namespace: c.metadata.namespace.unwrap_or_default(),
+                target_namespace: c.spec.target_namespace,
+                options: c.spec.options,
+            });
+        ChartEntry {
+            chart: encode(chart),
+            values: encode(values),
+            release,
+        }
+    }
 }
 
 /// Limits applied to each Description before it is delivered.
@@ -82,17 +118,13 @@ impl DescEntry {
             .iter()
             .map(|o| Bytes::from(serde_json::to_vec(o).unwrap_or_default()))
             .collect();
-        let encode = |v: &serde_json::Value| Bytes::from(serde_json::to_vec(v).unwrap_or_default());
         let empty = serde_json::Value::Object(serde_json::Map::new());
         let charts: Vec<ChartEntry> = d
             .spec
             .chart_raw
             .iter()
             .enumerate()
-            .map(|(i, chart)| ChartEntry {
-                chart: encode(chart),
-                values: encode(d.spec.chart_values.get(i).unwrap_or(&empty)),
-            })
+            .map(|(i, chart)| ChartEntry::new(chart, d.spec.chart_values.get(i).unwrap_or(&empty)))
             .collect();
         let size: usize = objects.iter().map(Bytes::len).sum::<usize>()
             + charts

@@ -432,20 +432,11 @@ impl PushManager {
                         uid: e.uid.clone(),
                         generation: e.generation,
                         orphan: model::orphans(e.labels.get(known::LABEL_DELETION_POLICY)),
-                        objects: e
-                            .objects
-                            .iter()
-                            .map(|b| serde_json::from_slice(b).unwrap_or(serde_json::Value::Null))
-                            .collect(),
+                        objects: e.objects.iter().map(|b| model::parse_received(b)).collect(),
                         charts: e
                             .charts
                             .iter()
-                            .map(|c| model::ChartRelease {
-                                chart: serde_json::from_slice(&c.chart)
-                                    .unwrap_or(serde_json::Value::Null),
-                                values: serde_json::from_slice(&c.values)
-                                    .unwrap_or(serde_json::Value::Null),
-                            })
+                            .map(|c| model::ChartRelease::from_received(&c.chart, &c.values))
                             .collect(),
                     };
                     let r = applier.apply(&desc).await;

@@ -5,11 +5,11 @@
 
 use crate::aggregation::{self, ClusterRef, DescriptionReport};
 use crate::domain::ClusterHeartbeat;
-use crate::index::{ChartEntry, DescEntry};
-use atoll_applier::model::Report;
+use crate::index::{ChartEntry, ChartRelease, DescEntry};
+use atoll_applier::model::{ReleaseReport, Report};
 use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, Subscription};
 use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
-use atoll_crds::helm::{HelmChart, HelmReleaseSpec, HelmReleaseStatus};
+use atoll_crds::helm::{HelmReleaseSpec, HelmReleaseStatus};
 use atoll_crds::{conditions, known};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -324,16 +324,9 @@ pub fn description_status(
 /// observed status: the Subscription's aggregated status then shows each chart per cluster as
 /// it shows any feed.
 pub fn add_chart_statuses(status: &mut DescriptionStatus, charts: &[ChartEntry], report: &Report) {
-    for chart in charts {
-        let Ok(chart) = serde_json::from_slice::<HelmChart>(&chart.chart) else {
-            continue;
-        };
-        let name = chart.metadata.name.clone().unwrap_or_default();
-        let target = &chart.spec.target_namespace;
-        let Some(release) = report
-            .releases
-            .iter()
-            .find(|r| r.name == name && &r.namespace == target && r.error.is_none())
+    for chart in charts.iter().filter_map(|c| c.release.as_ref()) {
+        let Some(release) = reported_release(chart, report)
+            .filter(|r| r.error.is_none())
             .and_then(|r| r.status.as_ref())
             .filter(|s| s.phase == "deployed")
         else {
@@ -343,8 +336,8 @@ pub fn add_chart_statuses(status: &mut DescriptionStatus, charts: &[ChartEntry],
             feed: Feed {
                 api_version: atoll_crds::apps::API_VERSION.to_owned(),
                 kind: atoll_crds::helm::HELM_CHART_KIND.to_owned(),
-                namespace: chart.metadata.namespace.clone(),
-                name,
+                namespace: Some(chart.chart_namespace.clone()).filter(|n| !n.is_empty()),
+                name: chart.name.clone(),
             },
             observed_status: Some(json!({
                 "phase": release.phase,
@@ -354,6 +347,14 @@ pub fn add_chart_statuses(status: &mut DescriptionStatus, charts: &[ChartEntry],
             })),
         });
     }
+}
+
+/// What the report says of a chart's release.
+fn reported_release<'r>(chart: &ChartRelease, report: &'r Report) -> Option<&'r ReleaseReport> {
+    report
+        .releases
+        .iter()
+        .find(|r| r.name == chart.name && r.namespace == chart.target_namespace)
 }
 
 /// The name of the HelmRelease of one chart of a Description, as Clusternet names it:
@@ -371,14 +372,12 @@ pub fn helm_releases(
     report: &Report,
 ) -> Vec<(String, Value, Value)> {
     let mut out = Vec::new();
-    for chart in &entry.charts {
-        let Ok(chart_object) = serde_json::from_slice::<HelmChart>(&chart.chart) else {
-            continue;
-        };
-        let chart_name = chart_object.metadata.name.clone().unwrap_or_default();
-        let chart_namespace = chart_object.metadata.namespace.clone().unwrap_or_default();
-        let target = chart_object.spec.target_namespace.clone();
-        let name = helm_release_name(&entry.name, &chart_namespace, &chart_name);
+    for (chart, values) in entry
+        .charts
+        .iter()
+        .filter_map(|c| Some((c.release.as_ref()?, &c.values)))
+    {
+        let name = helm_release_name(&entry.name, &chart.chart_namespace, &chart.name);
         let mut labels: BTreeMap<String, String> = entry
             .labels
             .iter()
@@ -399,10 +398,10 @@ pub fn helm_releases(
         labels.insert(known::LABEL_CONFIG_NAMESPACE.into(), namespace.to_owned());
         labels.insert(known::LABEL_CONFIG_UID.into(), entry.uid.clone());
         let spec = HelmReleaseSpec {
-            options: chart_object.spec.options.clone(),
-            release_name: Some(chart_name.clone()),
-            target_namespace: target.clone(),
-            overrides: Some(k8s_openapi::ByteString(chart.values.to_vec())),
+            options: chart.options.clone(),
+            release_name: Some(chart.name.clone()),
+            target_namespace: chart.target_namespace.clone(),
+            overrides: Some(k8s_openapi::ByteString(values.to_vec())),
         };
         let object = json!({
             "apiVersion": "apps.clusternet.io/v1alpha1",
@@ -422,10 +421,7 @@ pub fn helm_releases(
             },
             "spec": spec,
         });
-        let released = report
-            .releases
-            .iter()
-            .find(|r| r.name == chart_name && r.namespace == target);
+        let released = reported_release(chart, report);
         let helm = released.and_then(|r| r.status.clone()).unwrap_or_default();
         let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         let status = HelmReleaseStatus {
@@ -781,15 +777,14 @@ mod tests {
     #[test]
     fn deployed_charts_become_feed_statuses_and_helm_releases_follow_the_report() {
         use atoll_applier::model::{ReleaseReport, ReleaseStatus};
-        let chart = |name: &str| ChartEntry {
-            chart: bytes::Bytes::from(
-                json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
-                       "metadata": {"name": name, "namespace": "apps"},
-                       "spec": {"repo": "http://r", "chart": "hello", "version": "0.1.0",
-                                "targetNamespace": "demo"}})
-                .to_string(),
-            ),
-            values: bytes::Bytes::from_static(br#"{"message":"hi"}"#),
+        let chart = |name: &str| {
+            ChartEntry::new(
+                &json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                        "metadata": {"name": name, "namespace": "apps"},
+                        "spec": {"repo": "http://r", "chart": "hello", "version": "0.1.0",
+                                 "targetNamespace": "demo"}}),
+                &json!({"message": "hi"}),
+            )
         };
         let release = |name: &str, phase: &str, error: Option<&str>| ReleaseReport {
             name: name.into(),
