@@ -71,6 +71,10 @@ pub struct Detours {
     /// Keep each child devcluster's objects in SQLite under `<dir>/<child>-data`, so that a child
     /// can be killed and restarted without losing them (as a real cluster keeps etcd).
     pub persist_children: bool,
+    /// The child API server URL each agent is given, by child name, instead of its child's own:
+    /// the agent's kubeconfig is copied to `<dir>/agent-<child>-detour.kubeconfig` with this
+    /// server. Children not named keep the direct path.
+    pub agents_child_urls: BTreeMap<String, String>,
 }
 
 /// The most children `fleet up` starts: a devcluster child and its agent take a few tens of MiB,
@@ -355,6 +359,7 @@ async fn start(
             .await?,
         );
     }
+    let agent_kubeconfigs = detour_agents(agent_kubeconfigs, &children, layout, &opts.detours)?;
     let helm = crate::control_plane::bin_dir_from_env()
         .map(|dir| dir.join("helm"))
         .filter(|helm| helm.is_file());
@@ -510,6 +515,34 @@ fn detour_components(
         *path = detour;
     }
     Ok(kubeconfigs)
+}
+
+/// Each agent's kubeconfig pointed at its entry of `detours.agents_child_urls`, when it has one
+/// (a fault proxy in front of its child's API server).
+fn detour_agents(
+    kubeconfigs: Vec<PathBuf>,
+    children: &[ChildSpec],
+    layout: &Layout,
+    detours: &Detours,
+) -> Result<Vec<PathBuf>, Error> {
+    children
+        .iter()
+        .zip(kubeconfigs)
+        .map(|(child, path)| {
+            let Some(url) = detours.agents_child_urls.get(&child.name) else {
+                return Ok(path);
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::Kubeconfig {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            let detour = layout
+                .dir
+                .join(format!("agent-{}-detour.kubeconfig", child.name));
+            write_private(&detour, &with_server(&text, url))?;
+            Ok(detour)
+        })
+        .collect()
 }
 
 /// A kubeconfig's text with every `server:` URL replaced by `url` (indentation kept).

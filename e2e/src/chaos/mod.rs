@@ -209,6 +209,9 @@ pub struct Plan {
     pub hub_proxy: Schedule,
     /// Faults of the proxy between the scheduler and hub and the parent's API server.
     pub parent_proxy: Schedule,
+    /// Faults of the proxy between each agent and its own child's API server, in child order
+    /// (`child-1` first): the applier meets them mid-apply and mid-watch.
+    pub child_proxies: Vec<Schedule>,
     /// Kills and edits, at their offsets from the start.
     pub actions: Vec<(Duration, Action)>,
 }
@@ -268,9 +271,15 @@ impl Plan {
             actions.push((at, action));
             at += Duration::from_millis(rng.random_range(300..2000));
         }
+        // Drawn last, so that a seed's other schedules and actions stay what they were before
+        // the children's proxies existed.
+        let child_proxies = (0..children)
+            .map(|_| Schedule::generate_with(&mut rng, span))
+            .collect();
         Plan {
             hub_proxy,
             parent_proxy,
+            child_proxies,
             actions,
         }
     }
@@ -323,7 +332,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     // Each new agent connection goes to the next replica, as a Service would spread them; one
     // that is down resets the connection and the agent's retry reaches the other.
     let turn = std::sync::atomic::AtomicUsize::new(0);
-    let mut hub_proxy = Proxy::start_resolving(Arc::new(move || {
+    let hub_proxy = Proxy::start_resolving(Arc::new(move || {
         let i = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         hubs.get(i % hubs.len()).copied()
     }))
@@ -331,7 +340,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     // The parent may come back (same port, read from its kubeconfig) after a restart; until
     // it has written its kubeconfig there is nothing to reach.
     let parent_kubeconfig = layout.parent_kubeconfig();
-    let mut parent_proxy = Proxy::start_resolving(Arc::new(move || {
+    let parent_proxy = Proxy::start_resolving(Arc::new(move || {
         let text = std::fs::read_to_string(&parent_kubeconfig).ok()?;
         let port = scenario::kubeconfig_port(&text)?;
         Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
@@ -341,6 +350,21 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         Backend::Devcluster => "http",
         Backend::Kube => "https",
     };
+    // One proxy in front of each child's API server, for its agent only (the checks read the
+    // children directly). A child comes back on the same port after a restart.
+    let mut child_proxies = Vec::new();
+    let mut agents_child_urls = BTreeMap::new();
+    for child in crate::plan::child_specs(opts.children) {
+        let kubeconfig = layout.child_kubeconfig(child.index);
+        let proxy = Proxy::start_resolving(Arc::new(move || {
+            let text = std::fs::read_to_string(&kubeconfig).ok()?;
+            let port = scenario::kubeconfig_port(&text)?;
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        }))
+        .await?;
+        agents_child_urls.insert(child.name, format!("{scheme}://{}", proxy.addr()));
+        child_proxies.push(proxy);
+    }
     let up = UpOptions {
         dir: opts.dir.clone(),
         children: opts.children,
@@ -356,6 +380,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             agents_hub_url: Some(format!("http://{}", hub_proxy.addr())),
             components_parent_url: Some(format!("{scheme}://{}", parent_proxy.addr())),
             persist_children: opts.backend == Backend::Devcluster,
+            agents_child_urls,
         },
     };
     let started = Instant::now();
@@ -372,10 +397,21 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         started.elapsed().as_secs_f64(),
         opts.seed
     );
-    let result = run_on_fleet(opts, &layout, &mut hub_proxy, &mut parent_proxy).await;
+    let mut proxies = Proxies {
+        hub: hub_proxy,
+        parent: parent_proxy,
+        children: child_proxies,
+    };
+    let result = run_on_fleet(opts, &layout, &mut proxies).await;
     let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
     let mut report = result?;
-    for (name, p) in [("hub-proxy", &hub_proxy), ("parent-proxy", &parent_proxy)] {
+    let named = [
+        ("hub-proxy", &proxies.hub),
+        ("parent-proxy", &proxies.parent),
+    ]
+    .into_iter()
+    .chain(proxies.children.iter().map(|p| ("child-proxies", p)));
+    for (name, p) in named {
         let c = p.counters();
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         for (what, n) in [
@@ -386,7 +422,8 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             ("held chunks", load(&c.held_chunks)),
             ("delayed chunks", load(&c.delayed_chunks)),
         ] {
-            report.effects.insert(format!("{name} {what}"), n);
+            // The children's proxies are counted together.
+            *report.effects.entry(format!("{name} {what}")).or_default() += n;
         }
     }
     if report.violations.is_empty() {
@@ -498,11 +535,20 @@ struct Memory {
     unpicked: BTreeSet<String>,
 }
 
+/// The run's fault proxies.
+struct Proxies {
+    /// Between the agents and the hub replicas.
+    hub: Proxy,
+    /// Between the scheduler and hubs and the parent's API server.
+    parent: Proxy,
+    /// Between each agent and its child's API server, in child order.
+    children: Vec<Proxy>,
+}
+
 async fn run_on_fleet(
     opts: &Options,
     layout: &Layout,
-    hub_proxy: &mut Proxy,
-    parent_proxy: &mut Proxy,
+    proxies: &mut Proxies,
 ) -> Result<Report, Error> {
     let state = FleetState::load(&layout.state())?;
     let parent = client_for(&state.parent_kubeconfig).await?;
@@ -535,10 +581,13 @@ async fn run_on_fleet(
         opts.hubs,
         opts.backend,
     );
-    for (name, schedule) in [
+    let schedules = [
         ("hub-proxy", &plan.hub_proxy),
         ("parent-proxy", &plan.parent_proxy),
-    ] {
+    ]
+    .into_iter()
+    .chain(plan.child_proxies.iter().map(|s| ("child-proxies", s)));
+    for (name, schedule) in schedules {
         for step in &schedule.steps {
             *report
                 .faults
@@ -547,8 +596,11 @@ async fn run_on_fleet(
         }
     }
     let rss = RssSampler::start(layout.state());
-    hub_proxy.play(plan.hub_proxy.clone());
-    parent_proxy.play(plan.parent_proxy.clone());
+    proxies.hub.play(plan.hub_proxy.clone());
+    proxies.parent.play(plan.parent_proxy.clone());
+    for (proxy, schedule) in proxies.children.iter_mut().zip(&plan.child_proxies) {
+        proxy.play(schedule.clone());
+    }
     // Kills and restarts read and rewrite the fleet's state file: one at a time. The lock holds
     // the processes killed and not started again yet.
     let fleet_file = Arc::new(tokio::sync::Mutex::new(BTreeSet::new()));
@@ -629,8 +681,11 @@ async fn run_on_fleet(
                 .push(format!("a restart task failed: {e}")),
         }
     }
-    hub_proxy.heal();
-    parent_proxy.heal();
+    proxies.hub.heal();
+    proxies.parent.heal();
+    for proxy in &mut proxies.children {
+        proxy.heal();
+    }
     eprintln!(
         "chaos: faults stopped after {:.1}s; checking the invariants (at most {}s)",
         start.elapsed().as_secs_f64(),
@@ -1484,6 +1539,22 @@ mod tests {
         assert_ne!(a, Plan::generate(12, span, 3, 2, Backend::Devcluster));
         assert!(a.actions.len() >= 10, "{:?}", a.actions);
         assert!(a.actions.iter().all(|(at, _)| *at < span));
+    }
+
+    #[test]
+    fn every_child_gets_its_own_proxy_schedule() {
+        let span = Duration::from_secs(30);
+        for children in [3, 7] {
+            let plan = Plan::generate(5, span, children, 2, Backend::Devcluster);
+            assert_eq!(plan.child_proxies.len(), children);
+            for schedule in &plan.child_proxies {
+                assert!(!schedule.steps.is_empty(), "{schedule:?}");
+                assert!(schedule.steps.iter().all(|s| s.at < span));
+            }
+            // Drawn one after the other from the seed: not all the same.
+            assert_ne!(plan.child_proxies[0], plan.child_proxies[1]);
+            assert_ne!(plan.child_proxies[0], plan.hub_proxy);
+        }
     }
 
     #[test]
