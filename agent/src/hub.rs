@@ -9,7 +9,8 @@ use crate::identity::{self, Credentials};
 use crate::{Error, VERSION};
 use atoll_applier::heartbeat;
 use atoll_applier::model::{
-    ChartRelease, Description, Phase, ReleaseReport, Report, parse_received,
+    ChartRelease, Description, Phase, PullAuth, PullCredentials, ReleaseReport, Report,
+    parse_received,
 };
 use atoll_applier::prune::{self, PruneHold};
 use atoll_applier::{Applier, Notice};
@@ -823,8 +824,23 @@ pub fn to_description(namespace: &str, up: &v1::DescriptionUpsert) -> Descriptio
         charts: up
             .charts
             .iter()
-            .map(|c| ChartRelease::from_received(&c.chart, &c.values))
+            .map(|c| ChartRelease::from_received(&c.chart, &c.values, pull_auth(c)))
             .collect(),
+    }
+}
+
+/// How a received chart is pulled: with the credentials the hub read from its
+/// `chartPullSecret`, or failing with why the hub could not read them.
+fn pull_auth(chart: &v1::Chart) -> PullAuth {
+    match &chart.credentials {
+        _ if !chart.credentials_error.is_empty() => {
+            PullAuth::Unavailable(chart.credentials_error.clone())
+        }
+        Some(c) => PullAuth::Credentials(PullCredentials {
+            username: c.username.clone(),
+            password: c.password.clone(),
+        }),
+        None => PullAuth::Anonymous,
     }
 }
 

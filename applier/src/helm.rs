@@ -9,7 +9,7 @@
 
 use crate::Error;
 use crate::inventory::ReleaseEntry;
-use crate::model::{ChartRelease, ReleaseReport};
+use crate::model::{ChartRelease, PullAuth, PullCredentials, ReleaseReport};
 use atoll_crds::helm::{HelmChart, HelmOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -93,10 +93,53 @@ impl Helm {
             reason: e.to_string(),
         })?;
         let timeout = release.timeout();
-        let args = release.install_args(upgrade, timeout);
-        self.run(args, Some(values), timeout + PROCESS_GRACE)
+        let private = match &release.credentials {
+            Some(credentials) => Some(self.log_in(release, credentials).await?),
+            None => None,
+        };
+        let args = release.install_args(upgrade, timeout, private.is_some());
+        let env = private.as_ref().map(PrivateConfig::env).unwrap_or_default();
+        self.run_with(args, Some(values), timeout + PROCESS_GRACE, &env)
             .await
             .map(|_| ())
+        // `private` is dropped here, and the credentials written for Helm with it.
+    }
+
+    /// Gives Helm the release's repository credentials in a Helm configuration of its own (a
+    /// `helm repo add`, or a `helm registry login` for OCI), the password on stdin so that no
+    /// process listing shows it.
+    async fn log_in(
+        &self,
+        release: &Release,
+        credentials: &PullCredentials,
+    ) -> Result<PrivateConfig, Error> {
+        let private = PrivateConfig::create(&self.home, release)?;
+        let repo = release.options.repo.trim_end_matches('/');
+        let mut args = match repo.strip_prefix("oci://") {
+            Some(reference) => {
+                let host = reference.split('/').next().unwrap_or_default();
+                let mut args = vec!["registry".to_owned(), "login".to_owned(), host.to_owned()];
+                if release.options.plain_http == Some(true) {
+                    args.push("--plain-http".to_owned());
+                }
+                args
+            }
+            None => vec![
+                "repo".to_owned(),
+                "add".to_owned(),
+                PRIVATE_REPO.to_owned(),
+                repo.to_owned(),
+            ],
+        };
+        args.extend([
+            "--username".to_owned(),
+            credentials.username.clone(),
+            "--password-stdin".to_owned(),
+        ]);
+        let password = credentials.password.as_bytes().to_vec();
+        self.run_with(args, Some(password), READ_TIMEOUT, &private.env())
+            .await?;
+        Ok(private)
     }
 
     /// The objects of the release as Helm rendered them (`helm get manifest`).
@@ -136,9 +179,20 @@ impl Helm {
     /// Runs helm with `args` (plus the cluster flags), feeding `stdin`; returns its stdout.
     async fn run(
         &self,
+        args: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, Error> {
+        self.run_with(args, stdin, timeout, &[]).await
+    }
+
+    /// [`Helm::run`] with more environment variables.
+    async fn run_with(
+        &self,
         mut args: Vec<String>,
         stdin: Option<Vec<u8>>,
         timeout: Duration,
+        env: &[(&str, PathBuf)],
     ) -> Result<Vec<u8>, Error> {
         if let Some(kubeconfig) = &self.kubeconfig {
             args.push("--kubeconfig".to_owned());
@@ -154,6 +208,7 @@ impl Helm {
             .env("HELM_CACHE_HOME", self.home.join("cache"))
             .env("HELM_CONFIG_HOME", self.home.join("config"))
             .env("HELM_DATA_HOME", self.home.join("data"))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
             .stdin(if stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -200,6 +255,55 @@ impl Helm {
     }
 }
 
+/// The name of the repository that `helm repo add` gives a chart's credentials under, in the
+/// release's own Helm configuration.
+const PRIVATE_REPO: &str = "atoll-pull";
+
+/// A Helm repository configuration and registry login of one install, in a directory only the
+/// agent can read, removed when dropped (the credentials do not outlive the install).
+struct PrivateConfig {
+    dir: PathBuf,
+}
+
+impl PrivateConfig {
+    /// A fresh, empty configuration for `release` under `home`.
+    fn create(home: &std::path::Path, release: &Release) -> Result<PrivateConfig, Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = home
+            .join("pull")
+            .join(format!("{}.{}.{n}", release.namespace, release.name));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| Error::RunHelm {
+                binary: format!("helm (creating {})", dir.display()),
+                source,
+            })?;
+        Ok(PrivateConfig { dir })
+    }
+
+    /// Helm's environment for it.
+    fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("HELM_REPOSITORY_CONFIG", self.dir.join("repositories.yaml")),
+            ("HELM_REPOSITORY_CACHE", self.dir.join("cache")),
+            ("HELM_REGISTRY_CONFIG", self.dir.join("registry.json")),
+        ]
+    }
+}
+
+impl Drop for PrivateConfig {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "removing a release's Helm credentials failed");
+        }
+    }
+}
+
 /// The releases a Description's charts ask for, before Helm runs.
 #[derive(Clone, Debug, Default)]
 pub struct ReleasePlan {
@@ -216,7 +320,7 @@ pub fn plan_releases(charts: &[ChartRelease], recorded: &[ReleaseEntry]) -> Rele
     let charts: Vec<Result<Release, Box<ReleaseReport>>> = charts
         .iter()
         .map(|c| {
-            Release::from_description(&c.chart, &c.values).map_err(|error| {
+            Release::from_description(&c.chart, &c.values, &c.pull).map_err(|error| {
                 Box::new(ReleaseReport {
                     name: text_at(&c.chart, "/metadata/name"),
                     namespace: text_at(&c.chart, "/spec/targetNamespace"),
@@ -457,6 +561,9 @@ pub struct Release {
     pub values: Value,
     /// Digest of what is installed: the options and the values.
     pub digest: String,
+    /// The credentials of the chart's `chartPullSecret` (not in the digest: new credentials
+    /// for the same chart make no new revision).
+    pub credentials: Option<PullCredentials>,
 }
 
 impl std::fmt::Display for Release {
@@ -467,8 +574,13 @@ impl std::fmt::Display for Release {
 
 impl Release {
     /// The release a Description asks for: `chart` is its HelmChart object after chart-level
-    /// overrides, `values` its values after overrides.
-    pub fn from_description(chart: &Value, values: &Value) -> Result<Release, String> {
+    /// overrides, `values` its values after overrides, `pull` the credentials the hub sent
+    /// for its `chartPullSecret`.
+    pub fn from_description(
+        chart: &Value,
+        values: &Value,
+        pull: &PullAuth,
+    ) -> Result<Release, String> {
         let chart: HelmChart = serde_json::from_value(chart.clone())
             .map_err(|e| format!("the chart is not a valid HelmChart: {e}"))?;
         let name = chart.metadata.name.clone().unwrap_or_default();
@@ -479,13 +591,23 @@ impl Release {
         if namespace.is_empty() {
             return Err(format!("HelmChart {name} has no targetNamespace"));
         }
-        if !chart.spec.options.chart_pull_secret.is_empty() {
-            return Err(format!(
-                "HelmChart {name} names a chartPullSecret; atoll's agent cannot read the \
-                 parent's Secrets yet, so charts from repositories that need credentials are not \
-                 installed; serve the chart from a repository the child can read without them"
-            ));
-        }
+        let secret = &chart.spec.options.chart_pull_secret;
+        let credentials = match pull {
+            _ if secret.is_empty() => None,
+            PullAuth::Credentials(credentials) => Some(credentials.clone()),
+            PullAuth::Unavailable(reason) => {
+                return Err(format!(
+                    "the credentials of HelmChart {name}'s chartPullSecret: {reason}"
+                ));
+            }
+            PullAuth::Anonymous => {
+                return Err(format!(
+                    "HelmChart {name} names chartPullSecret {}, but the hub sent no credentials \
+                     for it (a hub older than this agent?)",
+                    secret.name
+                ));
+            }
+        };
         if !values.is_object() {
             return Err(format!("the values of HelmChart {name} are not a map"));
         }
@@ -504,6 +626,7 @@ impl Release {
             options: chart.spec.options,
             values: values.clone(),
             digest,
+            credentials,
         })
     }
 
@@ -518,12 +641,15 @@ impl Release {
         Duration::from_secs(seconds)
     }
 
-    /// The chart argument and the flags that locate it: `--repo` for an HTTP(S) repository,
-    /// the chart's full reference for an OCI registry.
-    fn chart_args(&self) -> Vec<String> {
+    /// The chart argument and the flags that locate it: `--repo` for an HTTP(S) repository
+    /// (or, with credentials, the chart in the repository `helm repo add` gave them), the
+    /// chart's full reference for an OCI registry.
+    fn chart_args(&self, private: bool) -> Vec<String> {
         let repo = self.options.repo.trim_end_matches('/');
         let mut args = if repo.starts_with("oci://") {
             vec![format!("{repo}/{}", self.options.chart)]
+        } else if private {
+            vec![format!("{PRIVATE_REPO}/{}", self.options.chart)]
         } else {
             vec![
                 self.options.chart.clone(),
@@ -542,13 +668,13 @@ impl Release {
     }
 
     /// The arguments of `helm install` or `helm upgrade`, with the HelmChart's flags.
-    fn install_args(&self, upgrade: bool, timeout: Duration) -> Vec<String> {
+    fn install_args(&self, upgrade: bool, timeout: Duration, private: bool) -> Vec<String> {
         let o = &self.options;
         let mut args = vec![
             if upgrade { "upgrade" } else { "install" }.to_owned(),
             self.name.clone(),
         ];
-        args.extend(self.chart_args());
+        args.extend(self.chart_args(private));
         args.extend([
             "--namespace".to_owned(),
             self.namespace.clone(),
@@ -662,19 +788,20 @@ mod tests {
                           "targetNamespace": "demo", "wait": true, "atomic": true, "upgradeAtomic": false,
                           "timeoutSeconds": 60, "skipCRDs": true})),
             &json!({"message": "hi"}),
+            &PullAuth::Anonymous,
         )
         .unwrap();
         assert_eq!(
             (release.name.as_str(), release.namespace.as_str()),
             ("hello", "demo")
         );
-        let install = release.install_args(false, release.timeout());
+        let install = release.install_args(false, release.timeout(), false);
         assert_eq!(
             install.join(" "),
             "install hello hello --repo http://127.0.0.1:8080 --version 0.1.0 --namespace demo \
              --values - --timeout 60s --create-namespace --wait --skip-crds --atomic"
         );
-        let upgrade = release.install_args(true, release.timeout());
+        let upgrade = release.install_args(true, release.timeout(), false);
         assert_eq!(
             upgrade.join(" "),
             "upgrade hello hello --repo http://127.0.0.1:8080 --version 0.1.0 --namespace demo \
@@ -690,24 +817,85 @@ mod tests {
                           "targetNamespace": "demo", "plainHTTP": true, "createNamespace": false}),
             ),
             &json!({}),
+            &PullAuth::Anonymous,
         )
         .unwrap();
         assert_eq!(
-            release.install_args(false, release.timeout()).join(" "),
+            release
+                .install_args(false, release.timeout(), false)
+                .join(" "),
             "install hello oci://127.0.0.1:5000/charts/hello --plain-http --namespace demo \
              --values - --timeout 300s"
         );
     }
 
     #[test]
+    fn private_charts_are_pulled_with_the_credentials_the_hub_sent_or_fail_saying_why() {
+        let private = |repo: &str| {
+            chart(json!({"repo": repo, "chart": "hello", "version": "0.1.0",
+                         "targetNamespace": "demo", "chartPullSecret": {"name": "creds"}}))
+        };
+        let credentials = PullCredentials {
+            username: "robot".into(),
+            password: "hunter2".into(),
+        };
+        let with = PullAuth::Credentials(credentials.clone());
+        let release =
+            Release::from_description(&private("https://charts.example.com"), &json!({}), &with)
+                .unwrap();
+        assert_eq!(release.credentials.as_ref(), Some(&credentials));
+        // From the repository `helm repo add` named, not `--repo` (which would need the
+        // password on the command line).
+        assert_eq!(
+            release
+                .install_args(false, release.timeout(), true)
+                .join(" "),
+            "install hello atoll-pull/hello --version 0.1.0 --namespace demo --values - \
+             --timeout 300s --create-namespace"
+        );
+        assert!(!format!("{release:?}").contains("hunter2"));
+        // New credentials for the same chart are no reason for a new revision.
+        let rotated = PullAuth::Credentials(PullCredentials {
+            password: "other".into(),
+            ..credentials
+        });
+        let again =
+            Release::from_description(&private("https://charts.example.com"), &json!({}), &rotated)
+                .unwrap();
+        assert_eq!(release.digest, again.digest);
+
+        let unreadable = PullAuth::Unavailable("Secret apps/creds not found".into());
+        let err =
+            Release::from_description(&private("https://r"), &json!({}), &unreadable).unwrap_err();
+        assert!(err.contains("Secret apps/creds not found"), "{err}");
+        let err =
+            Release::from_description(&private("https://r"), &json!({}), &PullAuth::Anonymous)
+                .unwrap_err();
+        assert!(err.contains("the hub sent no credentials"), "{err}");
+        // A chart that names no Secret ignores credentials sent anyway.
+        let public =
+            chart(json!({"repo": "https://r", "chart": "hello", "targetNamespace": "demo"}));
+        let release = Release::from_description(&public, &json!({}), &with).unwrap();
+        assert_eq!(release.credentials, None);
+    }
+
+    #[test]
     fn the_digest_follows_the_options_and_the_values() {
         let spec = json!({"repo": "http://r", "chart": "hello", "version": "0.1.0", "targetNamespace": "demo"});
-        let a = Release::from_description(&chart(spec.clone()), &json!({"a": 1})).unwrap();
-        let same = Release::from_description(&chart(spec.clone()), &json!({"a": 1})).unwrap();
-        let values = Release::from_description(&chart(spec.clone()), &json!({"a": 2})).unwrap();
+        let a =
+            Release::from_description(&chart(spec.clone()), &json!({"a": 1}), &PullAuth::Anonymous)
+                .unwrap();
+        let same =
+            Release::from_description(&chart(spec.clone()), &json!({"a": 1}), &PullAuth::Anonymous)
+                .unwrap();
+        let values =
+            Release::from_description(&chart(spec.clone()), &json!({"a": 2}), &PullAuth::Anonymous)
+                .unwrap();
         let mut bumped = spec;
         bumped["version"] = json!("0.2.0");
-        let version = Release::from_description(&chart(bumped), &json!({"a": 1})).unwrap();
+        let version =
+            Release::from_description(&chart(bumped), &json!({"a": 1}), &PullAuth::Anonymous)
+                .unwrap();
         assert_eq!(a.digest, same.digest);
         assert_ne!(a.digest, values.digest);
         assert_ne!(a.digest, version.digest);
@@ -734,7 +922,8 @@ mod tests {
             ),
         ];
         for (spec, values, needle) in cases {
-            let err = Release::from_description(&chart(spec), &values).unwrap_err();
+            let err =
+                Release::from_description(&chart(spec), &values, &PullAuth::Anonymous).unwrap_err();
             assert!(err.contains(needle), "{err}");
         }
     }
@@ -755,12 +944,14 @@ mod tests {
                     json!({"repo": "http://r", "chart": "hello", "targetNamespace": "demo"}),
                 ),
                 values: json!({}),
+                pull: PullAuth::Anonymous,
             },
             ChartRelease {
                 chart: json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
                               "metadata": {"name": "broken", "namespace": "apps"},
                               "spec": {"repo": "http://r", "targetNamespace": "demo"}}),
                 values: json!({}),
+                pull: PullAuth::Anonymous,
             },
         ];
         let plan = plan_releases(&charts, &[entry("old", "d1")]);
@@ -782,6 +973,7 @@ mod tests {
         let charts = [ChartRelease {
             chart: chart(json!({"repo": "http://r", "chart": "hello", "targetNamespace": "demo"})),
             values: json!({}),
+            pull: PullAuth::Anonymous,
         }];
         let recorded = [entry("gone", "d1")];
         let synced = sync_releases(

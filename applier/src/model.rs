@@ -48,6 +48,40 @@ pub struct ChartRelease {
     pub chart: Value,
     /// The Helm values (a map).
     pub values: Value,
+    /// How the chart's repository is reached: anonymously, or with the credentials of its
+    /// `chartPullSecret` as the hub read them from the parent.
+    pub pull: PullAuth,
+}
+
+/// How a chart is pulled from its repository.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum PullAuth {
+    /// No credentials came with the chart.
+    #[default]
+    Anonymous,
+    /// The credentials of the chart's `chartPullSecret`.
+    Credentials(PullCredentials),
+    /// The hub could not read the chart's `chartPullSecret`: why (the release fails with it).
+    Unavailable(String),
+}
+
+/// A chart repository's or registry's username and password. Kept in memory only, and never
+/// printed: `Debug` leaves the password out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PullCredentials {
+    /// The username.
+    pub username: String,
+    /// The password (or identity token).
+    pub password: String,
+}
+
+impl fmt::Debug for PullCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PullCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
 }
 
 /// A received JSON document (an object, a chart, values), or a string saying it is not JSON,
@@ -57,11 +91,12 @@ pub fn parse_received(raw: &[u8]) -> Value {
 }
 
 impl ChartRelease {
-    /// A chart and its values as received (JSON documents).
-    pub fn from_received(chart: &[u8], values: &[u8]) -> ChartRelease {
+    /// A chart and its values as received (JSON documents), pulled as `pull` says.
+    pub fn from_received(chart: &[u8], values: &[u8], pull: PullAuth) -> ChartRelease {
         ChartRelease {
             chart: parse_received(chart),
             values: parse_received(values),
+            pull,
         }
     }
 }

@@ -3,7 +3,9 @@
 //! cluster token), and the status writes of connected streams.
 
 use crate::Error;
-use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Credentials, SecretString, Session};
+use crate::domain::{
+    Admission, AgentHello, ClusterHeartbeat, Credentials, PullCredentials, SecretString, Session,
+};
 use crate::flow;
 use crate::index::DescEntry;
 use crate::metrics::Metrics;
@@ -1348,4 +1350,43 @@ impl Backend for KubeBackend {
             .map(|mc| crate::streams::prune_confirmation(&mc))
             .unwrap_or_default()
     }
+
+    fn pull_credentials(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<PullCredentials, String>> + Send {
+        let secrets: Api<Secret> = Api::namespaced(self.client(), namespace);
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        async move {
+            match secrets.get_opt(&name).await {
+                Ok(Some(secret)) => pull_credentials_in(&secret)
+                    .map_err(|missing| format!("Secret {namespace}/{name} {missing}")),
+                Ok(None) => Err(format!("Secret {namespace}/{name} not found")),
+                Err(kube::Error::Api(s)) if s.code == 403 => Err(format!(
+                    "the hub may not read Secret {namespace}/{name}: grant ServiceAccount \
+                     clusternet-system/atoll-hub get on it with a Role and RoleBinding in \
+                     {namespace} (see the README, \"Private chart repositories\")"
+                )),
+                Err(e) => Err(format!("reading Secret {namespace}/{name} failed: {e}")),
+            }
+        }
+    }
+}
+
+/// The `username` and `password` keys of a chart pull Secret (Clusternet's keys, and those of
+/// type `kubernetes.io/basic-auth`), or what is missing.
+fn pull_credentials_in(secret: &Secret) -> Result<PullCredentials, String> {
+    let text = |key: &str| -> Result<String, String> {
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .ok_or_else(|| format!("has no key {key:?}"))?;
+        String::from_utf8(bytes.0.clone()).map_err(|_| format!("key {key:?} is not UTF-8"))
+    };
+    Ok(PullCredentials {
+        username: text("username")?,
+        password: SecretString(text("password")?),
+    })
 }

@@ -21,6 +21,15 @@ impl std::fmt::Debug for SecretString {
     }
 }
 
+/// A chart repository's credentials, from a HelmChart's `chartPullSecret`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullCredentials {
+    /// The username.
+    pub username: String,
+    /// The password (or identity token).
+    pub password: SecretString,
+}
+
 /// The agent's Hello, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentHello {

@@ -487,6 +487,19 @@ impl Index {
         queue.load_snapshot(descs);
     }
 
+    /// Queues the current version of Description `namespace/name` on a subscribed stream again
+    /// (a chart's credentials could not be read when it was sent); nothing if it is gone.
+    pub fn redeliver(&self, namespace: &str, name: &str, queue: &StreamQueue) {
+        let inner = self.inner.read();
+        if let Some(e) = inner
+            .namespaces
+            .get(namespace)
+            .and_then(|ns| ns.descs.get(name))
+        {
+            queue.push(name, e.change());
+        }
+    }
+
     /// Unsubscribes a stream.
     pub fn unsubscribe(&self, namespace: &str, queue: &Arc<StreamQueue>) {
         let mut inner = self.inner.write();

@@ -31,6 +31,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
+/// Why a Push-mode cluster's chart gets no repository credentials: the hub does not run Helm
+/// for it (the applier without Helm says so for every chart).
+const PUSH_READS_NO_CREDENTIALS: &str =
+    "a Push-mode cluster does not install charts; subscribe it in Pull mode";
+
 /// Secret in a Push cluster's dedicated namespace holding the child's credentials: either a
 /// `kubeconfig` key, or Clusternet's `apiserver-advertise-url`, `token` and `ca.crt`.
 pub const DEPLOYER_SECRET: &str = "child-cluster-deployer";
@@ -436,7 +441,13 @@ impl PushManager {
                         charts: e
                             .charts
                             .iter()
-                            .map(|c| model::ChartRelease::from_received(&c.chart, &c.values))
+                            .map(|c| {
+                                model::ChartRelease::from_received(
+                                    &c.chart,
+                                    &c.values,
+                                    model::PullAuth::Unavailable(PUSH_READS_NO_CREDENTIALS.into()),
+                                )
+                            })
                             .collect(),
                     };
                     let r = applier.apply(&desc).await;

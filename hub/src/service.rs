@@ -4,7 +4,9 @@
 //! a fake backend.
 
 use crate::Error;
-use crate::domain::{Admission, AgentHello, ClusterHeartbeat, Session, report_from_wire};
+use crate::domain::{
+    Admission, AgentHello, ClusterHeartbeat, PullCredentials, Session, report_from_wire,
+};
 use crate::flow::{EpochTable, ReportDecision, Window, authorise_report};
 use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
 use crate::metrics::Metrics;
@@ -14,7 +16,7 @@ use atoll_proto::v1;
 use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_message::Message as Out;
 use futures::StreamExt;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +60,16 @@ pub trait Backend: Send + Sync + 'static {
         let _ = session;
         String::new()
     }
+    /// The username and password in Secret `name` of `namespace` (a HelmChart's
+    /// `chartPullSecret`), or why they cannot be read, in words for the chart's owner.
+    fn pull_credentials(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<PullCredentials, String>> + Send {
+        let reason = format!("this hub reads no Secrets, so not {namespace}/{name}");
+        async move { Err(reason) }
+    }
 }
 
 /// Stream settings.
@@ -76,6 +88,10 @@ pub struct StreamConfig {
     /// A report larger than this (encoded) is dropped with a logged reason, and the stream goes
     /// on; only a message over the gRPC size limit ends it.
     pub max_report_bytes: usize,
+    /// First wait before a Description is sent again after some chart's `chartPullSecret`
+    /// could not be read (so that a Secret created or granted later is picked up); it doubles
+    /// with each try, up to [`CREDENTIALS_RETRY_MAX`].
+    pub credentials_retry: Duration,
 }
 
 impl Default for StreamConfig {
@@ -86,6 +102,7 @@ impl Default for StreamConfig {
             hello_timeout: Duration::from_secs(10),
             max_handshakes: 256,
             max_report_bytes: 1024 * 1024,
+            credentials_retry: Duration::from_secs(10),
         }
     }
 }
@@ -306,6 +323,7 @@ impl<B: Backend> HubService<B> {
             window: Window::new(self.config.window),
             seq: 0,
             sent: HashSet::new(),
+            credential_retries: HashMap::new(),
         };
         let ends = StreamEnds {
             close,
@@ -348,8 +366,12 @@ impl<B: Backend> HubService<B> {
                     }),
                     Next::Change(name, Change::Upsert(e)) => {
                         st.window.sent(seq);
+                        let mut message = upsert(seq, &e);
+                        let complete =
+                            e.deleting || self.add_pull_credentials(&e, &mut message).await;
+                        st.credentials_sent(&name, complete, self.config.credentials_retry);
                         st.sent.insert(name);
-                        Out::Upsert(upsert(seq, &e))
+                        Out::Upsert(message)
                     }
                     Next::Change(name, Change::Withheld(e)) => {
                         st.window.sent(seq);
@@ -379,7 +401,27 @@ impl<B: Backend> HubService<B> {
                     return Ok(());
                 }
             }
+            let retry_at = st.next_credential_retry();
             tokio::select! {
+                () = async {
+                    match retry_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let now = tokio::time::Instant::now();
+                    for (name, (at, _)) in &mut st.credential_retries {
+                        if *at <= now {
+                            self.index.redeliver(&session.namespace, name, queue);
+                            // Sending it reschedules (or clears) it; until then, no spin.
+                            *at = now + CREDENTIALS_RETRY_MAX;
+                        }
+                    }
+                    // A Description gone from the parent is tried no more.
+                    st.credential_retries.retain(|name, _| {
+                        self.index.get(&session.namespace, name).is_some()
+                    });
+                }
                 m = inbound.message() => match m {
                     Ok(Some(m)) => self.handle(session, m, queue, st).await?,
                     Ok(None) => return Ok(()),
@@ -401,6 +443,55 @@ impl<B: Backend> HubService<B> {
                 }
             }
         }
+    }
+
+    /// Gives each chart of `message` that names a `chartPullSecret` the credentials in it, read
+    /// now (so a rotated Secret is used from the next delivery on), or the reason they cannot
+    /// be. A chart may only use a Secret of its own namespace: its owner's, whom the parent's
+    /// RBAC lets grant the hub that one Secret. Whether every chart got what it named.
+    async fn add_pull_credentials(
+        &self,
+        e: &DescEntry,
+        message: &mut v1::DescriptionUpsert,
+    ) -> bool {
+        let mut complete = true;
+        for (entry, chart) in e.charts.iter().zip(message.charts.iter_mut()) {
+            let Some(release) = &entry.release else {
+                continue;
+            };
+            let secret = &release.options.chart_pull_secret;
+            if secret.is_empty() {
+                continue;
+            }
+            let namespace = if secret.namespace.is_empty() {
+                release.chart_namespace.as_str()
+            } else {
+                secret.namespace.as_str()
+            };
+            let read = if namespace != release.chart_namespace {
+                Err(format!(
+                    "chartPullSecret {namespace}/{} is not in the HelmChart's namespace {}; a \
+                     chart may only use a Secret of its own namespace",
+                    secret.name, release.chart_namespace
+                ))
+            } else {
+                self.backend.pull_credentials(namespace, &secret.name).await
+            };
+            match read {
+                Ok(credentials) => {
+                    chart.credentials = Some(v1::PullCredentials {
+                        username: credentials.username,
+                        password: credentials.password.0,
+                    });
+                }
+                Err(reason) => {
+                    tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
+                    chart.credentials_error = reason;
+                    complete = false;
+                }
+            }
+        }
+        complete
     }
 
     async fn handle(
@@ -511,6 +602,35 @@ struct StreamState {
     window: Window,
     seq: u64,
     sent: HashSet<Arc<str>>,
+    /// Descriptions sent without some chart's credentials: when to send each again (so that a
+    /// Secret created or granted later is picked up) and how many times it was tried.
+    credential_retries: HashMap<Arc<str>, (tokio::time::Instant, u32)>,
+}
+
+/// Longest wait between two tries of a chart's credentials.
+pub const CREDENTIALS_RETRY_MAX: Duration = Duration::from_secs(300);
+
+impl StreamState {
+    /// Records whether `name` went out with all its credentials; schedules another try if not.
+    fn credentials_sent(&mut self, name: &Arc<str>, complete: bool, first: Duration) {
+        if complete {
+            self.credential_retries.remove(name);
+            return;
+        }
+        let tries = self.credential_retries.get(name).map_or(0, |(_, n)| *n);
+        let wait = first
+            .saturating_mul(1 << tries.min(8))
+            .min(CREDENTIALS_RETRY_MAX);
+        self.credential_retries.insert(
+            name.clone(),
+            (tokio::time::Instant::now() + wait, tries.saturating_add(1)),
+        );
+    }
+
+    /// When the next credential retry is due, if any.
+    fn next_credential_retry(&self) -> Option<tokio::time::Instant> {
+        self.credential_retries.values().map(|(at, _)| *at).min()
+    }
 }
 
 fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {
@@ -527,6 +647,8 @@ fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {
             .map(|c| v1::Chart {
                 chart: c.chart.to_vec(),
                 values: c.values.to_vec(),
+                credentials: None,
+                credentials_error: String::new(),
             })
             .collect(),
         deleting: e.deleting,

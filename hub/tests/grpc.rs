@@ -5,8 +5,10 @@
 
 use atoll_applier::model::Report;
 use atoll_hub::Error;
-use atoll_hub::domain::{Admission, AgentHello, ClusterHeartbeat, SecretString, Session};
-use atoll_hub::index::{DescEntry, Index};
+use atoll_hub::domain::{
+    Admission, AgentHello, ClusterHeartbeat, PullCredentials, SecretString, Session,
+};
+use atoll_hub::index::{ChartEntry, DescEntry, Index};
 use atoll_hub::metrics::Metrics;
 use atoll_hub::server::hub_server;
 use atoll_hub::service::{Backend, HubService, StreamConfig};
@@ -46,6 +48,8 @@ enum Event {
 struct Fake {
     epochs: std::sync::atomic::AtomicU64,
     events: Mutex<Vec<Event>>,
+    /// Whether Secret `apps/late` can be read yet.
+    late_granted: std::sync::atomic::AtomicBool,
 }
 
 fn ns_of(cluster_id: &str) -> String {
@@ -119,6 +123,27 @@ impl Backend for Fake {
             .lock()
             .push(Event::Disconnected(s.cluster_id.clone()));
         async {}
+    }
+    /// One readable Secret, `apps/creds`; `apps/locked` is forbidden; `apps/late` once granted.
+    fn pull_credentials(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<PullCredentials, String>> + Send {
+        let read = match (namespace, name) {
+            ("apps", "late") if self.late_granted.load(std::sync::atomic::Ordering::Relaxed) => {
+                Ok(PullCredentials {
+                    username: "late".into(),
+                    password: SecretString("granted".into()),
+                })
+            }
+            ("apps", "creds") => Ok(PullCredentials {
+                username: "robot".into(),
+                password: SecretString("hunter2".into()),
+            }),
+            _ => Err(format!("the hub may not read Secret {namespace}/{name}")),
+        };
+        async move { read }
     }
 }
 
@@ -849,4 +874,123 @@ async fn handshakes_beyond_the_cap_are_refused_at_once_and_healthy_agents_get_in
     }
     let mut ok = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
     assert_eq!(upsert_name(&ok.recv().await), "welcome");
+}
+
+/// A HelmChart of namespace `apps` whose `chartPullSecret` is `secret` (namespace, name).
+fn private_chart(name: &str, secret: serde_json::Value) -> ChartEntry {
+    ChartEntry::new(
+        &serde_json::json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+            "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"repo": "https://charts.example.com", "chart": name,
+                     "targetNamespace": "demo", "chartPullSecret": secret}
+        }),
+        &serde_json::json!({}),
+    )
+}
+
+#[tokio::test]
+async fn charts_get_their_own_namespaces_pull_credentials_or_the_reason_they_cannot() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_A);
+    let mut e = entry(&ns, "apps.charts", 1);
+    e.charts = vec![
+        private_chart("granted", serde_json::json!({"name": "creds"})),
+        private_chart(
+            "locked",
+            serde_json::json!({"name": "locked", "namespace": "apps"}),
+        ),
+        private_chart(
+            "elsewhere",
+            serde_json::json!({"name": "creds", "namespace": "kube-system"}),
+        ),
+        ChartEntry::new(
+            &serde_json::json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                                "metadata": {"name": "public", "namespace": "apps"},
+                                "spec": {"repo": "https://r", "chart": "public", "targetNamespace": "demo"}}),
+            &serde_json::json!({}),
+        ),
+    ];
+    h.index.apply(e);
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    assert!(matches!(a.recv().await, Out::Welcome(_)));
+    let Out::Upsert(up) = a.recv().await else {
+        panic!("expected the Description");
+    };
+    let got: Vec<(Option<(String, String)>, String)> = up
+        .charts
+        .iter()
+        .map(|c| {
+            (
+                c.credentials
+                    .as_ref()
+                    .map(|p| (p.username.clone(), p.password.clone())),
+                c.credentials_error.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got[0],
+        (Some(("robot".into(), "hunter2".into())), String::new())
+    );
+    assert_eq!(
+        got[1],
+        (None, "the hub may not read Secret apps/locked".into())
+    );
+    // Another namespace's Secret is refused before the backend is asked.
+    assert_eq!(got[2].0, None);
+    assert!(
+        got[2]
+            .1
+            .contains("kube-system/creds is not in the HelmChart's namespace apps"),
+        "{}",
+        got[2].1
+    );
+    assert_eq!(got[3], (None, String::new()));
+}
+
+#[tokio::test]
+async fn a_description_sent_without_its_credentials_is_sent_again_until_they_can_be_read() {
+    let h = start_with(
+        StreamConfig {
+            credentials_retry: Duration::from_millis(100),
+            ..StreamConfig::default()
+        },
+        4 << 20,
+    );
+    let ns = ns_of(ID_A);
+    let mut e = entry(&ns, "apps.late", 1);
+    e.charts = vec![private_chart("late", serde_json::json!({"name": "late"}))];
+    h.index.apply(e);
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    assert!(matches!(a.recv().await, Out::Welcome(_)));
+    let Out::Upsert(first) = a.recv().await else {
+        panic!("expected the Description");
+    };
+    assert!(first.charts[0].credentials.is_none());
+    assert!(!first.charts[0].credentials_error.is_empty());
+    assert_eq!(upsert_name(&a.recv().await), "marker");
+    // Not yet readable: sent again, still without them (after 100 ms, then 200 ms).
+    let Out::Upsert(again) = a.recv().await else {
+        panic!("expected the Description again");
+    };
+    assert_eq!((again.name.as_str(), again.generation), ("apps.late", 1));
+    assert!(again.charts[0].credentials.is_none());
+    h.fake
+        .late_granted
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let with = loop {
+        let Out::Upsert(up) = a.recv().await else {
+            panic!("expected the Description again");
+        };
+        if let Some(c) = up.charts[0].credentials.clone() {
+            break c;
+        }
+    };
+    assert_eq!(
+        (with.username.as_str(), with.password.as_str()),
+        ("late", "granted")
+    );
+    // Delivered with its credentials: no more tries.
+    assert!(a.nothing_for(1_000).await);
 }

@@ -175,10 +175,12 @@ pub enum Error {
         origin: String,
     },
 
-    /// An `overrideChart` override changed which chart is installed, or where.
+    /// An `overrideChart` override changed which chart is installed, or where, or the
+    /// HelmChart's name or namespace.
     #[error(
-        "{origin}: an override may not change the HelmChart's spec.chart or spec.targetNamespace \
-         (that would be another release); create another HelmChart instead"
+        "{origin}: an override may not change the HelmChart's metadata.name, metadata.namespace, \
+         spec.chart or spec.targetNamespace (that would be another release); create another \
+         HelmChart instead"
     )]
     OverrideChartIdentity {
         /// The override.

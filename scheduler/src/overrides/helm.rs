@@ -54,9 +54,9 @@ pub fn render_chart(chart: &Value, overrides: &[OverrideSet]) -> Result<Rendered
             let origin = set.origin(index);
             let as_patch = as_patch(config);
             if config.override_chart == Some(true) {
-                let before = fixed_fields(&chart_doc);
+                let before = chart_doc.clone();
                 apply_override(&mut chart_doc, &as_patch, &origin)?;
-                if fixed_fields(&chart_doc) != before {
+                if fixed_fields(&chart_doc) != fixed_fields(&before) {
                     return Err(Error::OverrideChartIdentity { origin });
                 }
             } else {
@@ -86,12 +86,17 @@ fn as_patch(config: &OverrideConfig) -> OverrideConfig {
     patch
 }
 
-/// The fields of a HelmChart no override may change: which chart, and where it is installed.
-fn fixed_fields(chart: &Value) -> (Option<Value>, Option<Value>) {
-    (
-        chart.pointer("/spec/chart").cloned(),
-        chart.pointer("/spec/targetNamespace").cloned(),
-    )
+/// The fields of a HelmChart no override may change: which chart, where it is installed, and
+/// the HelmChart's own name and namespace (the release's name; the namespace whose Secrets its
+/// `chartPullSecret` may name).
+fn fixed_fields(chart: &Value) -> [Option<&Value>; 4] {
+    [
+        "/spec/chart",
+        "/spec/targetNamespace",
+        "/metadata/name",
+        "/metadata/namespace",
+    ]
+    .map(|pointer| chart.pointer(pointer))
 }
 
 #[cfg(test)]
@@ -191,6 +196,19 @@ mod tests {
         );
         let err = render_chart(&chart(), &[move_it]).unwrap_err();
         assert!(err.to_string().contains("spec.targetNamespace"), "{err}");
+
+        // The namespace decides whose Secrets the chart's chartPullSecret may name.
+        let rehome = set(
+            "rehome",
+            500,
+            vec![config(
+                OverrideType::Helm,
+                "metadata: {namespace: victim}",
+                true,
+            )],
+        );
+        let err = render_chart(&chart(), &[rehome]).unwrap_err();
+        assert!(err.to_string().contains("metadata.namespace"), "{err}");
     }
 
     #[test]
