@@ -341,3 +341,91 @@ async fn a_snapshot_that_would_prune_most_of_a_cluster_waits_for_confirmation_wi
     .await;
     agent.stop().await;
 }
+
+/// An agent that got its cluster token in the Welcome but could not store it (here: its state
+/// namespace is terminating, so the Secret cannot be created; in the 3,000-agent benchmark of
+/// issue 15, where 5 agents never became Ready, most likely file descriptors running out in the
+/// process that hosted the agents and their child API server) reconnects with the bootstrap
+/// token. The hub took that for a bootstrap token re-registering a registered cluster and held
+/// it for an administrator, forever. A token that never reached its agent holds no
+/// registration: the agent registers again and connects.
+#[tokio::test]
+async fn an_agent_that_could_not_store_its_cluster_token_registers_again_without_an_administrator()
+{
+    let p = Parent::for_agents().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let child_client = child.client().await.unwrap();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(child_client.clone());
+    let held: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+        "metadata": {"name": known::NAMESPACE_SYSTEM, "finalizers": ["test.atoll.io/hold"]}
+    }))
+    .unwrap();
+    namespaces.create(&Default::default(), &held).await.unwrap();
+    namespaces
+        .delete(known::NAMESPACE_SYSTEM, &DeleteParams::default())
+        .await
+        .unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let agent = RealAgent::start(h.addr, &child_client, "lost-token", |_| {});
+
+    // The hub registers the cluster and sends its token; the agent cannot keep it.
+    let crrs: Api<atoll_crds::clusters::ClusterRegistrationRequest> = Api::all(p.client.clone());
+    let registered = eventually(
+        "a registration whose token the agent failed to store",
+        WAIT,
+        || async {
+            let failed = agent
+                .state
+                .borrow()
+                .last_error
+                .clone()
+                .filter(|e| e.contains("being terminated"));
+            let crr = crrs.list(&Default::default()).await.unwrap().items.pop()?;
+            let namespace = crr.status.as_ref()?.dedicated_namespace.clone()?;
+            failed.map(|_| (crr.name_any(), namespace))
+        },
+    )
+    .await;
+    assert!(!agent.state.borrow().connected);
+
+    // Its state namespace can be written again: the agent's next try with the bootstrap token
+    // registers it again, in the same dedicated namespace, and it connects and beats.
+    namespaces
+        .patch(
+            known::NAMESPACE_SYSTEM,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let ns = agent.snapshot_after(0).await;
+    assert_eq!(ns, registered.1, "a new dedicated namespace");
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Ready=True from the agent's heartbeat", WAIT, || async {
+        (ready(&mcs.get("lost-token").await.unwrap()) == Some("True")).then_some(())
+    })
+    .await;
+    let crr = crrs.get(&registered.0).await.unwrap();
+    assert_eq!(
+        crr.status.and_then(|s| s.result),
+        Some(atoll_crds::clusters::ApprovedResult::Approved),
+        "the registration waits for an administrator"
+    );
+
+    // Once the agent has shown that it holds its token, a bootstrap token re-registering the
+    // cluster waits for an administrator again.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(p.client.clone(), &ns);
+    eventually("the token recorded as held by the agent", WAIT, || async {
+        let secret = secrets
+            .get(atoll_hub::token::CLUSTER_TOKEN_SECRET)
+            .await
+            .unwrap();
+        let awaiting = secret
+            .data
+            .unwrap_or_default()
+            .contains_key(atoll_hub::token::CLUSTER_TOKEN_AWAITING_AGENT_KEY);
+        (!awaiting).then_some(())
+    })
+    .await;
+    agent.stop().await;
+}

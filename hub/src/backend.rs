@@ -94,6 +94,10 @@ struct Inner {
     /// Bumped on every connection of a cluster, so that a pending disconnection mark is
     /// cancelled by a reconnection.
     connections: Mutex<HashMap<String, u64>>,
+    /// Tokens this replica issued at a registration that their agent has not shown it holds
+    /// yet, by dedicated namespace: the hash recorded as `awaiting-agent`, cleared on the
+    /// cluster's first heartbeat (the agent stores its token before it beats).
+    tokens_awaiting_agent: Mutex<HashMap<String, String>>,
     /// Records the Warning events, which repeat (a denied agent retrying, a cluster going
     /// unknown again) and are deduplicated into series by the recorder's cache.
     recorder: Recorder,
@@ -262,6 +266,7 @@ impl KubeBackend {
                 clusters,
                 metrics,
                 connections: Mutex::new(HashMap::new()),
+                tokens_awaiting_agent: Mutex::new(HashMap::new()),
                 calls: tokio::sync::Semaphore::new(CALLS_IN_FLIGHT),
                 handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
                 helm_owners: tokio::sync::Mutex::new(None),
@@ -427,11 +432,15 @@ impl KubeBackend {
             .as_ref()
             .and_then(|mc| mc.annotations().get(ANNOTATION_ROTATE_TOKEN).cloned());
         if !record.needs_rotation(matched, requested.as_deref(), now) {
-            if matched == TokenMatch::Current && record.previous.is_some() {
-                // The agent has the new token: the replaced one stops working now.
+            if matched == TokenMatch::Current
+                && (record.previous.is_some() || record.awaiting_agent)
+            {
+                // The agent has the new token: the replaced one stops working now, and a
+                // bootstrap token may no longer register the cluster again unapproved.
                 let mut settled = record.clone();
                 settled.previous = None;
                 settled.previous_until = None;
+                settled.awaiting_agent = false;
                 if let Err(e) = self.replace_token_record(&ns, &settled, version).await {
                     tracing::info!(namespace = %ns, error = %e, "could not drop the replaced cluster token's hash; it expires on its own");
                 }
@@ -661,13 +670,20 @@ impl KubeBackend {
         // A rotation asked for before this registration is answered by its token.
         let requested =
             existing.and_then(|mc| mc.annotations().get(ANNOTATION_ROTATE_TOKEN).cloned());
-        let record = TokenRecord::issue(
+        let mut record = TokenRecord::issue(
             &cluster_token,
             Timestamp::now(),
             self.inner.config.cluster_token_lifetime,
             requested,
         );
+        // Until the agent shows it holds the token, losing it on the way (a broken stream, a
+        // failed write of its Secret) must not leave the cluster waiting for an administrator.
+        record.awaiting_agent = true;
         self.store_token_record(&ns, &record).await?;
+        self.inner
+            .tokens_awaiting_agent
+            .lock()
+            .insert(ns.clone(), record.current.clone());
         let status = json!({"status": {
             "result": "Approved",
             "dedicatedNamespace": ns,
@@ -815,7 +831,7 @@ impl KubeBackend {
     }
 
     /// Whether `crr` describes a registered cluster: approved, with a dedicated namespace whose
-    /// cluster-token Secret holds a token hash.
+    /// cluster-token Secret holds the hash of a token its agent has shown it holds.
     async fn is_registered(&self, crr: &ClusterRegistrationRequest) -> Result<bool, Error> {
         let Some(st) = crr.status.as_ref() else {
             return Ok(false);
@@ -825,7 +841,38 @@ impl KubeBackend {
         else {
             return Ok(false);
         };
-        Ok(!self.token_record(ns).await?.0.current.is_empty())
+        Ok(self.token_record(ns).await?.0.holds_registration())
+    }
+
+    /// The first heartbeat of a cluster whose token this replica issued at its registration:
+    /// the agent stored the token before beating, so a bootstrap token may no longer register
+    /// the cluster again unapproved. A failure is only logged: the agent's next stream, with
+    /// the token, settles it.
+    async fn token_reached_agent(&self, session: &Session) {
+        let Some(issued) = self
+            .inner
+            .tokens_awaiting_agent
+            .lock()
+            .remove(&session.namespace)
+        else {
+            return;
+        };
+        let _permit = self.permit().await;
+        let settled = match self.token_record(&session.namespace).await {
+            Ok((record, version)) if record.awaiting_agent && record.current == issued => {
+                let settled = TokenRecord {
+                    awaiting_agent: false,
+                    ..record
+                };
+                self.replace_token_record(&session.namespace, &settled, version)
+                    .await
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = settled {
+            tracing::info!(namespace = %session.namespace, error = %e, "could not record that the agent holds its cluster token; its next stream does");
+        }
     }
 
     /// The cluster-token record kept in dedicated namespace `ns` (an empty record when there
@@ -1225,6 +1272,7 @@ impl Backend for KubeBackend {
                 this.inner.metrics.report("older_stream");
                 return Ok(());
             }
+            this.token_reached_agent(&session).await;
             let cached = this.cached_cluster(&session);
             let st = status::status_from_heartbeat(
                 &heartbeat,

@@ -36,6 +36,12 @@ pub const CLUSTER_TOKEN_EXPIRES_KEY: &str = "expires-at";
 /// Data key of [`CLUSTER_TOKEN_SECRET`]: the value of the ManagedCluster's
 /// [`ANNOTATION_ROTATE_TOKEN`] the current token was issued for.
 pub const CLUSTER_TOKEN_ROTATION_KEY: &str = "rotation";
+/// Data key of [`CLUSTER_TOKEN_SECRET`], `"true"` while the current token, issued at a
+/// registration, has not reached its agent as far as the hub knows: no heartbeat came on the
+/// stream that carried it and no stream presented it since. Such a cluster may register again
+/// with a bootstrap token without an administrator: its agent lost the token on the way (the
+/// stream broke, or the agent could not store it), and nobody can hold a token that never arrived.
+pub const CLUSTER_TOKEN_AWAITING_AGENT_KEY: &str = "awaiting-agent";
 /// Annotation on a ManagedCluster by which an administrator asks for a new cluster token: when
 /// its value differs from the one the current token was issued for, the hub closes the
 /// cluster's stream, and the agent's reconnection gets a new token in its Welcome.
@@ -192,6 +198,9 @@ pub struct TokenRecord {
     pub expires_at: Option<Timestamp>,
     /// The rotation request ([`ANNOTATION_ROTATE_TOKEN`]) the current token answers.
     pub rotation: Option<String>,
+    /// The current token was issued at a registration and its agent has not shown that it
+    /// holds it ([`CLUSTER_TOKEN_AWAITING_AGENT_KEY`]).
+    pub awaiting_agent: bool,
 }
 
 /// Which of a record's hashes a token matched.
@@ -220,7 +229,14 @@ impl TokenRecord {
                 .and_then(jiff_span)
                 .and_then(|span| now.checked_add(span).ok()),
             rotation,
+            awaiting_agent: false,
         }
+    }
+
+    /// Whether a bootstrap token must not register the cluster again without an administrator:
+    /// it has a token, and its agent has shown that it holds it.
+    pub fn holds_registration(&self) -> bool {
+        !self.current.is_empty() && !self.awaiting_agent
     }
 
     /// Reads a record from the data of [`CLUSTER_TOKEN_SECRET`]. A time that does not parse
@@ -241,6 +257,7 @@ impl TokenRecord {
             issued_at: time(CLUSTER_TOKEN_ISSUED_KEY),
             expires_at: time(CLUSTER_TOKEN_EXPIRES_KEY),
             rotation: text(CLUSTER_TOKEN_ROTATION_KEY),
+            awaiting_agent: text(CLUSTER_TOKEN_AWAITING_AGENT_KEY).as_deref() == Some("true"),
         }
     }
 
@@ -267,6 +284,10 @@ impl TokenRecord {
             self.expires_at.map(|t| t.to_string()),
         );
         put(CLUSTER_TOKEN_ROTATION_KEY, self.rotation.clone());
+        put(
+            CLUSTER_TOKEN_AWAITING_AGENT_KEY,
+            self.awaiting_agent.then(|| "true".to_string()),
+        );
         out
     }
 
@@ -528,6 +549,42 @@ mod tests {
         let old = TokenRecord::from_data(&old);
         assert_eq!(old.check(&sha256_hex("tok"), now), Ok(TokenMatch::Current));
         assert_eq!(old.renew_at(), None);
+        // ... and as one whose agent holds it (written before the hub tracked delivery).
+        assert!(old.holds_registration());
+    }
+
+    #[test]
+    fn only_a_token_its_agent_has_shown_it_holds_keeps_a_bootstrap_token_from_registering_again() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut issued = TokenRecord::issue("tok", now, None, None);
+        issued.awaiting_agent = true;
+        let stored: BTreeMap<String, Vec<u8>> = issued
+            .to_data()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
+        assert_eq!(
+            stored.get(CLUSTER_TOKEN_AWAITING_AGENT_KEY),
+            Some(&b"true".to_vec())
+        );
+        assert_eq!(TokenRecord::from_data(&stored), issued);
+        let delivered = TokenRecord {
+            awaiting_agent: false,
+            ..issued.clone()
+        };
+        assert!(
+            !delivered
+                .to_data()
+                .contains_key(CLUSTER_TOKEN_AWAITING_AGENT_KEY)
+        );
+        let cases = [
+            (&issued, false),
+            (&delivered, true),
+            (&TokenRecord::default(), false),
+        ];
+        for (record, holds) in cases {
+            assert_eq!(record.holds_registration(), holds, "{record:?}");
+        }
     }
 
     #[test]
