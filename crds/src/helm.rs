@@ -28,7 +28,10 @@ pub struct HelmOptions {
     #[schemars(regex(pattern = REPO_PATTERN))]
     pub repo: String,
 
-    /// The Secret holding the repository's credentials (data keys `username` and `password`).
+    /// The Secret holding the repository's credentials (data keys `username` and `password`),
+    /// in the HelmChart's own namespace. The hub reads it when it delivers the chart (grant
+    /// ServiceAccount clusternet-system/atoll-hub `get` on it) and sends the credentials to the
+    /// agents that install the chart, never in the Description.
     #[serde(default, skip_serializing_if = "ChartPullSecret::is_empty")]
     #[schemars(transform = crate::schema::no_default)]
     pub chart_pull_secret: ChartPullSecret,
@@ -106,7 +109,8 @@ pub struct ChartPullSecret {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(transform = crate::schema::no_default)]
     pub name: String,
-    /// Namespace of the Secret.
+    /// Namespace of the Secret; empty or the HelmChart's own (another namespace's Secret is
+    /// refused).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(transform = crate::schema::no_default)]
     pub namespace: String,

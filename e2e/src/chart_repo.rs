@@ -189,6 +189,32 @@ impl ChartRepo {
         dir: impl Into<PathBuf>,
         versions: &[&str],
     ) -> Result<ChartRepo, Error> {
+        ChartRepo::start_with_auth(helm, chart, dir, versions, None).await
+    }
+
+    /// [`ChartRepo::start`] for a private repository: every request without HTTP basic
+    /// authentication as `username` and `password` is answered 401, as a real private
+    /// repository does.
+    pub async fn start_private(
+        helm: Helm,
+        chart: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        versions: &[&str],
+        (username, password): (&str, &str),
+    ) -> Result<ChartRepo, Error> {
+        use base64::Engine;
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        ChartRepo::start_with_auth(helm, chart, dir, versions, Some(format!("Basic {token}"))).await
+    }
+
+    async fn start_with_auth(
+        helm: Helm,
+        chart: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        versions: &[&str],
+        authorization: Option<String>,
+    ) -> Result<ChartRepo, Error> {
         let (chart, dir) = (chart.into(), dir.into());
         create_dir(&dir)?;
         let listener =
@@ -208,7 +234,7 @@ impl ChartRepo {
             helm,
             chart,
             url: format!("http://{addr}"),
-            server: tokio::spawn(serve(listener, dir.clone())),
+            server: tokio::spawn(serve(listener, dir.clone(), authorization)),
             dir,
         };
         for version in versions {
@@ -263,8 +289,9 @@ impl Drop for ChartRepo {
     }
 }
 
-/// Accepts connections until aborted; each is answered by [`respond`].
-async fn serve(listener: TcpListener, dir: PathBuf) {
+/// Accepts connections until aborted; each is answered by [`respond`]. With `authorization`,
+/// only requests whose `Authorization` header is exactly that are served.
+async fn serve(listener: TcpListener, dir: PathBuf, authorization: Option<String>) {
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
@@ -273,13 +300,13 @@ async fn serve(listener: TcpListener, dir: PathBuf) {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        connections.spawn(respond(stream, dir.clone()));
+        connections.spawn(respond(stream, dir.clone(), authorization.clone()));
     }
 }
 
 /// Answers one request (then closes): `GET`/`HEAD` of a file directly in `dir`, else 404 (or
 /// 405 for another method). A request is a few hundred bytes; more than 16 KiB is refused.
-async fn respond(mut stream: TcpStream, dir: PathBuf) {
+async fn respond(mut stream: TcpStream, dir: PathBuf, authorization: Option<String>) {
     let mut head = Vec::new();
     let mut buf = [0u8; 2048];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -294,7 +321,15 @@ async fn respond(mut stream: TcpStream, dir: PathBuf) {
     let line = String::from_utf8_lossy(&head);
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let authorized = authorization.as_deref().is_none_or(|want| {
+        line.lines().any(|header| {
+            header.split_once(':').is_some_and(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("authorization") && value.trim() == want
+            })
+        })
+    });
     let (status, body) = match (method, file_in(&dir, target)) {
+        _ if !authorized => ("401 Unauthorized", b"unauthorized\n".to_vec()),
         ("GET" | "HEAD", Some(path)) => match tokio::fs::read(&path).await {
             Ok(bytes) => ("200 OK", bytes),
             Err(_) => ("404 Not Found", b"not found\n".to_vec()),
@@ -309,8 +344,13 @@ async fn respond(mut stream: TcpStream, dir: PathBuf) {
     } else {
         "text/plain"
     };
+    let challenge = if authorized {
+        ""
+    } else {
+        "WWW-Authenticate: Basic realm=\"charts\"\r\n"
+    };
     let header = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n{challenge}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     let _ = stream.write_all(header.as_bytes()).await;
@@ -494,7 +534,7 @@ mod tests {
         std::fs::write(tmp.path().join("index.yaml"), "apiVersion: v1\n").unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(serve(listener, tmp.path().to_path_buf()));
+        let server = tokio::spawn(serve(listener, tmp.path().to_path_buf(), None));
         let get = |target: &'static str| async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
             s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
@@ -512,5 +552,35 @@ mod tests {
         server.abort();
         let _ = server.await;
         assert!(TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_private_repository_answers_only_its_credentials() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("index.yaml"), "apiVersion: v1\n").unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // robot:hunter2
+        let want = "Basic cm9ib3Q6aHVudGVyMg==".to_owned();
+        let server = tokio::spawn(serve(listener, tmp.path().to_path_buf(), Some(want)));
+        let get = |authorization: &'static str| async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(
+                format!("GET /index.yaml HTTP/1.1\r\nHost: x\r\n{authorization}\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let refused = get("").await;
+        assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+        assert!(refused.contains("WWW-Authenticate: Basic"), "{refused}");
+        let wrong = get("Authorization: Basic cm9ib3Q6d3Jvbmc=\r\n").await;
+        assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+        let ok = get("authorization: Basic cm9ib3Q6aHVudGVyMg==\r\n").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+        server.abort();
     }
 }

@@ -91,6 +91,11 @@ pub struct HubArgs {
     /// stream).
     #[arg(long, env = "ATOLL_HUB_MAX_REPORT_BYTES", default_value_t = 1024 * 1024)]
     pub max_report_bytes: usize,
+    /// How often the hub reads again the chartPullSecret of each chart it delivered, so that a
+    /// rotated Secret reaches the clusters without an edit (one GET per Secret, Description and
+    /// cluster each time).
+    #[arg(long, env = "ATOLL_HUB_CHART_CREDENTIALS_RECHECK", default_value = "5m", value_parser = parse_duration)]
+    pub chart_credentials_recheck: Duration,
     /// Most objects in one Description; larger ones are not delivered and get a Failure status.
     #[arg(
         long,

@@ -8,6 +8,8 @@
 //! - [`service`]: the gRPC `Sync` stream, over a [`service::Backend`]; [`metrics`].
 //! - [`server`]: tonic server, TLS, health service, size limits.
 //! - [`backend`]: registration and status writes against the parent API server.
+//! - [`pull_secrets`]: chart repository credentials sent with Descriptions, and when to read
+//!   them again.
 //! - [`push`]: Push mode, the agent's applier run by the hub for `syncMode: Push` clusters.
 //! - [`controllers`]: the shared watches, finalizers, lost clusters, Subscription aggregation.
 //! - [`streams`]: the open streams of this replica, closed when their credentials are revoked.
@@ -23,6 +25,7 @@ pub mod error;
 pub mod flow;
 pub mod index;
 pub mod metrics;
+pub mod pull_secrets;
 pub mod push;
 pub mod run;
 pub mod server;

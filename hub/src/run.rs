@@ -56,6 +56,7 @@ impl HubConfig {
                 hello_timeout: a.hello_timeout,
                 max_handshakes: a.max_handshakes.max(1),
                 max_report_bytes: a.max_report_bytes.min(a.max_message_bytes),
+                credentials_recheck: a.chart_credentials_recheck,
                 ..StreamConfig::default()
             },
             backend: BackendConfig {

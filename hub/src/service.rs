@@ -10,13 +10,14 @@ use crate::domain::{
 use crate::flow::{EpochTable, ReportDecision, Window, authorise_report};
 use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
 use crate::metrics::Metrics;
+use crate::pull_secrets::{CredentialChecks, Delivery, add_pull_credentials};
 use crate::streams::{CloseSignal, OpenStreams};
 use atoll_applier::model::Report;
 use atoll_proto::v1;
 use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_message::Message as Out;
 use futures::StreamExt;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,8 +91,11 @@ pub struct StreamConfig {
     pub max_report_bytes: usize,
     /// First wait before a Description is sent again after some chart's `chartPullSecret`
     /// could not be read (so that a Secret created or granted later is picked up); it doubles
-    /// with each try, up to [`CREDENTIALS_RETRY_MAX`].
+    /// with each try, up to [`crate::pull_secrets::RETRY_MAX`].
     pub credentials_retry: Duration,
+    /// How often the chart pull Secrets of a delivered Description are read again, so that a
+    /// rotated Secret reaches the cluster without an edit.
+    pub credentials_recheck: Duration,
 }
 
 impl Default for StreamConfig {
@@ -103,6 +107,7 @@ impl Default for StreamConfig {
             max_handshakes: 256,
             max_report_bytes: 1024 * 1024,
             credentials_retry: Duration::from_secs(10),
+            credentials_recheck: Duration::from_secs(300),
         }
     }
 }
@@ -323,7 +328,10 @@ impl<B: Backend> HubService<B> {
             window: Window::new(self.config.window),
             seq: 0,
             sent: HashSet::new(),
-            credential_retries: HashMap::new(),
+            credentials: CredentialChecks::new(
+                self.config.credentials_retry,
+                self.config.credentials_recheck,
+            ),
         };
         let ends = StreamEnds {
             close,
@@ -367,9 +375,13 @@ impl<B: Backend> HubService<B> {
                     Next::Change(name, Change::Upsert(e)) => {
                         st.window.sent(seq);
                         let mut message = upsert(seq, &e);
-                        let complete =
-                            e.deleting || self.add_pull_credentials(&e, &mut message).await;
-                        st.credentials_sent(&name, complete, self.config.credentials_retry);
+                        let delivery = if e.deleting {
+                            Delivery::NoSecrets
+                        } else {
+                            add_pull_credentials(self.backend.as_ref(), &e, &mut message).await
+                        };
+                        st.credentials
+                            .record(&name, delivery, tokio::time::Instant::now());
                         st.sent.insert(name);
                         Out::Upsert(message)
                     }
@@ -401,27 +413,14 @@ impl<B: Backend> HubService<B> {
                     return Ok(());
                 }
             }
-            let retry_at = st.next_credential_retry();
+            let credentials_due = st.credentials.next_due();
             tokio::select! {
                 () = async {
-                    match retry_at {
+                    match credentials_due {
                         Some(at) => tokio::time::sleep_until(at).await,
                         None => std::future::pending().await,
                     }
-                } => {
-                    let now = tokio::time::Instant::now();
-                    for (name, (at, _)) in &mut st.credential_retries {
-                        if *at <= now {
-                            self.index.redeliver(&session.namespace, name, queue);
-                            // Sending it reschedules (or clears) it; until then, no spin.
-                            *at = now + CREDENTIALS_RETRY_MAX;
-                        }
-                    }
-                    // A Description gone from the parent is tried no more.
-                    st.credential_retries.retain(|name, _| {
-                        self.index.get(&session.namespace, name).is_some()
-                    });
-                }
+                } => self.check_credentials(session, queue, st).await,
                 m = inbound.message() => match m {
                     Ok(Some(m)) => self.handle(session, m, queue, st).await?,
                     Ok(None) => return Ok(()),
@@ -445,53 +444,31 @@ impl<B: Backend> HubService<B> {
         }
     }
 
-    /// Gives each chart of `message` that names a `chartPullSecret` the credentials in it, read
-    /// now (so a rotated Secret is used from the next delivery on), or the reason they cannot
-    /// be. A chart may only use a Secret of its own namespace: its owner's, whom the parent's
-    /// RBAC lets grant the hub that one Secret. Whether every chart got what it named.
-    async fn add_pull_credentials(
+    /// Looks again at the pull Secrets of the Descriptions due: sends a Description again when
+    /// its credentials could not be read last time, or now read differently (rotated).
+    async fn check_credentials(
         &self,
-        e: &DescEntry,
-        message: &mut v1::DescriptionUpsert,
-    ) -> bool {
-        let mut complete = true;
-        for (entry, chart) in e.charts.iter().zip(message.charts.iter_mut()) {
-            let Some(release) = &entry.release else {
+        session: &Session,
+        queue: &Arc<StreamQueue>,
+        st: &mut StreamState,
+    ) {
+        let now = tokio::time::Instant::now();
+        for (name, sent) in st.credentials.take_due(now) {
+            let Some(e) = self.index.get(&session.namespace, &name) else {
+                st.credentials.forget(&name);
                 continue;
             };
-            let secret = &release.options.chart_pull_secret;
-            if secret.is_empty() {
-                continue;
-            }
-            let namespace = if secret.namespace.is_empty() {
-                release.chart_namespace.as_str()
-            } else {
-                secret.namespace.as_str()
-            };
-            let read = if namespace != release.chart_namespace {
-                Err(format!(
-                    "chartPullSecret {namespace}/{} is not in the HelmChart's namespace {}; a \
-                     chart may only use a Secret of its own namespace",
-                    secret.name, release.chart_namespace
-                ))
-            } else {
-                self.backend.pull_credentials(namespace, &secret.name).await
-            };
-            match read {
-                Ok(credentials) => {
-                    chart.credentials = Some(v1::PullCredentials {
-                        username: credentials.username,
-                        password: credentials.password.0,
-                    });
+            if let Some(fingerprint) = sent {
+                let mut probe = upsert(0, &e);
+                let now_read = add_pull_credentials(self.backend.as_ref(), &e, &mut probe).await;
+                if now_read == Delivery::Complete(fingerprint) {
+                    st.credentials.record(&name, now_read, now);
+                    continue;
                 }
-                Err(reason) => {
-                    tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
-                    chart.credentials_error = reason;
-                    complete = false;
-                }
+                tracing::info!(description = %name, "a chart's pull Secret changed; sending the Description again");
             }
+            self.index.redeliver(&session.namespace, &name, queue);
         }
-        complete
     }
 
     async fn handle(
@@ -602,35 +579,8 @@ struct StreamState {
     window: Window,
     seq: u64,
     sent: HashSet<Arc<str>>,
-    /// Descriptions sent without some chart's credentials: when to send each again (so that a
-    /// Secret created or granted later is picked up) and how many times it was tried.
-    credential_retries: HashMap<Arc<str>, (tokio::time::Instant, u32)>,
-}
-
-/// Longest wait between two tries of a chart's credentials.
-pub const CREDENTIALS_RETRY_MAX: Duration = Duration::from_secs(300);
-
-impl StreamState {
-    /// Records whether `name` went out with all its credentials; schedules another try if not.
-    fn credentials_sent(&mut self, name: &Arc<str>, complete: bool, first: Duration) {
-        if complete {
-            self.credential_retries.remove(name);
-            return;
-        }
-        let tries = self.credential_retries.get(name).map_or(0, |(_, n)| *n);
-        let wait = first
-            .saturating_mul(1 << tries.min(8))
-            .min(CREDENTIALS_RETRY_MAX);
-        self.credential_retries.insert(
-            name.clone(),
-            (tokio::time::Instant::now() + wait, tries.saturating_add(1)),
-        );
-    }
-
-    /// When the next credential retry is due, if any.
-    fn next_credential_retry(&self) -> Option<tokio::time::Instant> {
-        self.credential_retries.values().map(|(at, _)| *at).min()
-    }
+    /// When to look at each Description's chart pull Secrets again.
+    credentials: CredentialChecks,
 }
 
 fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {

@@ -50,6 +50,8 @@ struct Fake {
     events: Mutex<Vec<Event>>,
     /// Whether Secret `apps/late` can be read yet.
     late_granted: std::sync::atomic::AtomicBool,
+    /// Whether Secret `apps/creds` holds its second password.
+    rotated: std::sync::atomic::AtomicBool,
 }
 
 fn ns_of(cluster_id: &str) -> String {
@@ -139,7 +141,14 @@ impl Backend for Fake {
             }
             ("apps", "creds") => Ok(PullCredentials {
                 username: "robot".into(),
-                password: SecretString("hunter2".into()),
+                password: SecretString(
+                    if self.rotated.load(std::sync::atomic::Ordering::Relaxed) {
+                        "rotated"
+                    } else {
+                        "hunter2"
+                    }
+                    .into(),
+                ),
             }),
             _ => Err(format!("the hub may not read Secret {namespace}/{name}")),
         };
@@ -993,4 +1002,37 @@ async fn a_description_sent_without_its_credentials_is_sent_again_until_they_can
     );
     // Delivered with its credentials: no more tries.
     assert!(a.nothing_for(1_000).await);
+}
+
+#[tokio::test]
+async fn a_rotated_pull_secret_is_sent_again_and_an_unchanged_one_is_not() {
+    let h = start_with(
+        StreamConfig {
+            credentials_recheck: Duration::from_millis(100),
+            ..StreamConfig::default()
+        },
+        4 << 20,
+    );
+    let ns = ns_of(ID_A);
+    let mut e = entry(&ns, "apps.private", 1);
+    e.charts = vec![private_chart(
+        "granted",
+        serde_json::json!({"name": "creds"}),
+    )];
+    h.index.apply(e);
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    assert!(matches!(a.recv().await, Out::Welcome(_)));
+    let password = |m: Out| match m {
+        Out::Upsert(up) => up.charts[0].credentials.clone().unwrap().password,
+        other => panic!("expected the Description, got {other:?}"),
+    };
+    assert_eq!(password(a.recv().await), "hunter2");
+    assert_eq!(upsert_name(&a.recv().await), "marker");
+    // Rechecked every 100 ms, unchanged: nothing is sent.
+    assert!(a.nothing_for(500).await);
+    h.fake
+        .rotated
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(password(a.recv().await), "rotated");
+    assert!(a.nothing_for(500).await);
 }
