@@ -7,7 +7,8 @@
 //! - An OCI registry: `GET /v2/<path>/<chart>/tags/list` (Helm stores a version `a+b` as the
 //!   tag `a_b`), with the anonymous bearer token a registry asks for.
 //!
-//! Repositories that need credentials (`chartPullSecret`) are not looked up: the status says so.
+//! Repositories that need credentials (`chartPullSecret`) are not looked up (the scheduler reads
+//! no Secrets; only the hub does, for the agents): the status has no phase and says so.
 //! An empty version means the newest, so any published version finds it.
 
 use atoll_crds::helm::{HelmChart, HelmChartPhase, HelmChartSpec, HelmChartStatus};
@@ -64,13 +65,18 @@ impl ChartLookup {
     /// Whether `spec`'s chart is found at its version, and why not.
     pub async fn lookup(&self, spec: &HelmChartSpec) -> HelmChartStatus {
         let o = &spec.options;
-        let result = if !o.chart_pull_secret.is_empty() {
-            Err(format!(
-                "not looked up: {} needs the credentials of chartPullSecret {}/{}, which atoll \
-                 does not read yet",
-                o.repo, o.chart_pull_secret.namespace, o.chart_pull_secret.name
-            ))
-        } else if o.repo.starts_with("oci://") {
+        if !o.chart_pull_secret.is_empty() {
+            return HelmChartStatus {
+                phase: None,
+                reason: Some(format!(
+                    "not looked up from the parent: {} needs the credentials of chartPullSecret \
+                     {}, which only the hub reads, for the agents; each cluster's HelmRelease \
+                     shows whether its release was installed",
+                    o.repo, o.chart_pull_secret.name
+                )),
+            };
+        }
+        let result = if o.repo.starts_with("oci://") {
             self.lookup_oci(spec).await
         } else {
             self.lookup_repository(spec).await
@@ -337,7 +343,7 @@ async fn reconcile(
     let (client, lookup) = context.as_ref();
     let status = lookup.lookup(&chart.spec).await;
     if chart.status.as_ref() != Some(&status) {
-        if let Some(reason) = &status.reason {
+        if let (Some(HelmChartPhase::NotFound), Some(reason)) = (&status.phase, &status.reason) {
             tracing::info!(chart = %format!("{}/{}", chart.namespace().unwrap_or_default(), chart.name_any()), %reason, "HelmChart not found");
         }
         let api: Api<HelmChart> =
@@ -369,6 +375,23 @@ fn error_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_private_chart_is_not_looked_up_and_says_why_without_a_phase() {
+        let spec: HelmChartSpec = serde_json::from_value(json!({
+            "repo": "https://charts.example.com", "chart": "hello", "targetNamespace": "demo",
+            "chartPullSecret": {"name": "creds"}
+        }))
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        let lookup = ChartLookup::new().unwrap_or_else(|e| unreachable!("{e}"));
+        let status = lookup.lookup(&spec).await;
+        assert_eq!(status.phase, None);
+        let reason = status.reason.unwrap_or_default();
+        assert!(
+            reason.contains("not looked up") && reason.contains("chartPullSecret creds"),
+            "{reason}"
+        );
+    }
 
     const INDEX: &str = r#"
 apiVersion: v1
