@@ -476,6 +476,126 @@ impl OciRegistry {
     }
 }
 
+/// A private front for a registry (which has no authentication of its own): HTTP basic
+/// authentication on `127.0.0.1:<free port>`, each authenticated request passed on to the
+/// registry on a connection of its own (`Connection: close`, so that every request is checked).
+/// Dropping it stops it.
+#[derive(Debug)]
+pub struct AuthProxy {
+    host: String,
+    server: JoinHandle<()>,
+}
+
+impl AuthProxy {
+    /// Fronts `upstream` (`host:port`), letting through requests authenticated as `username`
+    /// and `password`.
+    pub async fn start(
+        upstream: &str,
+        (username, password): (&str, &str),
+    ) -> Result<AuthProxy, Error> {
+        use base64::Engine;
+        let listener =
+            TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|source| Error::ServeChartRepo {
+                    dir: PathBuf::from(upstream),
+                    source,
+                })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| Error::ServeChartRepo {
+                dir: PathBuf::from(upstream),
+                source,
+            })?;
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        let want = format!("Basic {token}");
+        let upstream = upstream.to_owned();
+        let server = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            loop {
+                while connections.try_join_next().is_some() {}
+                let Ok((stream, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                connections.spawn(pass_on(stream, upstream.clone(), want.clone()));
+            }
+        });
+        Ok(AuthProxy {
+            host: addr.to_string(),
+            server,
+        })
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+}
+
+impl Drop for AuthProxy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// Answers 401 to a request without the `authorization` wanted; passes one with it on to
+/// `upstream` (its head rewritten to `Connection: close`) and the answer back.
+async fn pass_on(mut client: TcpStream, upstream: String, authorization: String) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        if let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match client.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+        if head.len() > 64 * 1024 {
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&head[..end]).into_owned();
+    let mut lines = text.split("\r\n").filter(|l| !l.is_empty());
+    let request_line = lines.next().unwrap_or_default().to_owned();
+    let headers: Vec<&str> = lines.collect();
+    let authorized = headers.iter().any(|h| {
+        h.split_once(':').is_some_and(|(name, value)| {
+            name.trim().eq_ignore_ascii_case("authorization") && value.trim() == authorization
+        })
+    });
+    if !authorized {
+        let body =
+            "{\"errors\":[{\"code\":\"UNAUTHORIZED\",\"message\":\"authentication required\"}]}";
+        let answer = format!(
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"registry\"\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(answer.as_bytes()).await;
+        let _ = client.shutdown().await;
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(&upstream).await else {
+        return;
+    };
+    let mut forwarded = format!("{request_line}\r\n");
+    for header in headers {
+        if !header.to_ascii_lowercase().starts_with("connection:") {
+            forwarded.push_str(header);
+            forwarded.push_str("\r\n");
+        }
+    }
+    forwarded.push_str("Connection: close\r\n\r\n");
+    if server.write_all(forwarded.as_bytes()).await.is_err()
+        || server.write_all(&head[end..]).await.is_err()
+    {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+}
+
 /// The port of registry's `serving on port N` line.
 fn listening_port(log: &str) -> Option<u16> {
     log.lines()

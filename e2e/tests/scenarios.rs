@@ -2089,3 +2089,135 @@ async fn a_chart_from_a_private_repository_installs_once_the_hub_may_read_its_pu
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_chart_from_a_private_oci_registry_installs_with_its_pull_secret() {
+    let Some(f) = fleet("helm-oci-private").await else {
+        return;
+    };
+    let tools = atoll_e2e::chart_repo::HelmTools::locate().expect("make k8s builds helm");
+    let helm = atoll_e2e::chart_repo::Helm::new(&tools.helm, f.tmp.path().join("oci-private-home"));
+    let archive = helm
+        .package(
+            std::path::Path::new(atoll_e2e::chart_repo::HELLO_CHART),
+            "0.4.0",
+            &f.tmp.path().join("oci-private-charts"),
+        )
+        .await
+        .unwrap();
+    let registry = atoll_e2e::chart_repo::OciRegistry::start(
+        &tools.registry,
+        helm.clone(),
+        f.tmp.path().join("registry-private.log"),
+    )
+    .await
+    .unwrap();
+    registry.push(&archive).await.unwrap();
+    // The agents reach the registry only through a front that wants robot's password.
+    let front = atoll_e2e::chart_repo::AuthProxy::start(&registry.host(), ("robot", "hunter2"))
+        .await
+        .unwrap();
+    let yaml = |pull_secret: &str| {
+        format!(
+            r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: e2e-oci-private}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: registry-creds, namespace: e2e-oci-private}}
+stringData: {{username: robot, password: hunter2}}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: HelmChart
+metadata: {{name: hello-private-oci, namespace: e2e-oci-private}}
+spec:
+  repo: oci://{host}/charts
+  chart: hello
+  version: 0.4.0
+  plainHTTP: true
+  targetNamespace: e2e-oci-private-demo
+{pull_secret}
+---
+apiVersion: apps.clusternet.io/v1alpha1
+kind: Subscription
+metadata: {{name: oci-private, namespace: e2e-oci-private}}
+spec:
+  subscribers: [{{clusterAffinity: {{matchLabels: {{region: ap}}}}}}]
+  feeds:
+    - {{apiVersion: apps.clusternet.io/v1alpha1, kind: HelmChart, name: hello-private-oci, namespace: e2e-oci-private}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: atoll-hub-chart-pull, namespace: e2e-oci-private}}
+rules:
+  - {{apiGroups: [""], resources: [secrets], resourceNames: [registry-creds], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: atoll-hub-chart-pull, namespace: e2e-oci-private}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: atoll-hub-chart-pull}}
+subjects:
+  - {{kind: ServiceAccount, name: atoll-hub, namespace: clusternet-system}}
+"#,
+            host = front.host()
+        )
+    };
+    // Without credentials the registry's front refuses the pull, and the release says so.
+    f.apply("helm-oci-private", &yaml("")).await.unwrap();
+    let ns3 = f.dedicated_namespace("child-3");
+    let refused = POLL
+        .eventually("the anonymous pull refused", CONVERGE, || async {
+            match jsonpath(
+                &f.parent,
+                "description",
+                Some(&ns3),
+                "e2e-oci-private.oci-private",
+                "{.status.phase}|{.status.reason}",
+            )
+            .await?
+            {
+                Some(s) if s.starts_with("Failure|") => Ok(s),
+                other => Err(format!("Description: {other:?}")),
+            }
+        })
+        .await;
+    assert!(
+        refused.contains("basic credential not found") || refused.contains("401"),
+        "{refused}"
+    );
+    f.apply(
+        "helm-oci-private",
+        &yaml("  chartPullSecret: {name: registry-creds}"),
+    )
+    .await
+    .unwrap();
+    converge(
+        &f,
+        "the private OCI chart installed in ap",
+        &[expect(
+            "child-3",
+            "configmap",
+            "e2e-oci-private-demo",
+            "hello-private-oci-config",
+            "{.data.chartVersion}",
+            Some("0.4.0"),
+        )],
+    )
+    .await;
+    f.delete("helm-oci-private").await;
+    converge(
+        &f,
+        "the private OCI release uninstalled with its Subscription",
+        &[expect(
+            "child-3",
+            "configmap",
+            "e2e-oci-private-demo",
+            "hello-private-oci-config",
+            "{.data.chartVersion}",
+            None,
+        )],
+    )
+    .await;
+}
