@@ -315,6 +315,87 @@ async fn failover_moves_divided_replicas_and_recovery_rebalances() {
     wait_replicas(client, vec![("clusternet-a", 3), ("clusternet-b", 3)]).await;
 }
 
+/// Found by the chaos run (seed 4, the check of the parent while faults are active): the
+/// Descriptions of a Dividing Subscription were written all at once, so when replicas moved
+/// from one cluster to another the parent briefly (or, when the write that lowered failed, until
+/// the retry) held more replicas than the feed, e.g. 4 + 7 + 1 of 7. A cluster's share must be
+/// lowered before another's is raised.
+#[tokio::test]
+async fn moving_divided_replicas_never_places_more_than_the_feed_has() {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let parent = Parent::start().await;
+    let client = &parent.client;
+    for name in ["a", "b", "c"] {
+        add_cluster(client, name, json!({"env": "prod"}), "8").await;
+    }
+    apply(client, deployment("default", "web", 6)).await;
+    // Every state of the Descriptions the parent goes through, in order.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
+    let watch = {
+        let seen = seen.clone();
+        let api = kube::Api::<atoll_crds::apps::Description>::all(client.clone());
+        tokio::spawn(async move {
+            let mut current = std::collections::BTreeMap::new();
+            let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Some(Ok(event)) = events.next().await {
+                match event {
+                    watcher::Event::Apply(d) | watcher::Event::InitApply(d) => {
+                        let replicas = d
+                            .spec
+                            .raw
+                            .first()
+                            .and_then(|o| o.pointer("/spec/replicas"))
+                            .and_then(serde_json::Value::as_i64)
+                            .unwrap_or(0);
+                        current.insert(d.namespace().unwrap_or_default(), replicas);
+                    }
+                    watcher::Event::Delete(d) => {
+                        current.remove(&d.namespace().unwrap_or_default());
+                    }
+                    _ => continue,
+                }
+                seen.lock().unwrap().push(current.values().sum());
+            }
+        })
+    };
+    let _scheduler = start_scheduler(client).await;
+    apply(
+        client,
+        web_sub(json!({
+            "schedulingStrategy": "Dividing",
+            "dividingScheduling": {"type": "Static"},
+            "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}, "weight": 1}],
+        })),
+    )
+    .await;
+    let even = vec![
+        ("clusternet-a", 2),
+        ("clusternet-b", 2),
+        ("clusternet-c", 2),
+    ];
+    wait_replicas(client, even.clone()).await;
+    // Each cluster in turn fails over and comes back: its share moves away and back.
+    for name in ["a", "b", "c", "a", "b", "c"] {
+        let ns = format!("clusternet-{name}");
+        set_cluster_ready(client, &ns, name, false, "8").await;
+        let moved: Vec<(&str, i64)> = even
+            .iter()
+            .map(|(n, _)| (*n, if *n == ns { 0 } else { 3 }))
+            .collect();
+        wait_replicas(client, moved).await;
+        set_cluster_ready(client, &ns, name, true, "8").await;
+        wait_replicas(client, even.clone()).await;
+    }
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 12, "the watch saw too little: {seen:?}");
+    assert!(
+        seen.iter().all(|sum| *sum <= 6),
+        "the Descriptions placed more than the feed's 6 replicas at some point: {seen:?}"
+    );
+}
+
 #[tokio::test]
 async fn deleting_a_subscription_removes_its_descriptions_then_releases_it() {
     let parent = Parent::start().await;

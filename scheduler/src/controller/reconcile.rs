@@ -10,7 +10,7 @@ use crate::overrides::helm::RenderedChart;
 use crate::placement::{self, ClusterInfo};
 use atoll_crds::apps::{
     ChartReference, DeletionPolicy, Deployer, Description, Globalization, Localization, Manifest,
-    Subscription, SubscriptionStatus,
+    SchedulingStrategy, Subscription, SubscriptionStatus,
 };
 use atoll_crds::atoll::FeedGrant;
 use atoll_crds::clusters::{
@@ -297,8 +297,19 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
     let plan = plan::plan(&sub.spec, &resolved, &clusters, &globs, &locs, &bound);
     let mut waiting = resolved.iter().any(|f| f.object.is_err());
     if let Some(placement) = &plan.placement {
-        waiting |= write_descriptions(sub, &plan, ctx).await?;
-        remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
+        if sub.spec.scheduling_strategy == SchedulingStrategy::Dividing {
+            // Break before make: the clusters whose replicas go down (and the Descriptions of
+            // clusters no longer bound) first, and only once those writes succeeded the clusters
+            // whose replicas go up, so that the parent never holds more replicas of a divided
+            // feed than the feed has (the writes of one wave run concurrently).
+            let lowering = clusters_not_raising(sub, &plan, ctx).await?;
+            waiting |= write_descriptions(sub, &plan, ctx, |ns| lowering.contains(ns)).await?;
+            remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
+            waiting |= write_descriptions(sub, &plan, ctx, |ns| !lowering.contains(ns)).await?;
+        } else {
+            waiting |= write_descriptions(sub, &plan, ctx, |_| true).await?;
+            remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
+        }
     }
     write_status(sub, &plan, ctx).await?;
     if !waiting {
@@ -403,14 +414,24 @@ impl<'a> DescriptionApplySpec<'a> {
 /// How many Description writes of one Subscription are in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
 
-/// Writes the Description of every bound cluster whose objects rendered and changed. Returns
-/// true when some cluster must be looked at again (its old Description is still being deleted).
-async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> Result<bool, Error> {
+/// Writes the Description of every bound cluster whose objects rendered and changed and whose
+/// dedicated namespace `include` accepts. Returns true when some cluster must be looked at
+/// again (its old Description is still being deleted).
+async fn write_descriptions(
+    sub: &Subscription,
+    plan: &Plan,
+    ctx: &Context,
+    include: impl Fn(&str) -> bool,
+) -> Result<bool, Error> {
     let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
     let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
     let mut waiting = false;
     let mut writes = Vec::new();
-    for cluster_plan in &plan.clusters {
+    for cluster_plan in plan
+        .clusters
+        .iter()
+        .filter(|c| include(&c.cluster.namespace))
+    {
         let Ok(rendered) = &cluster_plan.objects else {
             continue;
         };
@@ -477,6 +498,89 @@ async fn write_descriptions(sub: &Subscription, plan: &Plan, ctx: &Context) -> R
         .try_collect::<Vec<()>>()
         .await?;
     Ok(waiting)
+}
+
+/// The dedicated namespaces of the bound clusters whose rendered objects raise no replica count
+/// above what their current Description holds (read afresh: the index keeps no objects).
+async fn clusters_not_raising(
+    sub: &Subscription,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<BTreeSet<String>, Error> {
+    let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
+    let rendering_changed = plan.clusters.iter().any(|c| match &c.objects {
+        Ok(rendered) => ctx
+            .stores
+            .descriptions
+            .get(&c.cluster.namespace, &name)
+            .is_none_or(|d| d.render_hash.as_deref() != Some(rendered.hash.as_str())),
+        Err(_) => false,
+    });
+    if !rendering_changed {
+        // No replica count changes (the common resync): no need to read the Descriptions.
+        return Ok(plan
+            .clusters
+            .iter()
+            .map(|c| c.cluster.namespace.clone())
+            .collect());
+    }
+    let uid = sub.uid().unwrap_or_default();
+    let current = Api::<Description>::all(ctx.client.clone())
+        .list(&ListParams::default().labels(&format!("{}={uid}", known::LABEL_SUBS_UID)))
+        .await
+        .map_err(api_error("list Descriptions", sub_key(sub)))?;
+    let current: BTreeMap<String, BTreeMap<String, i64>> = current
+        .items
+        .iter()
+        .map(|d| {
+            (
+                d.namespace().unwrap_or_default(),
+                replica_counts(&d.spec.raw),
+            )
+        })
+        .collect();
+    let none = BTreeMap::new();
+    Ok(plan
+        .clusters
+        .iter()
+        .filter(|c| {
+            let Ok(rendered) = &c.objects else {
+                // Not written at all.
+                return true;
+            };
+            let now = current.get(&c.cluster.namespace).unwrap_or(&none);
+            !raises(now, &replica_counts(&rendered.objects))
+        })
+        .map(|c| c.cluster.namespace.clone())
+        .collect())
+}
+
+/// `kind namespace/name` -> `spec.replicas` of the objects that have one.
+fn replica_counts(objects: &[Value]) -> BTreeMap<String, i64> {
+    objects
+        .iter()
+        .filter_map(|o| {
+            let replicas = o.pointer("/spec/replicas")?.as_i64()?;
+            let key = format!(
+                "{} {}/{}",
+                o["kind"].as_str().unwrap_or_default(),
+                o.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                o.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            );
+            Some((key, replicas))
+        })
+        .collect()
+}
+
+/// Whether going from the replica counts `now` to `next` raises any (an object not there yet
+/// counts as 0).
+fn raises(now: &BTreeMap<String, i64>, next: &BTreeMap<String, i64>) -> bool {
+    next.iter()
+        .any(|(key, r)| *r > now.get(key).copied().unwrap_or(0))
 }
 
 /// Deletes the Descriptions of `sub` in clusters that are no longer bound.
@@ -726,6 +830,35 @@ mod tests {
         for (base, failures, want) in cases {
             assert_eq!(retry_delay(base, failures), want, "{base:?} x {failures}");
         }
+    }
+
+    #[test]
+    fn a_cluster_raises_replicas_when_any_object_gets_more_than_it_has() {
+        let counts = |pairs: &[(&str, i64)]| -> BTreeMap<String, i64> {
+            pairs.iter().map(|(k, r)| (k.to_string(), *r)).collect()
+        };
+        let cases = [
+            ("same", counts(&[("a", 2)]), counts(&[("a", 2)]), false),
+            ("lower", counts(&[("a", 3)]), counts(&[("a", 0)]), false),
+            ("higher", counts(&[("a", 2)]), counts(&[("a", 3)]), true),
+            ("new object", counts(&[]), counts(&[("a", 1)]), true),
+            ("new object with 0", counts(&[]), counts(&[("a", 0)]), false),
+            (
+                "one up, one down",
+                counts(&[("a", 2), ("b", 2)]),
+                counts(&[("a", 1), ("b", 3)]),
+                true,
+            ),
+            ("object dropped", counts(&[("a", 2)]), counts(&[]), false),
+        ];
+        for (name, now, next, want) in cases {
+            assert_eq!(raises(&now, &next), want, "{name}");
+        }
+        let objects = vec![
+            json!({"kind": "Namespace", "metadata": {"name": "x"}}),
+            json!({"kind": "Deployment", "metadata": {"namespace": "x", "name": "web"}, "spec": {"replicas": 4}}),
+        ];
+        assert_eq!(replica_counts(&objects), counts(&[("Deployment x/web", 4)]));
     }
 
     #[test]
