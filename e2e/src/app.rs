@@ -90,10 +90,11 @@ pub enum Command {
         #[arg(long, default_value_t = 60)]
         timeout_seconds: u64,
     },
-    /// Chaos runs: each starts a fleet whose agents reach the hub (and whose scheduler and hub
-    /// reach the parent) through fault proxies, injects seeded faults, kills and restarts
-    /// processes while editing Subscriptions, feeds, a Localization and cluster labels, then
-    /// checks the invariants; stops at the first run that violates one, naming its seed.
+    /// Chaos runs: each starts a fleet whose agents reach the hub and their child's API server
+    /// (and whose scheduler and hub reach the parent) through fault proxies, injects seeded
+    /// faults, kills and restarts processes while editing Subscriptions, feeds, a Localization
+    /// and cluster labels, checks what must hold while the faults last, then the invariants;
+    /// stops at the first run that violates one, naming its seed.
     Chaos {
         /// Fleet directory of each run (kept, with its logs).
         #[arg(long, env = "FLEET_DIR", default_value = "target/chaos")]

@@ -1,5 +1,6 @@
-//! Chaos runs: a fleet whose agents reach the hub, and whose scheduler and hub reach the parent,
-//! through fault proxies ([`proxy`]); a seeded plan that, for a bounded time, injects proxy
+//! Chaos runs: a fleet whose agents reach the hub and their own child's API server, and whose
+//! scheduler and hub reach the parent, through fault proxies ([`proxy`]); a seeded plan that,
+//! for a bounded time, injects proxy
 //! faults, SIGKILLs and restarts processes (agents, hub, scheduler, the parent and the children,
 //! which keep their objects in a data dir) while it edits Subscriptions, feeds, a Localization
 //! and cluster labels; then the faults stop and the invariants are checked until they hold or a
@@ -20,6 +21,13 @@
 //!   Description `Success` for its generation, and each cluster's aggregated replicas = what
 //!   its Deployment reports;
 //! - no process of the fleet exceeded the RSS bound (sampled every second during the run).
+//!
+//! While the faults are active ([`DuringChecker`]), reading the parent and the children
+//! directly: the Dividing Subscription's Descriptions never place more replicas than the feed
+//! has (after every change the parent makes to a Description); no Description of a cluster
+//! bound before the faults is removed (an unreachable cluster stays bound); a child keeps every
+//! object it held, with its uid, unless an edit took it out of the placement (no prune on an
+//! incomplete picture); the bystanders stay untouched.
 
 pub mod proxy;
 
@@ -100,6 +108,16 @@ pub struct Report {
     pub violations: Vec<String>,
     /// The highest RSS of each process, in MiB.
     pub max_rss_mib: BTreeMap<String, u64>,
+    /// Rounds of reading every child while the faults were active ([`DuringChecker`]).
+    pub during_rounds: u64,
+    /// Reads of those rounds that failed (the child was down): skipped.
+    pub during_unreadable: u64,
+    /// States of the parent's Descriptions checked while the faults were active.
+    pub during_description_states: u64,
+    /// Of those, the ones that could check the divided replicas.
+    pub during_divided_known: u64,
+    /// Times that watch failed and started again (the parent down).
+    pub during_watch_restarts: u64,
 }
 
 impl Report {
@@ -121,6 +139,16 @@ impl Report {
             self.failed_edits
         );
         out.push_str(&format!("proxies: {}\n", join_counts(&self.effects)));
+        out.push_str(&format!(
+            "checked during the faults: {} states of the parent's Descriptions ({} with the \
+             divided total known; the watch restarted {} times), {} rounds of the children ({} \
+             reads skipped, the child down)\n",
+            self.during_description_states,
+            self.during_divided_known,
+            self.during_watch_restarts,
+            self.during_rounds,
+            self.during_unreadable
+        ));
         if !self.exits.is_empty() {
             out.push_str(&format!(
                 "exited on their own and started again: {}\n",
@@ -523,7 +551,7 @@ pub fn stage_binaries(bin_dir: &Path, dir: &Path) -> Result<PathBuf, Error> {
 }
 
 /// What the run remembers from before the faults, and what it did during them.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Memory {
     /// Per child, `kind ns/name` -> uid, once the workload converged.
     uids: BTreeMap<String, BTreeMap<String, String>>,
@@ -573,6 +601,7 @@ async fn run_on_fleet(
     }
     memory.uids = managed_uids(&children).await?;
     memory.bystanders = bystanders(&children).await?;
+    let bound_before = bound_descriptions(&parent).await?;
 
     let plan = Plan::generate(
         opts.seed,
@@ -596,6 +625,8 @@ async fn run_on_fleet(
         }
     }
     let rss = RssSampler::start(layout.state());
+    let (memory_now, memory_seen) = tokio::sync::watch::channel(memory.clone());
+    let during = DuringChecker::start(parent.clone(), children.clone(), memory_seen, bound_before);
     proxies.hub.play(plan.hub_proxy.clone());
     proxies.parent.play(plan.parent_proxy.clone());
     for (proxy, schedule) in proxies.children.iter_mut().zip(&plan.child_proxies) {
@@ -664,6 +695,8 @@ async fn run_on_fleet(
             Action::Edit(edit) => {
                 report.edits += 1;
                 remember(edit, &mut memory);
+                // Before the edit is made: the checks during the faults allow its effect.
+                memory_now.send_replace(memory.clone());
                 if let Err(e) = apply_edit(&parent, edit).await {
                     report.failed_edits += 1;
                     eprintln!("chaos: edit {edit:?} failed (a server may be down): {e}");
@@ -686,6 +719,22 @@ async fn run_on_fleet(
     for proxy in &mut proxies.children {
         proxy.heal();
     }
+    let findings = during.stop().await;
+    report.during_rounds = findings.rounds;
+    report.during_unreadable = findings.unreadable;
+    report.during_divided_known = findings.divided_known;
+    report.during_description_states = findings.description_states;
+    report.during_watch_restarts = findings.watch_restarts;
+    let during_violations: Vec<String> = findings
+        .violations
+        .iter()
+        .map(|(v, (first, seen))| {
+            format!(
+                "during the faults (first at +{:.1}s, seen {seen} times): {v}",
+                first.as_secs_f64()
+            )
+        })
+        .collect();
     eprintln!(
         "chaos: faults stopped after {:.1}s; checking the invariants (at most {}s)",
         start.elapsed().as_secs_f64(),
@@ -699,6 +748,7 @@ async fn run_on_fleet(
             Err(violations) => report.violations.extend(violations),
         }
     }
+    report.violations.extend(during_violations);
     report.max_rss_mib = rss.stop().await;
     let (exits, failures) = supervisor.stop().await;
     report.exits = exits;
@@ -856,9 +906,11 @@ async fn setup(parent: &Client, children: &[(String, Client)]) -> Result<(), Err
         deployment("chaos-a", "web", 2),
     )
     .await?;
+    let mut api = deployment("chaos-b", "api", 6);
+    api["metadata"]["annotations"] = json!({DIVIDED_TOTAL_ANNOTATION: "6"});
     apply_typed(
         &Api::<Deployment>::namespaced(parent.clone(), "chaos-b"),
-        deployment("chaos-b", "api", 6),
+        api,
     )
     .await?;
     apply_typed(
@@ -943,16 +995,20 @@ async fn apply_edit(parent: &Client, edit: &Edit) -> Result<(), Error> {
                 .map_err(api_error(format!("patching ConfigMap chaos-a/{name}")))?;
         }
         Edit::WebReplicas(r) | Edit::ApiReplicas(r) => {
-            let (ns, name) = match edit {
-                Edit::WebReplicas(_) => ("chaos-a", "web"),
-                _ => ("chaos-b", "api"),
+            let (ns, name, patch) = match edit {
+                Edit::WebReplicas(_) => ("chaos-a", "web", json!({"spec": {"replicas": r}})),
+                // With the total it is divided from (see `over_placed`), in the same write.
+                _ => (
+                    "chaos-b",
+                    "api",
+                    json!({
+                        "metadata": {"annotations": {DIVIDED_TOTAL_ANNOTATION: r.to_string()}},
+                        "spec": {"replicas": r}
+                    }),
+                ),
             };
             Api::<Deployment>::namespaced(parent.clone(), ns)
-                .patch(
-                    name,
-                    &PatchParams::default(),
-                    &merge(json!({"spec": {"replicas": r}})),
-                )
+                .patch(name, &PatchParams::default(), &merge(patch))
                 .await
                 .map_err(api_error(format!("scaling Deployment {ns}/{name}")))?;
         }
@@ -1260,39 +1316,10 @@ async fn check(
                 "{name}: {key} is there but no Description lists it"
             ));
         }
-        // Uids: kept unless the feed left or the cluster left the placement.
-        if let Some(before) = memory.uids.get(name) {
-            for (key, uid) in before {
-                let moved = memory.feeds_removed.contains(key)
-                    || (key.contains("chaos-c") && memory.unpicked.contains(name));
-                if moved {
-                    continue;
-                }
-                let now = have.get(key).and_then(|o| o["metadata"]["uid"].as_str());
-                if let Some(now) = now
-                    && now != uid
-                {
-                    out.push(format!(
-                        "{name}: {key} was deleted and created again (uid {uid} -> {now})"
-                    ));
-                }
-            }
-        }
-        if let Some((uid, rv)) = memory.bystanders.get(name) {
-            match Api::<ConfigMap>::namespaced(child.clone(), "default")
-                .get_opt("chaos-bystander")
-                .await
-            {
-                Ok(Some(cm)) => {
-                    if cm.uid().as_deref() != Some(uid)
-                        || cm.resource_version().as_deref() != Some(rv)
-                    {
-                        out.push(format!("{name}: the bystander ConfigMap was touched"));
-                    }
-                }
-                Ok(None) => out.push(format!("{name}: the bystander ConfigMap was deleted")),
-                Err(e) => out.push(format!("{name}: reading the bystander: {e}")),
-            }
+        out.extend(objects_kept(name, &have, memory, false));
+        match bystander_untouched(name, child, memory).await {
+            Ok(violation) => out.extend(violation),
+            Err(e) => out.push(format!("{name}: reading the bystander: {e}")),
         }
         actual_by_child.insert(name.clone(), have);
     }
@@ -1321,6 +1348,128 @@ async fn check(
         ));
     }
     Ok(out)
+}
+
+/// Objects of `child` recorded before the faults that were deleted since (their uid changed;
+/// with `present_too`, also those absent now), unless their feed left its Subscription or the
+/// cluster left the placement (`memory` as of now).
+fn objects_kept(
+    child: &str,
+    have: &BTreeMap<String, Value>,
+    memory: &Memory,
+    present_too: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(before) = memory.uids.get(child) else {
+        return out;
+    };
+    for (key, uid) in before {
+        let moved = memory.feeds_removed.contains(key)
+            || (key.contains("chaos-c") && memory.unpicked.contains(child));
+        if moved {
+            continue;
+        }
+        match have.get(key).and_then(|o| o["metadata"]["uid"].as_str()) {
+            Some(now) if now != uid => out.push(format!(
+                "{child}: {key} was deleted and created again (uid {uid} -> {now})"
+            )),
+            None if present_too => out.push(format!(
+                "{child}: {key} is gone (uid {uid}) though nothing removed it from the placement"
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The bystander ConfigMap of `child`, unless it is as it was before the faults.
+async fn bystander_untouched(
+    name: &str,
+    child: &Client,
+    memory: &Memory,
+) -> Result<Option<String>, kube::Error> {
+    let Some((uid, rv)) = memory.bystanders.get(name) else {
+        return Ok(None);
+    };
+    let found = Api::<ConfigMap>::namespaced(child.clone(), "default")
+        .get_opt("chaos-bystander")
+        .await?;
+    Ok(match found {
+        Some(cm) => (cm.uid().as_deref() != Some(uid)
+            || cm.resource_version().as_deref() != Some(rv))
+        .then(|| format!("{name}: the bystander ConfigMap was touched")),
+        None => Some(format!("{name}: the bystander ConfigMap was deleted")),
+    })
+}
+
+/// The annotation the run puts on the divided feed `chaos-b/api` with every change of its
+/// replicas: the rendered copies in the Descriptions carry it, so a check can tell which total
+/// each Description was divided from (Descriptions lag the feed by design).
+pub const DIVIDED_TOTAL_ANNOTATION: &str = "chaos.atoll.dev/total-replicas";
+
+/// Over-placement in the parent: the Descriptions of the Dividing Subscription `chaos-b/div`
+/// give Deployment `chaos-b/api` more replicas in all than any total they were divided from.
+/// A Description still carrying an older total is allowed (it lags), but while one cluster's
+/// share moves to another, the sum must never pass the largest total in play: a cluster losing
+/// replicas must lose them before another gains them.
+pub fn over_placed(descriptions: &[Description]) -> Option<String> {
+    let (sum, most, shares) = divided_placement(descriptions)?;
+    (sum > most).then(|| {
+        format!(
+            "Deployment chaos-b/api: the Descriptions of Subscription chaos-b/div place {sum} \
+             replicas, more than the feed's {most} ({})",
+            shares.join(", ")
+        )
+    })
+}
+
+/// What the Descriptions of `chaos-b/div` place of Deployment `chaos-b/api`: the sum of their
+/// replicas, the largest total they were divided from, and each one's share. `None` when no
+/// Description carries a total (then there is nothing to check).
+fn divided_placement(descriptions: &[Description]) -> Option<(i64, i64, Vec<String>)> {
+    let name = known::description_name("chaos-b", "div");
+    let mut sum = 0i64;
+    let mut most: Option<i64> = None;
+    let mut shares = Vec::new();
+    for d in descriptions.iter().filter(|d| d.name_any() == name) {
+        let Some(raw) = d.spec.raw.iter().find(|o| {
+            o["kind"] == "Deployment"
+                && o["metadata"]["namespace"] == "chaos-b"
+                && o["metadata"]["name"] == "api"
+        }) else {
+            continue;
+        };
+        let replicas = raw["spec"]["replicas"].as_i64().unwrap_or(1);
+        let total = raw["metadata"]["annotations"][DIVIDED_TOTAL_ANNOTATION]
+            .as_str()
+            .and_then(|t| t.parse::<i64>().ok());
+        sum += replicas;
+        most = most.max(total);
+        shares.push(format!(
+            "{}: {replicas} of {}",
+            d.namespace().unwrap_or_default(),
+            total.map_or("?".to_string(), |t| t.to_string())
+        ));
+    }
+    Some((sum, most?, shares))
+}
+
+/// Descriptions that existed before the faults (`namespace/name`) and are now absent or being
+/// deleted: an unreachable cluster stays bound, so a partition alone must never remove one.
+pub fn descriptions_dropped(
+    before: &BTreeSet<String>,
+    descriptions: &[Description],
+) -> Vec<String> {
+    let live: BTreeSet<String> = descriptions
+        .iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+        .map(|d| format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any()))
+        .collect();
+    before
+        .iter()
+        .filter(|key| !live.contains(*key))
+        .map(|key| format!("Description {key} was removed (or is being removed)"))
+        .collect()
 }
 
 fn check_subscription(
@@ -1419,6 +1568,222 @@ fn check_subscription(
         }
     }
     out
+}
+
+/// `namespace/name` of the Descriptions of `chaos-a/rep` and `chaos-b/div` (Subscriptions whose
+/// clusters are bound by labels the run never changes).
+async fn bound_descriptions(parent: &Client) -> Result<BTreeSet<String>, Error> {
+    let names = [
+        known::description_name("chaos-a", "rep"),
+        known::description_name("chaos-b", "div"),
+    ];
+    Ok(Api::<Description>::all(parent.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing Descriptions"))?
+        .items
+        .iter()
+        .filter(|d| names.contains(&d.name_any()))
+        .map(|d| format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any()))
+        .collect())
+}
+
+/// What the checks made while the faults were active found.
+#[derive(Debug, Default)]
+struct DuringFindings {
+    /// Rounds of reading every child.
+    rounds: u64,
+    /// Reads of a child that failed (a server killed or restarting): skipped in their round.
+    unreadable: u64,
+    /// States of the parent's Descriptions checked (one after each change the watch saw).
+    description_states: u64,
+    /// Of those, the ones that carried the divided total (the over-placement check ran).
+    divided_known: u64,
+    /// Times the watch of Descriptions failed and started again (the parent down).
+    watch_restarts: u64,
+    /// Each distinct violation: when it was first seen (from the start of the faults) and how
+    /// many times.
+    violations: BTreeMap<String, (Duration, u64)>,
+}
+
+impl DuringFindings {
+    fn record(&mut self, violations: Vec<String>, at: Duration) {
+        for v in violations {
+            self.violations.entry(v).or_insert((at, 0)).1 += 1;
+        }
+    }
+}
+
+/// Checks, while the faults are active, what must hold even then, reading the parent and the
+/// children directly (not through the proxies):
+///
+/// - in the parent, after every change of a Description (a watch, so that a window of a few
+///   milliseconds is seen too): the Descriptions of the Dividing Subscription never place more
+///   replicas than the feed has ([`over_placed`]), and no Description of `chaos-a/rep` or
+///   `chaos-b/div` that existed before the faults is removed (an unreachable cluster stays
+///   bound; [`descriptions_dropped`]);
+/// - once a second in every child that answers: it keeps every object it held before the
+///   faults, with its uid, unless the run's edits took it out of the placement
+///   ([`objects_kept`]), so nothing is pruned on an incomplete picture while its agent is cut
+///   off; and the bystander ConfigMap stays untouched.
+struct DuringChecker {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    findings: Arc<std::sync::Mutex<DuringFindings>>,
+}
+
+/// How long one read of a child may take (a held server answers nothing; the checks read
+/// directly, but a child under a kill may hang a moment).
+const DURING_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl DuringChecker {
+    fn start(
+        parent: Client,
+        children: Vec<(String, Client)>,
+        memory: tokio::sync::watch::Receiver<Memory>,
+        bound_before: BTreeSet<String>,
+    ) -> DuringChecker {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let findings = Arc::new(std::sync::Mutex::new(DuringFindings::default()));
+        let start = Instant::now();
+        let tasks = vec![
+            tokio::spawn(watch_descriptions(
+                parent,
+                bound_before,
+                findings.clone(),
+                start,
+                stopped.clone(),
+            )),
+            tokio::spawn(poll_children(
+                children,
+                memory,
+                findings.clone(),
+                start,
+                stopped,
+            )),
+        ];
+        DuringChecker {
+            stop,
+            tasks,
+            findings,
+        }
+    }
+
+    async fn stop(self) -> DuringFindings {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        match self.findings.lock() {
+            Ok(mut f) => std::mem::take(&mut *f),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        }
+    }
+}
+
+fn lock(findings: &std::sync::Mutex<DuringFindings>) -> std::sync::MutexGuard<'_, DuringFindings> {
+    findings
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+async fn watch_descriptions(
+    parent: Client,
+    bound_before: BTreeSet<String>,
+    findings: Arc<std::sync::Mutex<DuringFindings>>,
+    start: Instant,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let key = |d: &Description| format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
+    let stream =
+        watcher(Api::<Description>::all(parent), watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let mut current = BTreeMap::new();
+    // A relist (the watch started again) is applied at once when complete, not object by
+    // object: the states in between were never the parent's.
+    let mut relisting: Option<BTreeMap<String, Description>> = None;
+    loop {
+        let event = tokio::select! {
+            _ = stopped.changed() => return,
+            event = stream.next() => event,
+        };
+        let changed = match event {
+            None => return,
+            Some(Err(_)) => {
+                lock(&findings).watch_restarts += 1;
+                false
+            }
+            Some(Ok(watcher::Event::Init)) => {
+                relisting = Some(BTreeMap::new());
+                false
+            }
+            Some(Ok(watcher::Event::InitApply(d))) => {
+                if let Some(listing) = relisting.as_mut() {
+                    listing.insert(key(&d), d);
+                }
+                false
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                current = relisting.take().unwrap_or_default();
+                true
+            }
+            Some(Ok(watcher::Event::Apply(d))) => {
+                current.insert(key(&d), d);
+                true
+            }
+            Some(Ok(watcher::Event::Delete(d))) => {
+                current.remove(&key(&d));
+                true
+            }
+        };
+        if !changed {
+            continue;
+        }
+        let descriptions: Vec<Description> = current.values().cloned().collect();
+        let mut found: Vec<String> = over_placed(&descriptions).into_iter().collect();
+        found.extend(descriptions_dropped(&bound_before, &descriptions));
+        let mut f = lock(&findings);
+        f.description_states += 1;
+        if divided_placement(&descriptions).is_some() {
+            f.divided_known += 1;
+        }
+        f.record(found, start.elapsed());
+    }
+}
+
+async fn poll_children(
+    children: Vec<(String, Client)>,
+    memory: tokio::sync::watch::Receiver<Memory>,
+    findings: Arc<std::sync::Mutex<DuringFindings>>,
+    start: Instant,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let memory = memory.borrow().clone();
+        let mut found = Vec::new();
+        let mut unreadable = 0;
+        for (name, child) in &children {
+            match tokio::time::timeout(DURING_READ_TIMEOUT, managed_objects(child)).await {
+                Ok(Ok(have)) => found.extend(objects_kept(name, &have, &memory, true)),
+                _ => unreadable += 1,
+            }
+            let bystander = bystander_untouched(name, child, &memory);
+            match tokio::time::timeout(DURING_READ_TIMEOUT, bystander).await {
+                Ok(Ok(violation)) => found.extend(violation),
+                _ => unreadable += 1,
+            }
+        }
+        let mut f = lock(&findings);
+        f.rounds += 1;
+        f.unreadable += unreadable;
+        f.record(found, start.elapsed());
+    }
 }
 
 /// Plays the kubelet: once a second, starts again (from its recorded command line) every
@@ -1678,6 +2043,144 @@ mod tests {
                 Some(fragment) => assert!(got.contains(fragment), "{name}: {got}"),
             }
         }
+    }
+
+    /// A Description of `chaos-b/div` in `ns` giving `replicas` of Deployment chaos-b/api,
+    /// divided from `total` (none: no annotation).
+    fn divided(ns: &str, replicas: i64, total: Option<i64>) -> Description {
+        let mut d = desc_in(ns, DescriptionPhase::Success, 3);
+        let mut api = deployment("chaos-b", "api", replicas as i32);
+        if let Some(t) = total {
+            api["metadata"]["annotations"] = json!({DIVIDED_TOTAL_ANNOTATION: t.to_string()});
+        }
+        d.spec.raw = vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "chaos-b"}}),
+            api,
+        ];
+        d
+    }
+
+    #[test]
+    fn divided_descriptions_may_lag_the_feed_but_never_place_more_than_a_total_in_play() {
+        let cases: Vec<(&str, Vec<Description>, bool)> = vec![
+            (
+                "even split",
+                vec![
+                    divided("n1", 2, Some(6)),
+                    divided("n2", 2, Some(6)),
+                    divided("n3", 2, Some(6)),
+                ],
+                false,
+            ),
+            (
+                "failed over: one cluster kept at 0",
+                vec![divided("n1", 0, Some(6)), divided("n2", 6, Some(6))],
+                false,
+            ),
+            (
+                "lagging a scale-down (old 9, new 2)",
+                vec![
+                    divided("n1", 2, Some(9)),
+                    divided("n2", 1, Some(2)),
+                    divided("n3", 5, Some(9)),
+                ],
+                false,
+            ),
+            (
+                "one cluster gained before another lost",
+                vec![
+                    divided("n1", 2, Some(6)),
+                    divided("n2", 5, Some(6)),
+                    divided("n3", 1, Some(6)),
+                ],
+                true,
+            ),
+            (
+                "mixed totals over the larger",
+                vec![divided("n1", 4, Some(4)), divided("n2", 6, Some(8))],
+                true,
+            ),
+            (
+                "no total known",
+                vec![divided("n1", 9, None), divided("n2", 9, None)],
+                false,
+            ),
+        ];
+        for (name, descriptions, want) in cases {
+            let got = over_placed(&descriptions);
+            assert_eq!(got.is_some(), want, "{name}: {got:?}");
+        }
+        // Other Subscriptions' Descriptions do not count.
+        let mut other = divided("n1", 9, Some(1));
+        other.metadata.name = Some("chaos-a.rep".into());
+        assert_eq!(over_placed(&[other]), None);
+    }
+
+    #[test]
+    fn a_description_bound_before_the_faults_must_stay() {
+        let before = BTreeSet::from(["n1/chaos-b.div".to_string(), "n2/chaos-b.div".to_string()]);
+        let live = desc_in("n1", DescriptionPhase::Success, 3);
+        let mut deleting = desc_in("n2", DescriptionPhase::Success, 3);
+        assert!(descriptions_dropped(&before, &[live.clone(), deleting.clone()]).is_empty());
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+        );
+        let got = descriptions_dropped(&before, &[live.clone(), deleting]);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("n2/chaos-b.div"), "{got:?}");
+        assert_eq!(descriptions_dropped(&before, &[]).len(), 2);
+    }
+
+    #[test]
+    fn objects_must_keep_their_uid_unless_the_run_moved_them() {
+        let key_web = object_key("Deployment", "chaos-a", "web");
+        let key_cfg2 = object_key("ConfigMap", "chaos-a", "cfg-2");
+        let key_picked = object_key("ConfigMap", "chaos-c", "picked");
+        let mut memory = Memory::default();
+        memory.uids.insert(
+            "child-1".into(),
+            BTreeMap::from([
+                (key_web.clone(), "u-web".into()),
+                (key_cfg2.clone(), "u-cfg2".into()),
+                (key_picked.clone(), "u-picked".into()),
+            ]),
+        );
+        let obj = |uid: &str| json!({"metadata": {"uid": uid}});
+        let all = BTreeMap::from([
+            (key_web.clone(), obj("u-web")),
+            (key_cfg2.clone(), obj("u-cfg2")),
+            (key_picked.clone(), obj("u-picked")),
+        ]);
+        assert!(objects_kept("child-1", &all, &memory, true).is_empty());
+        // Gone: a violation during the faults; at the end only a new uid is one (what is
+        // missing then is named by the Descriptions' check).
+        let without_web: BTreeMap<_, _> = all
+            .iter()
+            .filter(|(k, _)| **k != key_web)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(
+            objects_kept("child-1", &without_web, &memory, true).len(),
+            1
+        );
+        assert!(objects_kept("child-1", &without_web, &memory, false).is_empty());
+        let mut recreated = all.clone();
+        recreated.insert(key_web.clone(), obj("u-new"));
+        assert_eq!(objects_kept("child-1", &recreated, &memory, false).len(), 1);
+        // Moved by the run's edits: allowed.
+        let empty = BTreeMap::new();
+        assert_eq!(objects_kept("child-1", &empty, &memory, true).len(), 3);
+        remember(&Edit::SecondFeed(false), &mut memory);
+        remember(
+            &Edit::Pick {
+                cluster: "child-1".into(),
+                on: false,
+            },
+            &mut memory,
+        );
+        let got = objects_kept("child-1", &empty, &memory, true);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains("chaos-a/web"), "{got:?}");
     }
 
     #[test]
