@@ -136,16 +136,18 @@ fleet-up: fleet-build
 	$(FLEET) up --backend $(FLEET_BACKEND) --children $(FLEET_CHILDREN) --dir $(FLEET_DIR) --manifests $(CURDIR)/manifests
 
 ## chaos: CHAOS_RUNS chaos runs (seeds CHAOS_SEED, CHAOS_SEED+1, ...) of CHAOS_SECONDS of faults
-## each on a 3-child fleet (e2e/src/chaos): proxy faults, kills and restarts, edits, then the
-## invariants. A failing run names its seed; `make chaos CHAOS_SEED=<n> CHAOS_RUNS=1` replays it.
-## `make test` runs a short one (e2e/tests/chaos.rs, 20 s). FLEET_BACKEND=kube for real clusters.
+## each on a fleet of CHAOS_CHILDREN children (e2e/src/chaos): proxy faults, kills and restarts,
+## edits, checks while the faults last, then the invariants. A failing run names its seed;
+## `make chaos CHAOS_SEED=<n> CHAOS_RUNS=1` replays it. `make test` runs a short one
+## (e2e/tests/chaos.rs, 20 s, 3 children). FLEET_BACKEND=kube for real clusters.
 .PHONY: chaos
 CHAOS_SEED ?= 1
 CHAOS_RUNS ?= 5
 CHAOS_SECONDS ?= 120
+CHAOS_CHILDREN ?= 6
 chaos: fleet-build
 	$(FLEET) chaos --backend $(FLEET_BACKEND) --dir $(CURDIR)/target/chaos --manifests $(CURDIR)/manifests \
-		--seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --seconds $(CHAOS_SECONDS)
+		--seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --seconds $(CHAOS_SECONDS) --children $(CHAOS_CHILDREN)
 
 ## fleet-down: stop everything fleet-up started.
 fleet-down:

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The short chaos run of `make test`: one seed (`CHAOS_SEED`, default 1), `CHAOS_SECONDS` of
-//! faults (default 20) on a fleet of 3 children, then the invariants of `atoll_e2e::chaos`
-//! within 60 s. A failure names the seed; `CHAOS_SEED=<n> cargo test -p atoll-e2e --test chaos`
+//! faults (default 20) on a fleet of `CHAOS_CHILDREN` children (default 3), the checks made
+//! while the faults are active, then the invariants of `atoll_e2e::chaos` within 60 s. A failure names the seed; `CHAOS_SEED=<n> cargo test -p atoll-e2e --test chaos`
 //! replays its plan. `make chaos` runs longer and more seeds.
 
 mod support;
@@ -27,7 +27,7 @@ async fn a_fleet_converges_to_its_descriptions_after_seeded_faults_kills_and_edi
         seed: env_u64("CHAOS_SEED", 1),
         chaos: Duration::from_secs(env_u64("CHAOS_SECONDS", 20)),
         converge: Duration::from_secs(60),
-        children: 3,
+        children: env_u64("CHAOS_CHILDREN", 3) as usize,
         dir: tmp.path().join("fleet"),
         bin_dir: support::bin_dir(),
         manifests: support::manifests(),
