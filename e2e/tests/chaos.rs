@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The short chaos run of `make test`: one seed (`CHAOS_SEED`, default 1), `CHAOS_SECONDS` of
 //! faults (default 20) on a fleet of `CHAOS_CHILDREN` children (default 3), the checks made
-//! while the faults are active, then the invariants of `atoll_e2e::chaos` within 60 s. A failure names the seed; `CHAOS_SEED=<n> cargo test -p atoll-e2e --test chaos`
-//! replays its plan. `make chaos` runs longer and more seeds.
+//! while the faults are active, then the invariants of `atoll_e2e::chaos` within 60 s. A failure
+//! names the seed; `CHAOS_SEED=<n> cargo test -p atoll-e2e --test chaos` replays its plan.
+//! `make chaos` runs longer, more seeds and more children.
 
 mod support;
 
