@@ -125,10 +125,13 @@ fn read(path: &Path) -> Result<Vec<Row>> {
         .collect()
 }
 
-/// How a row ran its children: `processes`, or `shared` whatever the children per process.
+/// How a row ran its children: `processes`, or `shared` whatever the children per process
+/// (`kube-parent` when shared under a real kube-apiserver parent).
 fn mode(row: &Row) -> &str {
     if row.children.starts_with("shared") {
         "shared"
+    } else if row.children.starts_with("kube-parent") {
+        "kube-parent"
     } else {
         row.children.as_str()
     }
@@ -153,6 +156,8 @@ fn modes(rows: &[Row]) -> Vec<(String, String)> {
                     })
                     .collect();
                 format!("children shared per process ({})", per.join(", "))
+            } else if m == "kube-parent" {
+                "real kube-apiserver parent, children shared per process".to_string()
             } else {
                 "a process per devcluster and per agent".to_string()
             };

@@ -32,10 +32,17 @@
 //! agents by thread (each runs on a runtime of its own, threads named apart). RSS is reported
 //! per process kind, and per child (a host's RSS divided by the children it hosts).
 //!
+//! **A real parent** (`--parent kube`, with `--per-host K`): the parent is a real control plane
+//! (kube-apiserver and etcd of the real tier, `make k8s`; atoll installed with `kubectl apply
+//! -k` and run with its ServiceAccounts, as `fleet up --backend kube` does), the children still
+//! shared devclusters: the same figures with the API server devcluster stands in for. "parent"
+//! CPU and RSS are then kube-apiserver's; etcd's CPU is counted under "control plane".
+//!
 //! ```text
 //! cargo build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
 //! cargo run --release -p atoll-e2e --example bench_fleet -- [N...]     # default: 10 100
 //! cargo run --release -p atoll-e2e --example bench_fleet -- --per-host 250 1000
+//! cargo run --release -p atoll-e2e --example bench_fleet -- --parent kube --per-host 250 1000
 //! ```
 //!
 //! (`make bench-fleet` does both.) The binaries are taken from the directory above this
@@ -198,6 +205,8 @@ struct Figures {
     n: usize,
     /// Children per `fleet-children` process, or `None` for a process per devcluster and agent.
     per_host: Option<usize>,
+    /// What the parent API server is.
+    parent: Backend,
     memory: Memory,
     /// Time to start and list the N child watchers.
     watchers_listed: Duration,
@@ -233,7 +242,7 @@ struct Figures {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (ns, per_host) = match parse_args() {
+    let (ns, per_host, parent) = match parse_args() {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("bench_fleet: {e:#}");
@@ -243,7 +252,7 @@ async fn main() -> ExitCode {
     let mut all = Vec::new();
     for n in ns {
         let result = tokio::select! {
-            r = run(n, per_host) => r,
+            r = run(n, per_host, parent) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
         };
         match result {
@@ -264,12 +273,22 @@ async fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `[--per-host K] [N...]`: the Ns (default `10 100`) and the children per host, if shared.
-fn parse_args() -> Result<(Vec<usize>, Option<usize>)> {
+/// `[--parent devcluster|kube] [--per-host K] [N...]`: the Ns (default `10 100`), the children
+/// per host, if shared, and the parent's kind.
+fn parse_args() -> Result<(Vec<usize>, Option<usize>, Backend)> {
     let mut args = std::env::args().skip(1);
     let mut per_host = None;
+    let mut parent = Backend::Devcluster;
     let mut ns = Vec::new();
     while let Some(a) = args.next() {
+        if a == "--parent" {
+            parent = match args.next().as_deref() {
+                Some("devcluster") => Backend::Devcluster,
+                Some("kube") => Backend::Kube,
+                other => bail!("--parent {other:?}: give devcluster or kube"),
+            };
+            continue;
+        }
         if a == "--per-host" {
             let k = args.next().context("--per-host needs a number")?;
             let k: usize = k
@@ -296,7 +315,14 @@ fn parse_args() -> Result<(Vec<usize>, Option<usize>)> {
         }
         ns.push(n);
     }
-    Ok((if ns.is_empty() { vec![10, 100] } else { ns }, per_host))
+    if parent == Backend::Kube && per_host.is_none() {
+        bail!("--parent kube needs --per-host K (the children are shared devclusters)");
+    }
+    Ok((
+        if ns.is_empty() { vec![10, 100] } else { ns },
+        per_host,
+        parent,
+    ))
 }
 
 /// `ATOLL_BIN_DIR`, or the directory above this example's (`target/release/examples/x` →
@@ -320,7 +346,7 @@ fn log(started: Instant, msg: &str) {
 }
 
 /// One N: fleet up, placement, edits with interleaved raw tries, fleet down.
-async fn run(n: usize, per_host: Option<usize>) -> Result<Figures> {
+async fn run(n: usize, per_host: Option<usize>, parent: Backend) -> Result<Figures> {
     let started = Instant::now();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     let load_before = loadavg();
@@ -333,7 +359,7 @@ async fn run(n: usize, per_host: Option<usize>) -> Result<Figures> {
         nodes: 3,
         workload_delay_ms: 500,
         timeout: Duration::from_secs(180).max(Duration::from_millis(600 * n as u64)),
-        backend: Backend::Devcluster,
+        backend: parent,
         persist_parent: false,
         detours: Default::default(),
     };
@@ -341,6 +367,7 @@ async fn run(n: usize, per_host: Option<usize>) -> Result<Figures> {
         Some(k) => format!("children shared, {k} per fleet-children process"),
         None => "a devcluster and an agent process per child".to_string(),
     };
+    let how = format!("{how}; parent: {}", parent_name(parent));
     log(
         started,
         &format!("N={n}: fleet up in {} ({how})", dir.display()),
@@ -362,6 +389,7 @@ async fn run(n: usize, per_host: Option<usize>) -> Result<Figures> {
     );
     let mut figures = measure(n, &state, started, cores, load_before, fleet_up).await?;
     figures.per_host = per_host;
+    figures.parent = parent;
     guard.succeeded = true;
     drop(guard);
     log(started, &format!("N={n}: done"));
@@ -499,6 +527,7 @@ async fn measure(
     let mut figures = Figures {
         n,
         per_host: None,
+        parent: Backend::Devcluster,
         memory,
         watchers_listed,
         cores,
@@ -763,7 +792,7 @@ fn cpu_by_role(state: &FleetState) -> CpuByRole {
     let mut out = CpuByRole::new();
     for p in &state.processes {
         let role = match p.role {
-            Role::Parent => "parent devcluster",
+            Role::Parent => "parent API server",
             Role::Child => "child devclusters",
             Role::Scheduler => "scheduler",
             Role::Hub => "hub",
@@ -886,7 +915,8 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
     };
     let processes = match f.per_host {
         Some(k) => format!(
-            "parent, scheduler, hub; children in {} fleet-children processes of {k}",
+            "parent ({}), scheduler, hub; children in {} fleet-children processes of {k}",
+            parent_name(f.parent),
             f.n.div_ceil(k)
         ),
         None => "parent, scheduler, hub; a devcluster and an agent process per child".into(),
@@ -1006,13 +1036,26 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
     rows
 }
 
+/// The parent's kind, for the tables.
+fn parent_name(parent: Backend) -> &'static str {
+    match parent {
+        Backend::Devcluster => "devcluster",
+        Backend::Kube => "kube-apiserver and etcd",
+    }
+}
+
 /// One N as a markdown table.
 fn table(f: &Figures) -> String {
     let mut out = format!(
-        "\n### N = {} child clusters{}\n\n| figure | value |\n|---|---|\n",
+        "\n### N = {} child clusters{}{}\n\n| figure | value |\n|---|---|\n",
         f.n,
         f.per_host
-            .map_or(String::new(), |k| format!(" (shared, {k} per host)"))
+            .map_or(String::new(), |k| format!(" (shared, {k} per host)")),
+        if f.parent == Backend::Kube {
+            ", real parent"
+        } else {
+            ""
+        }
     );
     for (k, v) in rows(f) {
         out.push_str(&format!("| {k} | {v} |\n"));
@@ -1034,8 +1077,11 @@ fn csv(all: &[Figures]) -> String {
         out.push_str(&format!(
             "\n{},{},{},{},{},{},{},{},{},{:.1},{:.2},{},{}",
             f.n,
-            f.per_host
-                .map_or("processes".to_string(), |k| format!("shared-{k}")),
+            match (f.parent, f.per_host) {
+                (Backend::Kube, Some(k)) => format!("kube-parent-shared-{k}"),
+                (_, Some(k)) => format!("shared-{k}"),
+                (_, None) => "processes".to_string(),
+            },
             f.until_last.len(),
             ms(percentile(&each, 0.50)),
             ms(percentile(&each, 0.99)),

@@ -103,15 +103,15 @@ pub async fn up(opts: &UpOptions) -> Result<FleetState, Error> {
 /// processes of their own as in [`up`], but the children's devclusters and agents run
 /// `per_host` children to a `fleet-children` process ([`crate::children_host`]), named
 /// `children-<first>-<last>` in the state. For fleets too large for two processes per child
-/// (devcluster backend only, up to [`MAX_SHARED_CHILDREN`]).
+/// (up to [`MAX_SHARED_CHILDREN`]). The children are always devclusters; with the `Kube`
+/// backend the parent is a real control plane (kube-apiserver and etcd, atoll installed with
+/// `kubectl apply -k` and run with its ServiceAccounts), so that a figure can be taken with a
+/// real parent at a fleet size no real children would fit.
 pub async fn up_shared(opts: &UpOptions, per_host: usize) -> Result<FleetState, Error> {
-    if opts.backend != Backend::Devcluster || per_host == 0 {
+    if per_host == 0 {
         return Err(Error::InvalidArgument {
             what: "children per host".into(),
-            message: format!(
-                "{per_host} with the {:?} backend: shared children need the devcluster backend and at least 1 child per host",
-                opts.backend
-            ),
+            message: "0: shared children need at least 1 child per host".into(),
         });
     }
     up_with(opts, Some(per_host)).await
@@ -215,12 +215,18 @@ async fn start(
         }
         Backend::Kube => {
             let k8s = real_tier::locate_binaries()?;
+            // Shared children are devclusters in the children hosts: only the parent is real.
+            let real_children = if per_host.is_some() {
+                &[][..]
+            } else {
+                &children
+            };
             let clusters: Vec<(String, PathBuf, Role)> = std::iter::once((
                 "parent".to_string(),
                 layout.parent_kubeconfig(),
                 Role::Parent,
             ))
-            .chain(children.iter().map(|c| {
+            .chain(real_children.iter().map(|c| {
                 (
                     c.name.clone(),
                     layout.child_kubeconfig(c.index),
@@ -1212,7 +1218,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn shared_children_take_up_to_2000_devcluster_children_and_at_least_one_per_host() {
+    async fn shared_children_take_up_to_2000_children_and_at_least_one_per_host() {
         let opts = |children, backend| UpOptions {
             dir: PathBuf::from("/nonexistent/fleet"),
             children,
@@ -1231,7 +1237,9 @@ mod tests {
             (2001, Backend::Devcluster, 250, false),
             (0, Backend::Devcluster, 250, false),
             (100, Backend::Devcluster, 0, false),
-            (10, Backend::Kube, 5, false),
+            // A real parent with shared devcluster children.
+            (1000, Backend::Kube, 250, true),
+            (2001, Backend::Kube, 250, false),
         ];
         for (children, backend, per_host, in_range) in cases {
             let result = up_shared(&opts(children, backend), per_host).await;
