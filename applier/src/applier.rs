@@ -98,6 +98,12 @@ pub(crate) struct State {
     inventories_loaded: bool,
     /// The registration the applier answers for; `None` (Push mode, tests): every Description.
     scope: Option<Scope>,
+    /// Descriptions being applied, each with the last state the drift watchers saw of its
+    /// objects meanwhile. The watch event of the apply's own write can arrive before the apply
+    /// records what it wanted; judged against the old wanted state it would look like drift
+    /// (and cost a repair, a report and a status write in the parent per object and edit).
+    /// Such observations wait here and are judged once the apply has recorded its result.
+    applying: HashMap<String, HashMap<ObjectRef, Box<DynamicObject>>>,
 }
 
 /// One object prepared for applying.
@@ -331,7 +337,10 @@ impl Applier {
         let guard = self.description_lock(&key);
         let _guard = guard.lock().await;
         let started = Instant::now();
+        self.state().applying.insert(key.clone(), HashMap::new());
         let report = self.apply_locked(desc, &key).await;
+        // Normally ended once the result was recorded; an early return ends it here.
+        self.end_applying(&key);
         self.metrics
             .apply_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -373,6 +382,7 @@ impl Applier {
         for kind in kinds {
             self.drift.ensure(&kind, || self.drift_scopes(&kind));
         }
+        self.end_applying(key);
         let (releases, release_objects) = self.apply_releases(desc, key).await;
         if let Some(state) = self.state().descriptions.get_mut(key) {
             state.releases = releases;
@@ -1274,6 +1284,31 @@ impl Applier {
     }
 
     /// Updates the remembered status of an object; returns the owner key when it changed.
+    /// Holds `live` back while `object`'s Description is being applied (see
+    /// [`State::applying`]); whether it did.
+    pub(crate) fn defer_while_applying(&self, object: &ObjectRef, live: &DynamicObject) -> bool {
+        let mut state = self.state();
+        let Some(owner) = state.objects.get(object).map(|d| d.owner.clone()) else {
+            return false;
+        };
+        match state.applying.get_mut(&owner) {
+            Some(held) => {
+                held.insert(object.clone(), Box::new(live.clone()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends the apply of `key`: what the drift watchers saw meanwhile is judged again, now
+    /// against what the apply recorded.
+    fn end_applying(&self, key: &str) {
+        let held = self.state().applying.remove(key).unwrap_or_default();
+        for (object, live) in held {
+            self.drift.replay(drift::Observation::Live { object, live });
+        }
+    }
+
     pub(crate) fn observe_status(
         &self,
         object: &ObjectRef,

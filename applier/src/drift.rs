@@ -111,6 +111,13 @@ impl Watchers {
         Some(observations)
     }
 
+    /// Hands `observation` to the repair loop again (once started).
+    pub(crate) fn replay(&self, observation: Observation) {
+        if let Some(sender) = lock(&self.inner).sender.as_ref() {
+            let _ = sender.send(observation);
+        }
+    }
+
     fn watch(&self, inner: &mut Inner, key: String) {
         let (Some(sender), Some((kind, scopes))) = (inner.sender.clone(), inner.kinds.get(&key))
         else {

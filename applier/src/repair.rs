@@ -41,7 +41,10 @@ async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observa
                 if let Some(owner) = strong.observe_status(&object, status) {
                     strong.notify(Notice::ReportChanged(owner));
                 }
-                if live.metadata.deletion_timestamp.is_none() && drifted(&strong, &object, &live) {
+                if live.metadata.deletion_timestamp.is_none()
+                    && drifted(&strong, &object, &live)
+                    && !strong.defer_while_applying(&object, &live)
+                {
                     repair(&applier, &inflight, object);
                 }
             }

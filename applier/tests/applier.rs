@@ -636,6 +636,67 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_applies_own_writes_are_never_taken_for_drift() {
+    let (_cluster, client) = child().await;
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    applier.set_notifier(tx);
+    atoll_applier::start_drift_repair(&applier);
+    let objects = |value: &str| {
+        (0..5)
+            .map(|i| cm("default", &format!("c{i}"), value))
+            .collect::<Vec<_>>()
+    };
+    let first = applier.apply(&desc("default.app", 1, objects("v0"))).await;
+    assert_eq!(first.phase, Phase::Success, "{}", first.reason);
+    // Edits in a row, as the hub sends them: the watch events of each apply's own writes
+    // arrive while it runs, and must not be judged against the values of the apply before.
+    for generation in 2..=21 {
+        let report = applier
+            .apply(&desc(
+                "default.app",
+                generation,
+                objects(&format!("v{generation}")),
+            ))
+            .await;
+        assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    }
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let repairs: i64 = ["repaired", "failed"]
+        .iter()
+        .map(|result| {
+            applier
+                .metrics()
+                .drift_repairs
+                .get_or_create(&atoll_applier::metrics::ResultLabel {
+                    result: (*result).into(),
+                })
+                .get() as i64
+        })
+        .sum();
+    assert_eq!(repairs, 0, "the applier repaired its own writes");
+    let mut changed = Vec::new();
+    while let Ok(notice) = notices.try_recv() {
+        changed.push(format!("{notice:?}"));
+    }
+    assert!(changed.is_empty(), "reports re-sent: {changed:?}");
+    // Drift is still repaired once the applies are done.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.patch(
+        "c3",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"data": {"k": "hand edit"}})),
+    )
+    .await
+    .unwrap();
+    let value = |c: Option<ConfigMap>| c.and_then(|c| c.data).and_then(|d| d.get("k").cloned());
+    eventually("the hand edit to be undone", WAIT, || async {
+        value(cms.get_opt("c3").await.unwrap()).as_deref() == Some("v21")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_field_another_manager_owned_first_is_left_alone_while_drift_is_repaired() {
     let (_cluster, client) = child().await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
