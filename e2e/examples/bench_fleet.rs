@@ -236,6 +236,9 @@ struct Figures {
     cpu: CpuByRole,
     /// CPU seconds used while idle over [`IDLE`], per kind of process.
     idle_cpu: CpuByRole,
+    /// Requests the parent API server served during the edits, by verb and resource (from its
+    /// `apiserver_request_total`; empty when it has no such metric, as devcluster).
+    parent_requests: BTreeMap<String, f64>,
     /// Wall time of the edit phase.
     edit_wall: Duration,
 }
@@ -545,12 +548,14 @@ async fn measure(
         raw_watch: Vec::new(),
         cpu: CpuByRole::new(),
         idle_cpu: CpuByRole::new(),
+        parent_requests: BTreeMap::new(),
         edit_wall: Duration::ZERO,
     };
     let idle_before = cpu_by_role(state);
     tokio::time::sleep(IDLE).await;
     figures.idle_cpu = cpu_delta(&idle_before, &cpu_by_role(state));
     let cpu_before = cpu_by_role(state);
+    let requests_before = parent_requests(&parent).await;
     let edits_started = Instant::now();
     for edit in 1..=EDITS {
         let value = token(n, edit);
@@ -592,6 +597,15 @@ async fn measure(
         figures.raw_watch.extend(since(sent, &seen));
     }
     figures.edit_wall = edits_started.elapsed();
+    let requests_after = parent_requests(&parent).await;
+    figures.parent_requests = requests_after
+        .into_iter()
+        .map(|(k, after)| {
+            let before = requests_before.get(&k).copied().unwrap_or(0.0);
+            (k, after - before)
+        })
+        .filter(|(_, d)| *d > 0.0)
+        .collect();
     let cpu_after = cpu_by_role(state);
     figures.cpu = cpu_delta(&cpu_before, &cpu_after);
     figures.load_after = loadavg();
@@ -1033,7 +1047,61 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
         "CPU ms per edit above idle, per kind of process".into(),
         cpu.join(", "),
     ));
+    if !f.parent_requests.is_empty() {
+        // What the whole fleet asked of the parent per edit (the bench's own PATCH and raw
+        // tries included), busiest first.
+        let mut requests: Vec<(&String, &f64)> = f.parent_requests.iter().collect();
+        requests.sort_by(|a, b| b.1.total_cmp(a.1));
+        let total: f64 = requests.iter().map(|(_, n)| **n).sum();
+        let each: Vec<String> = requests
+            .iter()
+            .take(12)
+            .map(|(k, n)| format!("{k} {:.1}", **n / edits))
+            .collect();
+        rows.push((
+            "parent API requests per edit (apiserver_request_total), busiest".into(),
+            format!("total {:.1}: {}", total / edits, each.join(", ")),
+        ));
+    }
     rows
+}
+
+/// The parent API server's `apiserver_request_total`, summed by `verb resource[/subresource]`
+/// (watches and their long-running requests excluded); empty when it serves no such metric.
+async fn parent_requests(parent: &Client) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let Ok(request) = http::Request::get("/metrics").body(Vec::new()) else {
+        return out;
+    };
+    let Ok(text) = parent.request_text(request).await else {
+        return out;
+    };
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let verb = label("verb");
+        if verb == "WATCH" || verb == "CONNECT" {
+            continue;
+        }
+        let mut what = format!("{verb} {}", label("resource"));
+        let sub = label("subresource");
+        if !sub.is_empty() {
+            what = format!("{what}/{sub}");
+        }
+        *out.entry(what).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    out
 }
 
 /// The parent's kind, for the tables.
