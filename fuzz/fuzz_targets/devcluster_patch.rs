@@ -217,7 +217,7 @@ fn check(input: &Input) {
             }
         }
         Engine::Apply { force } => {
-            let (group, kind) = KINDS[usize::from(input.ops.len()) % KINDS.len()];
+            let (group, kind) = KINDS[input.ops.len() % KINDS.len()];
             let live = object(group, kind, &content);
             let config = object(group, kind, &patch);
             let first = server_side_apply(None, &config, "fuzz", force, "2026-01-01T00:00:00Z");

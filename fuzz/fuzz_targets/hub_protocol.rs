@@ -96,15 +96,9 @@ impl Backend for Fake {
             + 1;
         async move { Ok(epoch) }
     }
-    fn connected(&self, _: &Session) -> impl Future<Output = ()> + Send {
-        async {}
-    }
-    fn heartbeat(
-        &self,
-        _: &Session,
-        _: ClusterHeartbeat,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        async { Ok(()) }
+    async fn connected(&self, _: &Session) {}
+    async fn heartbeat(&self, _: &Session, _: ClusterHeartbeat) -> Result<(), Error> {
+        Ok(())
     }
     fn report(
         &self,
@@ -119,9 +113,7 @@ impl Backend for Fake {
         });
         async { Ok(()) }
     }
-    fn disconnected(&self, _: &Session) -> impl Future<Output = ()> + Send {
-        async {}
-    }
+    async fn disconnected(&self, _: &Session) {}
 }
 
 #[derive(Clone)]
@@ -192,6 +184,7 @@ fn hub() -> &'static Hub {
             hello_timeout: Duration::from_secs(2),
             max_handshakes: 4,
             max_report_bytes: 4096,
+            ..StreamConfig::default()
         };
         let svc = HubService::new(fake.clone(), index, config, Arc::new(Metrics::default()));
         let (tx, rx) = mpsc::unbounded_channel();
