@@ -385,7 +385,11 @@ fn plan_feeds(
                     .iter()
                     .filter(|key| unreachable.contains(key.as_str()))
                     .collect();
-                Ok(keep_bound_with_zero_replicas(placement, &keep))
+                Ok(keep_bound_with_zero_replicas(
+                    placement,
+                    &keep,
+                    &replica_facts,
+                ))
             }),
     };
     let placement = match placement {
@@ -493,7 +497,19 @@ fn as_if_reachable<'a>(
 }
 
 /// Adds `keep` to a Dividing placement with 0 replicas of every divisible feed.
-fn keep_bound_with_zero_replicas(mut placement: Placement, keep: &[&String]) -> Placement {
+fn keep_bound_with_zero_replicas(
+    mut placement: Placement,
+    keep: &[&String],
+    facts: &[FeedReplicas],
+) -> Placement {
+    // Told apart by the feed, not by the length of its list: with no cluster placed (every
+    // matching cluster unreachable) a divisible feed's list is empty too, and taking it for
+    // non-divisible would give each kept cluster the feed's whole replica count.
+    let divisible: HashSet<&str> = facts
+        .iter()
+        .filter(|f| f.desired.is_some())
+        .map(|f| f.feed_key.as_str())
+        .collect();
     for key in keep {
         if placement.binding_clusters.contains(key) {
             continue;
@@ -502,9 +518,9 @@ fn keep_bound_with_zero_replicas(mut placement: Placement, keep: &[&String]) -> 
             .binding_clusters
             .partition_point(|existing| existing.as_str() < key.as_str());
         placement.binding_clusters.insert(index, (*key).clone());
-        for replicas in placement.replicas.values_mut() {
+        for (feed, replicas) in placement.replicas.iter_mut() {
             // Non-divisible feeds have no per-cluster entries.
-            if !replicas.is_empty() {
+            if divisible.contains(feed.as_str()) {
                 replicas.insert(index.min(replicas.len()), 0);
             }
         }
@@ -675,6 +691,53 @@ fn charts_json(charts: &[RenderedChart]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unreachable_clusters_kept_bound_hold_no_replica_even_when_none_is_placed() {
+        // Found by chaos: every cluster of a Dividing Subscription unreachable at once left the
+        // divided feed's list empty, and each kept cluster got the feed's whole count.
+        let facts = |desired| FeedReplicas {
+            feed_key: "apps/v1/Deployment/default/web".into(),
+            desired,
+            per_replica_request: None,
+        };
+        let config = FeedReplicas {
+            feed_key: "v1/ConfigMap/default/cfg".into(),
+            desired: None,
+            per_replica_request: None,
+        };
+        let nothing_placed = Placement {
+            binding_clusters: Vec::new(),
+            replicas: [
+                ("apps/v1/Deployment/default/web".to_owned(), Vec::new()),
+                ("v1/ConfigMap/default/cfg".to_owned(), Vec::new()),
+            ]
+            .into_iter()
+            .collect(),
+            unschedulable: Vec::new(),
+            unplaced: Default::default(),
+            matched: 2,
+        };
+        let (a, b) = ("ns-a/a".to_owned(), "ns-b/b".to_owned());
+        let kept = keep_bound_with_zero_replicas(
+            nothing_placed.clone(),
+            &[&b, &a],
+            &[facts(Some(8)), config.clone()],
+        );
+        assert_eq!(kept.binding_clusters, vec![a.clone(), b.clone()]);
+        assert_eq!(kept.replicas["apps/v1/Deployment/default/web"], vec![0, 0]);
+        assert!(kept.replicas["v1/ConfigMap/default/cfg"].is_empty());
+
+        // Beside a placed cluster, in key order.
+        let mut one_placed = nothing_placed;
+        one_placed.binding_clusters = vec![b.clone()];
+        one_placed
+            .replicas
+            .insert("apps/v1/Deployment/default/web".into(), vec![8]);
+        let kept = keep_bound_with_zero_replicas(one_placed, &[&a], &[facts(Some(8)), config]);
+        assert_eq!(kept.binding_clusters, vec![a, b]);
+        assert_eq!(kept.replicas["apps/v1/Deployment/default/web"], vec![0, 8]);
+    }
 
     #[test]
     fn feed_problems_name_the_feed_and_what_to_do() {

@@ -301,13 +301,24 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
             // Break before make: the clusters whose replicas go down (and the Descriptions of
             // clusters no longer bound) first, and only once those writes succeeded the clusters
             // whose replicas go up, so that the parent never holds more replicas of a divided
-            // feed than the feed has (the writes of one wave run concurrently).
-            let lowering = clusters_not_raising(sub, &plan, ctx).await?;
-            waiting |= write_descriptions(sub, &plan, ctx, |ns| lowering.contains(ns)).await?;
+            // feed than the feed has (the writes of one wave run concurrently). Which write is
+            // needed is decided on the Descriptions as read now, not on the index: a write whose
+            // response was lost applied without the index knowing, and skipping the write that
+            // lowers such a cluster again would leave its replicas on top of the others'. When
+            // the index sees no rendering change (the common resync) nothing is read: a write
+            // the index missed shows up in it later and brings the Subscription back here.
+            let current = if renders_as_indexed(sub, &plan, ctx) {
+                None
+            } else {
+                Some(current_descriptions(sub, &plan, ctx).await?)
+            };
+            let lowering = |ns: &str| current.as_ref().is_none_or(|c| c.lowering.contains(ns));
+            let fresh = current.as_ref().map(|c| &c.hashes);
+            waiting |= write_descriptions(sub, &plan, ctx, lowering, fresh).await?;
             remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
-            waiting |= write_descriptions(sub, &plan, ctx, |ns| !lowering.contains(ns)).await?;
+            waiting |= write_descriptions(sub, &plan, ctx, |ns| !lowering(ns), fresh).await?;
         } else {
-            waiting |= write_descriptions(sub, &plan, ctx, |_| true).await?;
+            waiting |= write_descriptions(sub, &plan, ctx, |_| true, None).await?;
             remove_unbound_descriptions(sub, &placement.binding_clusters, ctx).await?;
         }
     }
@@ -415,13 +426,16 @@ impl<'a> DescriptionApplySpec<'a> {
 const WRITE_CONCURRENCY: usize = 32;
 
 /// Writes the Description of every bound cluster whose objects rendered and changed and whose
-/// dedicated namespace `include` accepts. Returns true when some cluster must be looked at
-/// again (its old Description is still being deleted).
+/// dedicated namespace `include` accepts. Whether they changed is judged on the render hashes
+/// in `fresh` (dedicated namespace -> hash, as just read) when given, else on the index.
+/// Returns true when some cluster must be looked at again (its old Description is still being
+/// deleted).
 async fn write_descriptions(
     sub: &Subscription,
     plan: &Plan,
     ctx: &Context,
     include: impl Fn(&str) -> bool,
+    fresh: Option<&BTreeMap<String, String>>,
 ) -> Result<bool, Error> {
     let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
     let params = PatchParams::apply(known::FIELD_MANAGER_SCHEDULER).force();
@@ -446,12 +460,8 @@ async fn write_descriptions(
                 waiting = true;
                 continue;
             }
-            let labels_match = existing.labels == labels_print;
-            // An edit by someone else is undone by applying the rendered content again.
-            if labels_match
-                && !existing.edited
-                && existing.render_hash.as_deref() == Some(hash.as_str())
-            {
+            let fresh_hash = fresh.map(|hashes| hashes.get(&namespace).map(String::as_str));
+            if up_to_date(&existing, labels_print, hash, fresh_hash) {
                 continue;
             }
         }
@@ -500,36 +510,62 @@ async fn write_descriptions(
     Ok(waiting)
 }
 
-/// The dedicated namespaces of the bound clusters whose rendered objects raise no replica count
-/// above what their current Description holds (read afresh: the index keeps no objects).
-async fn clusters_not_raising(
-    sub: &Subscription,
-    plan: &Plan,
-    ctx: &Context,
-) -> Result<BTreeSet<String>, Error> {
+/// Whether the Description `existing` (as the index knows it) already holds the rendering of
+/// `hash` with the labels of `labels_print`. `fresh_hash`, when given, is its render hash as
+/// just read (`Some(None)`: it is not there), and is believed over the index's. An edit by
+/// someone else is never up to date: applying the rendered content again undoes it.
+fn up_to_date(
+    existing: &DescriptionRecord,
+    labels_print: u64,
+    hash: &str,
+    fresh_hash: Option<Option<&str>>,
+) -> bool {
+    let current_hash = fresh_hash.unwrap_or(existing.render_hash.as_deref());
+    existing.labels == labels_print && !existing.edited && current_hash == Some(hash)
+}
+
+/// Whether every bound cluster's rendering is what the index says its Description holds.
+fn renders_as_indexed(sub: &Subscription, plan: &Plan, ctx: &Context) -> bool {
     let name = known::description_name(&sub.namespace().unwrap_or_default(), &sub.name_any());
-    let rendering_changed = plan.clusters.iter().any(|c| match &c.objects {
+    plan.clusters.iter().all(|c| match &c.objects {
         Ok(rendered) => ctx
             .stores
             .descriptions
             .get(&c.cluster.namespace, &name)
-            .is_none_or(|d| d.render_hash.as_deref() != Some(rendered.hash.as_str())),
-        Err(_) => false,
-    });
-    if !rendering_changed {
-        // No replica count changes (the common resync): no need to read the Descriptions.
-        return Ok(plan
-            .clusters
-            .iter()
-            .map(|c| c.cluster.namespace.clone())
-            .collect());
-    }
+            .is_some_and(|d| d.render_hash.as_deref() == Some(rendered.hash.as_str())),
+        Err(_) => true,
+    })
+}
+
+/// What a Dividing Subscription's Descriptions hold now, read afresh (the index keeps no
+/// objects, and may miss a write whose response was lost).
+struct CurrentDescriptions {
+    /// Dedicated namespaces of the bound clusters whose rendered objects raise no replica count
+    /// above what their Description holds now.
+    lowering: BTreeSet<String>,
+    /// Dedicated namespace -> the render hash of its Description now.
+    hashes: BTreeMap<String, String>,
+}
+
+async fn current_descriptions(
+    sub: &Subscription,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<CurrentDescriptions, Error> {
     let uid = sub.uid().unwrap_or_default();
-    let current = Api::<Description>::all(ctx.client.clone())
+    let listed = Api::<Description>::all(ctx.client.clone())
         .list(&ListParams::default().labels(&format!("{}={uid}", known::LABEL_SUBS_UID)))
         .await
         .map_err(api_error("list Descriptions", sub_key(sub)))?;
-    let current: BTreeMap<String, BTreeMap<String, i64>> = current
+    let hashes = listed
+        .items
+        .iter()
+        .filter_map(|d| {
+            let hash = d.annotations().get(known::ANNOTATION_RENDER_HASH)?;
+            Some((d.namespace().unwrap_or_default(), hash.clone()))
+        })
+        .collect();
+    let counts: BTreeMap<String, BTreeMap<String, i64>> = listed
         .items
         .iter()
         .map(|d| {
@@ -540,7 +576,7 @@ async fn clusters_not_raising(
         })
         .collect();
     let none = BTreeMap::new();
-    Ok(plan
+    let lowering = plan
         .clusters
         .iter()
         .filter(|c| {
@@ -548,11 +584,12 @@ async fn clusters_not_raising(
                 // Not written at all.
                 return true;
             };
-            let now = current.get(&c.cluster.namespace).unwrap_or(&none);
+            let now = counts.get(&c.cluster.namespace).unwrap_or(&none);
             !raises(now, &replica_counts(&rendered.objects))
         })
         .map(|c| c.cluster.namespace.clone())
-        .collect())
+        .collect();
+    Ok(CurrentDescriptions { lowering, hashes })
 }
 
 /// `kind namespace/name` -> `spec.replicas` of the objects that have one.
@@ -859,6 +896,38 @@ mod tests {
             json!({"kind": "Deployment", "metadata": {"namespace": "x", "name": "web"}, "spec": {"replicas": 4}}),
         ];
         assert_eq!(replica_counts(&objects), counts(&[("Deployment x/web", 4)]));
+    }
+
+    #[test]
+    fn a_description_is_up_to_date_by_what_was_just_read_over_the_index() {
+        let record = |hash: &str| DescriptionRecord {
+            subscription_uid: "u".into(),
+            render_hash: Some(hash.into()),
+            labels: 7,
+            deleting: false,
+            edited: false,
+        };
+        // (index hash, labels, fresh read, want up to date)
+        let cases = [
+            ("h", 7, None, true),
+            ("old", 7, None, false),
+            ("h", 8, None, false),
+            // A write applied whose response was lost: the index still has the old hash, the
+            // parent the new one (or the reverse): what was read decides.
+            ("h", 7, Some(Some("other")), false),
+            ("old", 7, Some(Some("h")), true),
+            ("h", 7, Some(None), false),
+        ];
+        for (index_hash, labels, fresh, want) in cases {
+            assert_eq!(
+                up_to_date(&record(index_hash), labels, "h", fresh),
+                want,
+                "{index_hash} {labels} {fresh:?}"
+            );
+        }
+        let mut edited = record("h");
+        edited.edited = true;
+        assert!(!up_to_date(&edited, 7, "h", Some(Some("h"))));
     }
 
     #[test]

@@ -196,7 +196,8 @@ pub struct Placement {
     /// Bound clusters as `<namespace>/<name>`, sorted ascending.
     pub binding_clusters: Vec<String>,
     /// Feed key → replicas per binding cluster (same index as `binding_clusters`). Dividing:
-    /// one entry per feed, `[]` for a non-divisible feed. Replication: empty.
+    /// one entry per feed, `[]` for a non-divisible feed (and for every feed when no cluster is
+    /// bound). Replication: empty.
     pub replicas: BTreeMap<String, Vec<i32>>,
     /// Clusters that matched a subscriber but were left out, with the reason (cluster key,
     /// reason), sorted by cluster key so that the result does not depend on the input order.
