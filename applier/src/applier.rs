@@ -409,12 +409,12 @@ impl Applier {
         uid: &str,
         orphan: bool,
         releases: Vec<ReleaseEntry>,
-    ) {
+    ) -> Result<(), Error> {
         let inv = {
             let state = self.state();
             let current = state.inventories.get(key);
             if current.map_or(releases.is_empty(), |i| i.releases == releases) {
-                return;
+                return Ok(());
             }
             Inventory {
                 description: key.to_owned(),
@@ -424,12 +424,9 @@ impl Applier {
                 orphan,
             }
         };
-        match self.store.write(&inv).await {
-            Ok(()) => {
-                self.state().inventories.insert(key.to_owned(), inv);
-            }
-            Err(e) => tracing::warn!(description = %key, error = %e, "inventory write failed"),
-        }
+        self.store.write(&inv).await?;
+        self.state().inventories.insert(key.to_owned(), inv);
+        Ok(())
     }
 
     /// Installs, upgrades and uninstalls the Description's Helm releases (see
@@ -447,8 +444,16 @@ impl Applier {
             return (Vec::new(), Vec::new());
         }
         let plan = helm::plan_releases(&desc.charts, &recorded);
-        self.record_releases(key, &desc.uid, desc.orphan, plan.intent.clone())
-            .await;
+        if let Err(e) = self
+            .record_releases(key, &desc.uid, desc.orphan, plan.intent.clone())
+            .await
+        {
+            // Helm does not run unrecorded: a release it changed could neither be found again
+            // (a leak) nor be known to differ from what the inventory says it runs.
+            tracing::warn!(description = %key, error = %e, "inventory write failed; Helm not run");
+            let reports = helm::not_run(&plan, &format!("{e}; retried"));
+            return (reports, Vec::new());
+        }
         let synced = helm::sync_releases(
             self.helm.as_ref(),
             plan,
@@ -457,8 +462,14 @@ impl Applier {
             self.adopt_existing,
         )
         .await;
-        self.record_releases(key, &desc.uid, desc.orphan, synced.entries)
-            .await;
+        if let Err(e) = self
+            .record_releases(key, &desc.uid, desc.orphan, synced.entries)
+            .await
+        {
+            // The intent recorded before Helm ran holds an empty digest for every release Helm
+            // was to change, so the next apply runs Helm for them again.
+            tracing::warn!(description = %key, error = %e, "inventory write failed");
+        }
         let objects = self.watch_release_objects(key, synced.objects).await;
         (synced.reports, objects)
     }
@@ -1113,8 +1124,12 @@ impl Applier {
                     .iter()
                     .filter_map(|r| r.error.as_ref().map(|e| format!("{r}: {e}"))),
             );
-            self.record_releases(&key, uid, orphan, synced.entries)
-                .await;
+            if let Err(e) = self
+                .record_releases(&key, uid, orphan, synced.entries)
+                .await
+            {
+                failures.push(e.to_string());
+            }
         }
         refs.sort();
         refs.dedup();

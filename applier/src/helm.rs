@@ -310,7 +310,9 @@ pub struct ReleasePlan {
     /// Per chart, in order: the release, or the report of a chart that cannot be installed.
     pub charts: Vec<Result<Release, Box<ReleaseReport>>>,
     /// What to record in the inventory before Helm runs: the recorded releases plus the new
-    /// ones (with an empty digest), so that a crash half-way cannot leak a release.
+    /// ones, so that a crash half-way cannot leak a release, with an empty digest for each
+    /// release Helm may change, so that one whose new digest fails to be recorded after Helm
+    /// ran is not taken for the recorded one (and is installed again).
     pub intent: Vec<ReleaseEntry>,
 }
 
@@ -331,18 +333,36 @@ pub fn plan_releases(charts: &[ChartRelease], recorded: &[ReleaseEntry]) -> Rele
         })
         .collect();
     for release in charts.iter().flatten() {
-        if !intent
-            .iter()
-            .any(|e| e.is(&release.namespace, &release.name))
+        match intent
+            .iter_mut()
+            .find(|e| e.is(&release.namespace, &release.name))
         {
-            intent.push(ReleaseEntry {
+            Some(entry) if entry.digest != release.digest => entry.digest.clear(),
+            Some(_) => {}
+            None => intent.push(ReleaseEntry {
                 name: release.name.clone(),
                 namespace: release.namespace.clone(),
                 digest: String::new(),
-            });
+            }),
         }
     }
     ReleasePlan { charts, intent }
+}
+
+/// The reports of `plan`'s charts when Helm did not run for them, each with `error`.
+pub fn not_run(plan: &ReleasePlan, error: &str) -> Vec<ReleaseReport> {
+    plan.charts
+        .iter()
+        .map(|chart| match chart {
+            Ok(release) => ReleaseReport {
+                name: release.name.clone(),
+                namespace: release.namespace.clone(),
+                status: None,
+                error: Some(error.to_owned()),
+            },
+            Err(refused) => refused.as_ref().clone(),
+        })
+        .collect()
 }
 
 /// The objects of a multi-document YAML manifest (empty documents skipped).
@@ -966,6 +986,33 @@ mod tests {
             refused.error.as_deref().unwrap().contains("chart"),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn a_release_helm_may_change_is_recorded_without_its_digest_before_helm_runs() {
+        // Found by chaos: an upgrade whose inventory write failed after Helm ran left the old
+        // digest recorded, and a later Description asking for that old rendering again was
+        // taken as deployed while Helm ran the other.
+        let hello = [ChartRelease {
+            chart: chart(json!({"repo": "http://r", "chart": "hello", "targetNamespace": "demo"})),
+            values: json!({}),
+            pull: PullAuth::Anonymous,
+        }];
+        let digest = plan_releases(&hello, &[]).charts[0]
+            .as_ref()
+            .unwrap()
+            .digest
+            .clone();
+        let mut recorded = entry("hello", "older");
+        let plan = plan_releases(&hello, std::slice::from_ref(&recorded));
+        assert_eq!(plan.intent.len(), 1);
+        assert_eq!(plan.intent[0].digest, "", "{:?}", plan.intent);
+        // Unchanged: the recorded digest stays (and nothing is written).
+        recorded.digest = digest;
+        let plan = plan_releases(&hello, std::slice::from_ref(&recorded));
+        assert_eq!(plan.intent, [recorded]);
+        let reports = not_run(&plan, "no inventory");
+        assert_eq!(reports[0].error.as_deref(), Some("no inventory"));
     }
 
     #[tokio::test]
