@@ -382,12 +382,14 @@ impl Applier {
         for kind in kinds {
             self.drift.ensure(&kind, || self.drift_scopes(&kind));
         }
-        self.end_applying(key);
+        // Helm's writes of the release's objects are the apply's own too: judged against the
+        // rendering recorded before Helm ran, they would be "repaired" back to the old release.
         let (releases, release_objects) = self.apply_releases(desc, key).await;
         if let Some(state) = self.state().descriptions.get_mut(key) {
             state.releases = releases;
             state.objects.extend(release_objects);
         }
+        self.end_applying(key);
         self.report(key)
             .unwrap_or_else(|| failure_report(desc, "the Description vanished while applying"))
     }

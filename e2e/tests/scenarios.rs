@@ -1508,7 +1508,12 @@ spec:
     )
     .await;
 
-    // A version bump upgrades the release in place.
+    // A version bump upgrades the release in place, and Helm's writes of the release's objects
+    // are not taken for drift (they were once "repaired" back to the old release).
+    let repairs_before = [
+        f.agent_drift_repairs("child-1").await,
+        f.agent_drift_repairs("child-2").await,
+    ];
     repo.add_version("0.2.0").await.unwrap();
     f.apply("helm", &helm_yaml(repo.url(), "0.2.0", &[HELLO_FEED]))
         .await
@@ -1548,6 +1553,14 @@ spec:
         .await
         .unwrap();
     assert_eq!(status["version"], 2, "{status}");
+    let repairs_after = [
+        f.agent_drift_repairs("child-1").await,
+        f.agent_drift_repairs("child-2").await,
+    ];
+    assert_eq!(
+        repairs_after, repairs_before,
+        "drift repairs during the upgrade: Helm's own writes were taken for drift"
+    );
 
     // A chart at a version the repository does not have fails on its own: the Description
     // names it, the other release and the plain feed keep running.
