@@ -129,6 +129,9 @@ pub enum Command {
         /// Hub replicas, 1 or 2 (the agents' proxy spreads connections over them).
         #[arg(long, env = "CHAOS_HUBS", default_value_t = 2)]
         hubs: usize,
+        /// A HelmChart feed in the workload, when `make k8s` built `helm`.
+        #[arg(long, env = "CHAOS_HELM", default_value_t = true, action = clap::ArgAction::Set)]
+        helm: bool,
     },
     /// Print the dedicated namespace of a cluster (where its Localizations go).
     DedicatedNamespace {
@@ -226,6 +229,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             manifests,
             rss_limit_mib,
             hubs,
+            helm,
         } => {
             let bin_dir = bin_dir_or_own(bin_dir)?;
             let dir = std::path::absolute(&dir).map_err(|source| Error::ResolvePath {
@@ -244,6 +248,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     backend,
                     rss_limit_mib,
                     hubs,
+                    helm,
                 };
                 let report = crate::chaos::run(&opts).await?;
                 print!("{}", report.summary());

@@ -35,6 +35,7 @@ async fn a_fleet_converges_to_its_descriptions_after_seeded_faults_kills_and_edi
         backend: support::backend(),
         rss_limit_mib: 512,
         hubs: 2,
+        helm: env_u64("CHAOS_HELM", 1) != 0,
     };
     let started = Instant::now();
     match chaos::run(&opts).await {

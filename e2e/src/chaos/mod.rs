@@ -41,6 +41,7 @@ use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::known;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use rand::rngs::StdRng;
@@ -82,6 +83,10 @@ pub struct Options {
     /// Hub replicas (1 or 2): with 2, a second hub (`hub-2`) serves next to the first, and the
     /// agents' proxy sends each new connection to one of them in turn.
     pub hubs: usize,
+    /// A HelmChart feed in the workload (chart `hello` from a local chart repository, installed
+    /// by the agents with the `helm` of `make k8s`; its version changes during the run), when
+    /// `make k8s` built `helm` (otherwise the run goes on without it and says so).
+    pub helm: bool,
 }
 
 /// What a run did and found.
@@ -89,6 +94,8 @@ pub struct Options {
 pub struct Report {
     /// The seed.
     pub seed: u64,
+    /// Whether the workload had its HelmChart feed.
+    pub helm: bool,
     /// Faults injected, by kind (`hub-proxy hold`, `kill agent`, ...).
     pub faults: BTreeMap<String, u64>,
     /// What the proxies did to connections (`hub-proxy cut connections`, ...).
@@ -129,9 +136,10 @@ impl Report {
     /// A few lines for a terminal.
     pub fn summary(&self) -> String {
         let mut out = format!(
-            "chaos seed {}: {} faults injected ({}), {} kills skipped (still down), {} edits \
+            "chaos seed {}{}: {} faults injected ({}), {} kills skipped (still down), {} edits \
              ({} refused while a server was down)\n",
             self.seed,
+            if self.helm { " (with Helm)" } else { "" },
             self.fault_total(),
             join_counts(&self.faults),
             self.skipped_kills,
@@ -219,6 +227,8 @@ pub enum Edit {
     },
     /// The Localization of `chaos-a/web` in child-1's dedicated namespace: replicas, or none.
     Localization(Option<i32>),
+    /// `spec.version` of the HelmChart `chaos-h/hello` (a Replication Subscription's feed).
+    ChartVersion(String),
 }
 
 /// One step of a run's plan.
@@ -254,6 +264,7 @@ impl Plan {
         children: usize,
         hubs: usize,
         backend: Backend,
+        helm: bool,
     ) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
         let hub_proxy = Schedule::generate_with(&mut rng, span);
@@ -281,7 +292,9 @@ impl Plan {
                     down: Duration::from_millis(rng.random_range(0..3000)),
                 })
             } else {
-                Action::Edit(match rng.random_range(0..6u8) {
+                // Without Helm, the draws (and so a seed's plan) are what they were before it.
+                let kinds = if helm { 7 } else { 6 };
+                Action::Edit(match rng.random_range(0..kinds) {
                     0 => Edit::ConfigValue {
                         name: format!("cfg-{}", rng.random_range(1..=2)),
                         value: format!("v{}", rng.random_range(0..1_000_000)),
@@ -293,7 +306,10 @@ impl Plan {
                         cluster: child(&mut rng),
                         on: rng.random_bool(0.5),
                     },
-                    _ => Edit::Localization(rng.random_bool(0.7).then(|| rng.random_range(1..=5))),
+                    5 => Edit::Localization(rng.random_bool(0.7).then(|| rng.random_range(1..=5))),
+                    _ => Edit::ChartVersion(
+                        CHART_VERSIONS[rng.random_range(0..CHART_VERSIONS.len())].to_string(),
+                    ),
                 })
             };
             actions.push((at, action));
@@ -312,6 +328,12 @@ impl Plan {
         }
     }
 }
+
+/// The versions of chart `hello` the run's repository serves (the first is installed first).
+pub const CHART_VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
+
+/// The namespace every child installs the chart `hello` in (release `hello`).
+pub const CHART_TARGET_NAMESPACE: &str = "chaos-h-demo";
 
 /// The process of cluster `name` to kill: its devcluster, or on the real tier its
 /// kube-apiserver or its etcd.
@@ -350,6 +372,32 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         _ => {}
     }
     let bin_dir = stage_binaries(&opts.bin_dir, &opts.dir)?;
+    // Served until the run ends (the agents fetch the chart at each version change).
+    let tools = match crate::chart_repo::HelmTools::locate() {
+        Ok(tools) if opts.helm => Some(tools),
+        Ok(_) => None,
+        Err(e) => {
+            if opts.helm {
+                eprintln!("chaos: NOTICE: no HelmChart feed in this run: {e}");
+            }
+            None
+        }
+    };
+    let chart_repo = match tools {
+        Some(tools) => {
+            let helm = crate::chart_repo::Helm::new(&tools.helm, opts.dir.join("repo-helm-home"));
+            Some(
+                crate::chart_repo::ChartRepo::start(
+                    helm,
+                    crate::chart_repo::HELLO_CHART,
+                    opts.dir.join("chart-repo"),
+                    &CHART_VERSIONS,
+                )
+                .await?,
+            )
+        }
+        None => None,
+    };
     let hub_addr = crate::process::free_addr()?;
     let hub2_addr = crate::process::free_addr()?;
     let hubs = if opts.hubs > 1 {
@@ -430,7 +478,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         parent: parent_proxy,
         children: child_proxies,
     };
-    let result = run_on_fleet(opts, &layout, &mut proxies).await;
+    let result = run_on_fleet(opts, &layout, &mut proxies, chart_repo.as_ref()).await;
     let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
     let mut report = result?;
     let named = [
@@ -577,6 +625,7 @@ async fn run_on_fleet(
     opts: &Options,
     layout: &Layout,
     proxies: &mut Proxies,
+    chart_repo: Option<&crate::chart_repo::ChartRepo>,
 ) -> Result<Report, Error> {
     let state = FleetState::load(&layout.state())?;
     let parent = client_for(&state.parent_kubeconfig).await?;
@@ -586,10 +635,11 @@ async fn run_on_fleet(
     }
     let mut report = Report {
         seed: opts.seed,
+        helm: chart_repo.is_some(),
         ..Default::default()
     };
     let mut memory = Memory::default();
-    setup(&parent, &children).await?;
+    setup(&parent, &children, chart_repo.map(|r| r.url())).await?;
     // Before any fault: the workload must converge, or the check itself is wrong.
     let settle = converge(&parent, &children, &memory, opts.converge).await;
     if let Err(violations) = settle {
@@ -609,6 +659,7 @@ async fn run_on_fleet(
         opts.children,
         opts.hubs,
         opts.backend,
+        chart_repo.is_some(),
     );
     let schedules = [
         ("hub-proxy", &plan.hub_proxy),
@@ -626,7 +677,13 @@ async fn run_on_fleet(
     }
     let rss = RssSampler::start(layout.state());
     let (memory_now, memory_seen) = tokio::sync::watch::channel(memory.clone());
-    let during = DuringChecker::start(parent.clone(), children.clone(), memory_seen, bound_before);
+    let during = DuringChecker::start(
+        parent.clone(),
+        children.clone(),
+        memory_seen,
+        bound_before,
+        layout.logs().join("chaos-timeline.log"),
+    );
     proxies.hub.play(plan.hub_proxy.clone());
     proxies.parent.play(plan.parent_proxy.clone());
     for (proxy, schedule) in proxies.children.iter_mut().zip(&plan.child_proxies) {
@@ -666,6 +723,11 @@ async fn run_on_fleet(
                     .faults
                     .entry(format!("kill {}", kind_of(&kill.process)))
                     .or_default() += 1;
+                during.timeline.note(&format!(
+                    "kill {} for {} ms",
+                    kill.process,
+                    kill.down.as_millis()
+                ));
                 // Started again in the background, so that edits (and other kills) go on while
                 // it is down.
                 let dir = opts.dir.clone();
@@ -694,6 +756,7 @@ async fn run_on_fleet(
             }
             Action::Edit(edit) => {
                 report.edits += 1;
+                during.timeline.note(&format!("edit {edit:?}"));
                 remember(edit, &mut memory);
                 // Before the edit is made: the checks during the faults allow its effect.
                 memory_now.send_replace(memory.clone());
@@ -881,9 +944,13 @@ fn rep_subscription(second_feed: bool) -> Value {
 /// Localization in child-1), a Dividing one (a Deployment split 1:2:1 over the regions), and
 /// one that follows the `chaos-pick=yes` cluster label (child-1 to begin with); and a
 /// bystander ConfigMap in each child that atoll must never touch.
-async fn setup(parent: &Client, children: &[(String, Client)]) -> Result<(), Error> {
+async fn setup(
+    parent: &Client,
+    children: &[(String, Client)],
+    chart_repo: Option<&str>,
+) -> Result<(), Error> {
     let namespaces = Api::<Namespace>::all(parent.clone());
-    for ns in ["chaos-a", "chaos-b", "chaos-c"] {
+    for ns in ["chaos-a", "chaos-b", "chaos-c", "chaos-h"] {
         apply_typed(
             &namespaces,
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -955,6 +1022,36 @@ async fn setup(parent: &Client, children: &[(String, Client)]) -> Result<(), Err
         }),
     )
     .await?;
+    if let Some(repo) = chart_repo {
+        apply_typed(
+            &Api::<atoll_crds::helm::HelmChart>::namespaced(parent.clone(), "chaos-h"),
+            json!({
+                "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                "metadata": {"name": "hello", "namespace": "chaos-h"},
+                "spec": {
+                    "repo": repo, "chart": "hello", "version": CHART_VERSIONS[0],
+                    "targetNamespace": CHART_TARGET_NAMESPACE
+                }
+            }),
+        )
+        .await?;
+        apply_typed(
+            &Api::<Subscription>::namespaced(parent.clone(), "chaos-h"),
+            json!({
+                "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": "helm", "namespace": "chaos-h"},
+                "spec": {
+                    "schedulingStrategy": "Replication",
+                    "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                    "feeds": [
+                        {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-h"},
+                        {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "name": "hello", "namespace": "chaos-h"}
+                    ]
+                }
+            }),
+        )
+        .await?;
+    }
     apply_edit(
         parent,
         &Edit::Pick {
@@ -1011,6 +1108,16 @@ async fn apply_edit(parent: &Client, edit: &Edit) -> Result<(), Error> {
                 .patch(name, &PatchParams::default(), &merge(patch))
                 .await
                 .map_err(api_error(format!("scaling Deployment {ns}/{name}")))?;
+        }
+        Edit::ChartVersion(version) => {
+            Api::<atoll_crds::helm::HelmChart>::namespaced(parent.clone(), "chaos-h")
+                .patch(
+                    "hello",
+                    &PatchParams::default(),
+                    &merge(json!({"spec": {"version": version}})),
+                )
+                .await
+                .map_err(api_error("changing the version of HelmChart chaos-h/hello"))?;
         }
         Edit::SecondFeed(on) => {
             apply_typed(
@@ -1091,6 +1198,13 @@ async fn managed_objects(child: &Client) -> Result<BTreeMap<String, Value>, Erro
     ));
     let mut out = BTreeMap::new();
     let to_value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    // The agent labels a release's objects as its own too (it repairs their drift); Helm's
+    // ownership annotation sets them apart: [`release_objects`] and [`check_release`] check them.
+    let of_a_release = |meta: &ObjectMeta| {
+        meta.annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(HELM_RELEASE_NAME))
+    };
     for ns in Api::<Namespace>::all(child.clone())
         .list(&managed)
         .await
@@ -1110,7 +1224,7 @@ async fn managed_objects(child: &Client) -> Result<BTreeMap<String, Value>, Erro
     {
         // The agent's inventories carry the managed-by label too; they are its bookkeeping,
         // not feeds.
-        if cm.labels().contains_key(atoll_applier_label::INVENTORY) {
+        if cm.labels().contains_key(atoll_applier_label::INVENTORY) || of_a_release(&cm.metadata) {
             continue;
         }
         out.insert(
@@ -1128,6 +1242,9 @@ async fn managed_objects(child: &Client) -> Result<BTreeMap<String, Value>, Erro
         .map_err(api_error("listing Deployments in a child"))?
         .items
     {
+        if of_a_release(&d.metadata) {
+            continue;
+        }
         out.insert(
             object_key(
                 "Deployment",
@@ -1139,6 +1256,93 @@ async fn managed_objects(child: &Client) -> Result<BTreeMap<String, Value>, Erro
     }
     Ok(out)
 }
+
+/// What Helm installed of release `hello` in a child (`kind ns/name` -> object): its ConfigMap
+/// `hello-config` (whose `data.chartVersion` is the chart's version) and Deployment `hello`,
+/// those that exist ([`managed_objects`] leaves them out).
+async fn release_objects(child: &Client) -> Result<BTreeMap<String, Value>, Error> {
+    let mut out = BTreeMap::new();
+    let to_value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    if let Some(cm) = Api::<ConfigMap>::namespaced(child.clone(), CHART_TARGET_NAMESPACE)
+        .get_opt("hello-config")
+        .await
+        .map_err(api_error("reading the release's ConfigMap in a child"))?
+    {
+        out.insert(
+            object_key("ConfigMap", CHART_TARGET_NAMESPACE, "hello-config"),
+            to_value(serde_json::to_value(&cm)),
+        );
+    }
+    if let Some(d) = Api::<Deployment>::namespaced(child.clone(), CHART_TARGET_NAMESPACE)
+        .get_opt("hello")
+        .await
+        .map_err(api_error("reading the release's Deployment in a child"))?
+    {
+        out.insert(
+            object_key("Deployment", CHART_TARGET_NAMESPACE, "hello"),
+            to_value(serde_json::to_value(&d)),
+        );
+    }
+    Ok(out)
+}
+
+/// Release `hello` in `child` against its Descriptions (those in its dedicated namespace
+/// `ns`): with a Description of `chaos-h/helm`, the release's ConfigMap and Deployment are
+/// there at the chart version the Description names; without one, nothing of it is there.
+pub fn check_release(
+    child: &str,
+    ns: &str,
+    descriptions: &[Description],
+    release: &BTreeMap<String, Value>,
+) -> Vec<String> {
+    let name = known::description_name("chaos-h", "helm");
+    let want = descriptions
+        .iter()
+        .filter(|d| d.namespace().as_deref() == Some(ns) && d.name_any() == name)
+        .find_map(|d| {
+            let i = d.spec.charts.iter().position(|c| c.name == "hello")?;
+            let chart = d.spec.chart_raw.get(i)?;
+            Some(chart["spec"]["version"].as_str().unwrap_or("").to_string())
+        });
+    let config = release.get(&object_key(
+        "ConfigMap",
+        CHART_TARGET_NAMESPACE,
+        "hello-config",
+    ));
+    let deployment = release.get(&object_key("Deployment", CHART_TARGET_NAMESPACE, "hello"));
+    let mut out = Vec::new();
+    match want {
+        Some(version) => {
+            match config.map(|c| c["data"]["chartVersion"].as_str().unwrap_or("")) {
+                None => out.push(format!(
+                    "{child}: release hello has no ConfigMap {CHART_TARGET_NAMESPACE}/hello-config \
+                     (its Description wants chart version {version})"
+                )),
+                Some(got) if got != version => out.push(format!(
+                    "{child}: release hello runs chart version {got:?}, its Description wants \
+                     {version:?}"
+                )),
+                Some(_) => {}
+            }
+            if deployment.is_none() {
+                out.push(format!(
+                    "{child}: release hello has no Deployment {CHART_TARGET_NAMESPACE}/hello"
+                ));
+            }
+        }
+        None => {
+            for key in release.keys() {
+                out.push(format!(
+                    "{child}: {key} of release hello is there but no Description lists the chart"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Helm's annotation naming the release an object belongs to.
+const HELM_RELEASE_NAME: &str = "meta.helm.sh/release-name";
 
 /// The applier's label names, repeated here: atoll-e2e runs the binaries and does not link the
 /// applier.
@@ -1153,7 +1357,8 @@ async fn managed_uids(
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, Error> {
     let mut out = BTreeMap::new();
     for (name, child) in children {
-        let objects = managed_objects(child).await?;
+        let mut objects = managed_objects(child).await?;
+        objects.extend(release_objects(child).await?);
         out.insert(
             name.clone(),
             objects
@@ -1316,7 +1521,15 @@ async fn check(
                 "{name}: {key} is there but no Description lists it"
             ));
         }
-        out.extend(objects_kept(name, &have, memory, false));
+        match release_objects(child).await {
+            Ok(release) => {
+                out.extend(check_release(name, ns, &descriptions, &release));
+                let mut with_release = have.clone();
+                with_release.extend(release);
+                out.extend(objects_kept(name, &with_release, memory, false));
+            }
+            Err(e) => out.push(format!("{name}: {e}")),
+        }
         match bystander_untouched(name, child, memory).await {
             Ok(violation) => out.extend(violation),
             Err(e) => out.push(format!("{name}: reading the bystander: {e}")),
@@ -1627,6 +1840,8 @@ impl DuringFindings {
 ///   ([`objects_kept`]), so nothing is pruned on an incomplete picture while its agent is cut
 ///   off; and the bystander ConfigMap stays untouched.
 struct DuringChecker {
+    /// Where the run notes its own kills and edits beside what the parent went through.
+    timeline: Timeline,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     findings: Arc<std::sync::Mutex<DuringFindings>>,
@@ -1642,16 +1857,26 @@ impl DuringChecker {
         children: Vec<(String, Client)>,
         memory: tokio::sync::watch::Receiver<Memory>,
         bound_before: BTreeSet<String>,
+        timeline: PathBuf,
     ) -> DuringChecker {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let findings = Arc::new(std::sync::Mutex::new(DuringFindings::default()));
         let start = Instant::now();
+        let timeline = Timeline {
+            path: timeline,
+            start,
+        };
         let tasks = vec![
+            tokio::spawn(watch_clusters(
+                parent.clone(),
+                timeline.clone(),
+                stopped.clone(),
+            )),
             tokio::spawn(watch_descriptions(
                 parent,
                 bound_before,
                 findings.clone(),
-                start,
+                timeline.clone(),
                 stopped.clone(),
             )),
             tokio::spawn(poll_children(
@@ -1663,6 +1888,7 @@ impl DuringChecker {
             )),
         ];
         DuringChecker {
+            timeline,
             stop,
             tasks,
             findings,
@@ -1687,13 +1913,89 @@ fn lock(findings: &std::sync::Mutex<DuringFindings>) -> std::sync::MutexGuard<'_
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A log of what the parent went through during the faults (`logs/chaos-timeline.log`): each
+/// change of the divided placement and of a cluster's readiness, so that a violation found
+/// during the faults can be traced to what led to it.
+#[derive(Clone, Debug)]
+struct Timeline {
+    path: PathBuf,
+    start: Instant,
+}
+
+impl Timeline {
+    fn note(&self, line: &str) {
+        use std::io::Write;
+        let opened = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path);
+        if let Ok(mut file) = opened {
+            let _ = writeln!(file, "+{:.3}s {line}", self.start.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// Notes each change of a ManagedCluster's Ready condition and taints in the timeline.
+async fn watch_clusters(
+    parent: Client,
+    timeline: Timeline,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let stream = watcher(
+        Api::<ManagedCluster>::all(parent),
+        watcher::Config::default(),
+    )
+    .default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let mut last = BTreeMap::new();
+    loop {
+        let event = tokio::select! {
+            _ = stopped.changed() => return,
+            event = stream.next() => event,
+        };
+        let cluster = match event {
+            None => return,
+            Some(Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c))) => c,
+            Some(_) => continue,
+        };
+        let value = serde_json::to_value(&cluster).unwrap_or(Value::Null);
+        let ready = value["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| c["status"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default();
+        let taints: Vec<String> = value["spec"]["taints"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        format!(
+                            "{}:{}",
+                            t["key"].as_str().unwrap_or(""),
+                            t["effect"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let state = format!("Ready={ready} taints={taints:?}");
+        if last.insert(cluster.name_any(), state.clone()).as_ref() != Some(&state) {
+            timeline.note(&format!("cluster {} {state}", cluster.name_any()));
+        }
+    }
+}
+
 async fn watch_descriptions(
     parent: Client,
     bound_before: BTreeSet<String>,
     findings: Arc<std::sync::Mutex<DuringFindings>>,
-    start: Instant,
+    timeline: Timeline,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
+    let start = timeline.start;
+    let mut last_placement = None;
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
     let key = |d: &Description| format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
@@ -1742,6 +2044,12 @@ async fn watch_descriptions(
             continue;
         }
         let descriptions: Vec<Description> = current.values().cloned().collect();
+        let placement = divided_placement(&descriptions).map(|(_, _, shares)| shares);
+        if placement != last_placement {
+            let shares = placement.as_deref().unwrap_or_default().join(", ");
+            timeline.note(&format!("divided {shares}"));
+            last_placement = placement;
+        }
         let mut found: Vec<String> = over_placed(&descriptions).into_iter().collect();
         found.extend(descriptions_dropped(&bound_before, &descriptions));
         let mut f = lock(&findings);
@@ -1769,7 +2077,12 @@ async fn poll_children(
         let mut found = Vec::new();
         let mut unreadable = 0;
         for (name, child) in &children {
-            match tokio::time::timeout(DURING_READ_TIMEOUT, managed_objects(child)).await {
+            let read = async {
+                let mut have = managed_objects(child).await?;
+                have.extend(release_objects(child).await?);
+                Ok::<_, Error>(have)
+            };
+            match tokio::time::timeout(DURING_READ_TIMEOUT, read).await {
                 Ok(Ok(have)) => found.extend(objects_kept(name, &have, &memory, true)),
                 _ => unreadable += 1,
             }
@@ -1899,9 +2212,9 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_plan_and_another_seed_another() {
         let span = Duration::from_secs(30);
-        let a = Plan::generate(11, span, 3, 2, Backend::Devcluster);
-        assert_eq!(a, Plan::generate(11, span, 3, 2, Backend::Devcluster));
-        assert_ne!(a, Plan::generate(12, span, 3, 2, Backend::Devcluster));
+        let a = Plan::generate(11, span, 3, 2, Backend::Devcluster, true);
+        assert_eq!(a, Plan::generate(11, span, 3, 2, Backend::Devcluster, true));
+        assert_ne!(a, Plan::generate(12, span, 3, 2, Backend::Devcluster, true));
         assert!(a.actions.len() >= 10, "{:?}", a.actions);
         assert!(a.actions.iter().all(|(at, _)| *at < span));
     }
@@ -1910,7 +2223,7 @@ mod tests {
     fn every_child_gets_its_own_proxy_schedule() {
         let span = Duration::from_secs(30);
         for children in [3, 7] {
-            let plan = Plan::generate(5, span, children, 2, Backend::Devcluster);
+            let plan = Plan::generate(5, span, children, 2, Backend::Devcluster, false);
             assert_eq!(plan.child_proxies.len(), children);
             for schedule in &plan.child_proxies {
                 assert!(!schedule.steps.is_empty(), "{schedule:?}");
@@ -1927,7 +2240,7 @@ mod tests {
         for backend in [Backend::Devcluster, Backend::Kube] {
             let mut kinds = BTreeSet::new();
             for seed in 0..20 {
-                let plan = Plan::generate(seed, Duration::from_secs(60), 3, 2, backend);
+                let plan = Plan::generate(seed, Duration::from_secs(60), 3, 2, backend, true);
                 for (_, action) in &plan.actions {
                     if let Action::Kill(k) = action {
                         kinds.insert(kind_of(&k.process).to_string());
