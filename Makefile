@@ -31,8 +31,11 @@ fmt-check:
 
 lint: fmt-check clippy
 
+## clippy: the workspace and the fuzz crate (outside the workspace, so a change of a library's API
+## that breaks a fuzz target fails here, in a minute, not in the sanitizer build at the end).
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --manifest-path fuzz/Cargo.toml --bins --target-dir target -- -D warnings
 
 ## crds: regenerate manifests/crds/ from the Rust API types.
 crds:
