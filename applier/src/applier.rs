@@ -1305,7 +1305,21 @@ impl Applier {
     /// [`State::applying`]); whether it did.
     pub(crate) fn defer_while_applying(&self, object: &ObjectRef, live: &DynamicObject) -> bool {
         let mut state = self.state();
-        let Some(owner) = state.objects.get(object).map(|d| d.owner.clone()) else {
+        if state.applying.is_empty() {
+            return false;
+        }
+        // An object the apply creates is not recorded yet: its ownership annotation names it.
+        let owner = state
+            .objects
+            .get(object)
+            .map(|d| d.owner.clone())
+            .or_else(|| {
+                live.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION).cloned())
+            });
+        let Some(owner) = owner else {
             return false;
         };
         match state.applying.get_mut(&owner) {

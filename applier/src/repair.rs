@@ -37,14 +37,17 @@ async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observa
         };
         match observation {
             Observation::Live { object, live } => {
+                // While its Description is being applied, an object's changes (its status
+                // included) wait: the apply records its own view of the object when it ends,
+                // and would overwrite (or, for a new object, never see) what came meanwhile.
+                if strong.defer_while_applying(&object, &live) {
+                    continue;
+                }
                 let status = live.data.get("status").filter(|s| !s.is_null()).cloned();
                 if let Some(owner) = strong.observe_status(&object, status) {
                     strong.notify(Notice::ReportChanged(owner));
                 }
-                if live.metadata.deletion_timestamp.is_none()
-                    && drifted(&strong, &object, &live)
-                    && !strong.defer_while_applying(&object, &live)
-                {
+                if live.metadata.deletion_timestamp.is_none() && drifted(&strong, &object, &live) {
                     repair(&applier, &inflight, object);
                 }
             }

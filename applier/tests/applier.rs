@@ -905,3 +905,46 @@ async fn a_deployment_a_clusternet_agent_deployed_is_adopted_in_place() {
         Some("nginx:1.27")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_that_changes_while_its_description_is_applied_is_reported() {
+    // Found by the cold-start benchmark: a Deployment whose status was filled while the rest
+    // of its Description was still being applied kept the empty status of the apply's
+    // response, and its Subscription counted one ready replica fewer for good.
+    let cluster = devcluster::DevCluster::start(devcluster::Config {
+        simulate_workloads: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().await.unwrap();
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    atoll_applier::start_drift_repair(&applier);
+    // The Deployments' watcher runs before the Description under test is applied.
+    let first_desc = desc("default.first", 1, vec![deployment("first", 1, "nginx:1")]);
+    let first = applier.apply(&first_desc).await;
+    assert_eq!(first.phase, Phase::Success, "{}", first.reason);
+    let ready = |key: &str, name: &str| {
+        applier.report(key).and_then(|r| {
+            r.objects
+                .iter()
+                .find(|o| o.object.name == name)
+                .and_then(|o| o.status.as_ref()?.get("readyReplicas")?.as_i64())
+        })
+    };
+    eventually("the first Deployment ready", WAIT, || async {
+        ready(&first_desc.key(), "first") == Some(1)
+    })
+    .await;
+    // A Deployment, then many ConfigMaps: the simulated workload is ready long before the
+    // apply records its result.
+    let mut objects = vec![deployment("web", 2, "nginx:1")];
+    objects.extend((0..100).map(|i| cm("default", &format!("c{i}"), "v")));
+    let app = desc("default.app", 1, objects);
+    let report = applier.apply(&app).await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    eventually("the Deployment's ready replicas reported", WAIT, || async {
+        ready(&app.key(), "web") == Some(2)
+    })
+    .await;
+}
