@@ -88,6 +88,17 @@ bench:
 	@echo "## hub + 1,000 real agents" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agents
 	@echo "## agent" && $(CARGO) run --quiet --release -p atoll-agent --example bench_agent
 
+## bench-hub-agents: one hub holding BENCH_HUB_AGENTS_N real agents spread over host processes
+## (BENCH_HUB_AGENTS_HOSTS, default one per 1,000): connect, RSS per idle agent, heartbeat CPU,
+## one change per namespace to all, a hub restart with every agent reconnecting, and a raw gRPC
+## fan-out baseline in the same run (docs/bench/hub_agents.md).
+.PHONY: bench-hub-agents
+BENCH_HUB_AGENTS_N ?= 10000
+BENCH_HUB_AGENTS_HOSTS ?=
+bench-hub-agents:
+	$(CARGO) build --release -p atoll-hub -p atoll-agent --example bench_hub_agents
+	target/release/examples/bench_hub_agents $(if $(BENCH_HUB_AGENTS_HOSTS),--hosts $(BENCH_HUB_AGENTS_HOSTS)) $(BENCH_HUB_AGENTS_N)
+
 ## bench-fleet: propagation end to end on a fleet of real processes (parent, scheduler, hub, N
 ## child devclusters, N agents): feed edit -> every child, first placement, raw API-server
 ## baseline (e2e/README.md, "Fleet benchmark"). BENCH_FLEET_N lists the fleet sizes.
@@ -108,6 +119,22 @@ bench-fleet-shared:
 	$(CARGO) run --release -p atoll-e2e --example bench_fleet -- --per-host $(BENCH_FLEET_PER_HOST) $(BENCH_FLEET_SHARED_N)
 bench-plots:
 	$(CARGO) run -p atoll-bench --example bench_plots
+
+## bench-failover: kill one agent of a Dividing Subscription (N = 100, default flags) and time
+## until its replicas are ready in the other children; BENCH_FAILOVER_ARGS="--freeze" freezes it
+## (SIGSTOP) instead (docs/bench/failover.md).
+## bench-cold-start: 1,000 Subscriptions x 100 clusters in place, restart the hub and the
+## scheduler together, time until every agent resynced and every Subscription is scheduled
+## (docs/bench/cold_start.md).
+.PHONY: bench-failover bench-cold-start
+BENCH_FAILOVER_ARGS ?= --children 100 --trials 3
+BENCH_COLD_START_ARGS ?= --subscriptions 1000 --children 100 --per-host 25
+bench-failover:
+	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
+	$(CARGO) run --release -p atoll-e2e --example bench_failover -- $(BENCH_FAILOVER_ARGS)
+bench-cold-start:
+	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
+	$(CARGO) run --release -p atoll-e2e --example bench_cold_start -- $(BENCH_COLD_START_ARGS)
 
 ## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,
 ## kube-scheduler, etcd, kwok) and the test tools helm and registry (an OCI registry), built from

@@ -49,6 +49,10 @@
 //! example's (`target/release/`), or from `ATOLL_BIN_DIR`. `kubectl` must be on PATH (the fleet
 //! installs the CRDs with it).
 
+// Only its fleet guard is used here.
+#[allow(dead_code)]
+mod bench_support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,7 +63,7 @@ use atoll_bench::{cpu_seconds, loadavg, percentile, rss_kib};
 use atoll_crds::apps::{Description, Subscription};
 use atoll_e2e::children_host;
 use atoll_e2e::fleet::{self, UpOptions};
-use atoll_e2e::plan::{Backend, Layout};
+use atoll_e2e::plan::Backend;
 use atoll_e2e::state::{FleetState, Role};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -120,51 +124,6 @@ struct DescSeen {
     spec: String,
     /// When the watch event arrived here.
     at: Instant,
-}
-
-/// Stops the fleet in `dir` when dropped: at the end, on an error, on Ctrl-C (the run's future is
-/// dropped) and on a panic. Logs are kept unless the run succeeded.
-struct FleetGuard {
-    dir: PathBuf,
-    succeeded: bool,
-}
-
-impl Drop for FleetGuard {
-    fn drop(&mut self) {
-        let dir = self.dir.clone();
-        if !Layout::new(&dir).state().is_file() {
-            // Nothing running: `fleet up` failed and stopped what it had started itself.
-            eprintln!("bench_fleet: logs kept in {}/logs", dir.display());
-            return;
-        }
-        eprintln!("bench_fleet: stopping the fleet in {}", dir.display());
-        // A runtime of its own on a thread of its own: this may run inside the main runtime.
-        let outcome = std::thread::spawn(move || -> Result<Vec<String>> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let results = rt.block_on(fleet::down(&dir, Duration::from_secs(5)))?;
-            Ok(results
-                .into_iter()
-                .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
-                .collect())
-        })
-        .join();
-        match outcome {
-            Ok(Ok(failed)) if failed.is_empty() => {}
-            Ok(Ok(failed)) => eprintln!(
-                "bench_fleet: some processes could not be stopped: {}",
-                failed.join("; ")
-            ),
-            Ok(Err(e)) => eprintln!("bench_fleet: fleet down failed: {e:#}"),
-            Err(_) => eprintln!("bench_fleet: fleet down panicked"),
-        }
-        if self.succeeded {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("bench_fleet: logs kept in {}/logs", self.dir.display());
-        }
-    }
 }
 
 /// Aborts the watcher tasks when dropped (before the fleet they watch is stopped).
@@ -376,9 +335,10 @@ async fn run(n: usize, per_host: Option<usize>, parent: Backend) -> Result<Figur
         &format!("N={n}: fleet up in {} ({how})", dir.display()),
     );
     // Armed before `up`: an interrupt during start-up stops what its state file lists so far.
-    let mut guard = FleetGuard {
+    let mut guard = bench_support::FleetGuard {
         dir,
         succeeded: false,
+        who: "bench_fleet",
     };
     let state = match per_host {
         Some(k) => fleet::up_shared(&opts, k).await,
