@@ -1300,7 +1300,6 @@ impl Applier {
         }
     }
 
-    /// Updates the remembered status of an object; returns the owner key when it changed.
     /// Holds `live` back while `object`'s Description is being applied (see
     /// [`State::applying`]); whether it did.
     pub(crate) fn defer_while_applying(&self, object: &ObjectRef, live: &DynamicObject) -> bool {
@@ -1340,6 +1339,7 @@ impl Applier {
         }
     }
 
+    /// Updates the remembered status of an object; returns the owner key when it changed.
     pub(crate) fn observe_status(
         &self,
         object: &ObjectRef,

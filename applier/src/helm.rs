@@ -323,12 +323,11 @@ pub fn plan_releases(charts: &[ChartRelease], recorded: &[ReleaseEntry]) -> Rele
         .iter()
         .map(|c| {
             Release::from_description(&c.chart, &c.values, &c.pull).map_err(|error| {
-                Box::new(ReleaseReport {
-                    name: text_at(&c.chart, "/metadata/name"),
-                    namespace: text_at(&c.chart, "/spec/targetNamespace"),
-                    status: None,
-                    error: Some(error),
-                })
+                Box::new(ReleaseReport::failed(
+                    &text_at(&c.chart, "/metadata/name"),
+                    &text_at(&c.chart, "/spec/targetNamespace"),
+                    error,
+                ))
             })
         })
         .collect();
@@ -354,12 +353,7 @@ pub fn not_run(plan: &ReleasePlan, error: &str) -> Vec<ReleaseReport> {
     plan.charts
         .iter()
         .map(|chart| match chart {
-            Ok(release) => ReleaseReport {
-                name: release.name.clone(),
-                namespace: release.namespace.clone(),
-                status: None,
-                error: Some(error.to_owned()),
-            },
+            Ok(release) => ReleaseReport::failed(&release.name, &release.namespace, error),
             Err(refused) => refused.as_ref().clone(),
         })
         .collect()
@@ -441,12 +435,7 @@ pub async fn sync_releases(
         let (report, changed) = match helm {
             Some(helm) => install_if_needed(helm, release, recorded_digest, adopt).await,
             None => (
-                ReleaseReport {
-                    name: release.name.clone(),
-                    namespace: release.namespace.clone(),
-                    status: None,
-                    error: Some(NO_HELM.to_owned()),
-                },
+                ReleaseReport::failed(&release.name, &release.namespace, NO_HELM),
                 false,
             ),
         };
@@ -496,12 +485,11 @@ pub async fn sync_releases(
             }
             Err(e) => {
                 tracing::warn!(release = %format!("{}/{}", entry.namespace, entry.name), error = %e, "uninstalling a Helm release failed; it stays recorded, to be uninstalled again");
-                reports.push(ReleaseReport {
-                    name: entry.name.clone(),
-                    namespace: entry.namespace.clone(),
-                    status: None,
-                    error: Some(format!("uninstalling it failed: {e}")),
-                });
+                reports.push(ReleaseReport::failed(
+                    &entry.name,
+                    &entry.namespace,
+                    format!("uninstalling it failed: {e}"),
+                ));
             }
         }
     }

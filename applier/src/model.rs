@@ -181,6 +181,18 @@ pub struct ReleaseReport {
     pub error: Option<String>,
 }
 
+impl ReleaseReport {
+    /// The report of release `namespace/name` that Helm did not install, with why.
+    pub fn failed(name: &str, namespace: &str, error: impl Into<String>) -> ReleaseReport {
+        ReleaseReport {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            status: None,
+            error: Some(error.into()),
+        }
+    }
+}
+
 impl fmt::Display for ReleaseReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "release {}/{}", self.namespace, self.name)

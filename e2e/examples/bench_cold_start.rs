@@ -49,7 +49,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use atoll_bench::cpu_seconds;
 use atoll_crds::apps::{Description, Subscription};
 use atoll_crds::{conditions, known};
@@ -64,7 +64,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Namespace of the feeds and Subscriptions, in the parent (and of the feeds in every child).
 const NS: &str = "default";
@@ -109,27 +108,10 @@ struct Counters {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let opts = match parse_args() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("bench_cold_start: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = tokio::select! {
-        r = run(&opts) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
-    };
-    match result {
-        Ok(report) => {
-            println!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("bench_cold_start: FAILED: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    bench_support::main_with("bench_cold_start", parse_args(), |opts| async move {
+        run(&opts).await
+    })
+    .await
 }
 
 fn parse_args() -> Result<Options> {
@@ -478,45 +460,6 @@ fn cpu_by_role(state: &FleetState) -> BTreeMap<&'static str, f64> {
     out
 }
 
-/// `GET path` over HTTP/1.0 (no chunking); the status code and the body.
-async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream =
-        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
-            .await
-            .ok()?
-            .ok()?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code = fleet::parse_status_line(&text)?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
-}
-
-/// The sum of every sample of `name` in Prometheus text whose labels contain `label` (any
-/// when empty).
-fn metric(text: &str, name: &str, label: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let (metric_name, labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest),
-                None => (series, ""),
-            };
-            (metric_name == name && labels.contains(label)).then(|| value.parse::<f64>().ok())?
-        })
-        .sum()
-}
-
 /// Per `writes` label of the hub's write counter.
 fn hub_writes(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
@@ -611,25 +554,27 @@ async fn cold_start(
         {
             m.scheduler_ready = Some(now);
         }
-        if let Some((200, text)) = http_get(hub_admin, "/metrics").await {
-            counters.hub_reports = metric(&text, "atoll_hub_reports_total", "result=\"written\"");
-            counters.hub_messages = metric(&text, "atoll_hub_messages_sent_total", "");
+        if let Some((200, text)) = fleet::http_get(hub_admin, "/metrics").await {
+            counters.hub_reports =
+                fleet::metric_sum(&text, "atoll_hub_reports_total", "result=\"written\"");
+            counters.hub_messages = fleet::metric_sum(&text, "atoll_hub_messages_sent_total", "");
             counters.hub_writes = hub_writes(&text);
-            if m.streams.is_none() && metric(&text, "atoll_hub_agent_streams", "") >= n {
+            if m.streams.is_none() && fleet::metric_sum(&text, "atoll_hub_agent_streams", "") >= n {
                 m.streams = Some(now);
             }
             if m.resynced.is_none() && counters.hub_reports >= n * s {
                 m.resynced = Some(now);
             }
         }
-        if let Some((200, text)) = http_get(scheduler_admin, "/metrics").await {
-            counters.scheduler_reconciles = metric(&text, "atoll_scheduler_reconciles_total", "");
+        if let Some((200, text)) = fleet::http_get(scheduler_admin, "/metrics").await {
+            counters.scheduler_reconciles =
+                fleet::metric_sum(&text, "atoll_scheduler_reconciles_total", "");
             counters.scheduler_descriptions_written =
-                metric(&text, "atoll_scheduler_descriptions_written_total", "");
+                fleet::metric_sum(&text, "atoll_scheduler_descriptions_written_total", "");
             if m.scheduled.is_none()
                 && m.scheduler_ready.is_some()
                 && counters.scheduler_reconciles >= s
-                && metric(&text, "atoll_scheduler_queue_depth", "") == 0.0
+                && fleet::metric_sum(&text, "atoll_scheduler_queue_depth", "") == 0.0
             {
                 m.scheduled = Some(now);
             }

@@ -46,7 +46,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use atoll_bench::percentile;
 use atoll_crds::apps::{Description, Subscription};
 use atoll_crds::clusters::ManagedCluster;
@@ -328,27 +328,10 @@ struct Options {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let opts = match parse_args() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("bench_failover: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = tokio::select! {
-        r = run(&opts) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
-    };
-    match result {
-        Ok(report) => {
-            println!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("bench_failover: FAILED: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    bench_support::main_with("bench_failover", parse_args(), |opts| async move {
+        run(&opts).await
+    })
+    .await
 }
 
 fn parse_args() -> Result<Options> {

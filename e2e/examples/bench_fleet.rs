@@ -49,12 +49,12 @@
 //! example's (`target/release/`), or from `ATOLL_BIN_DIR`. `kubectl` must be on PATH (the fleet
 //! installs the CRDs with it).
 
-// Only its fleet guard is used here.
+// Its fleet guard and binary lookup; the rest serves the other fleet benchmarks.
 #[allow(dead_code)]
 mod bench_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -287,21 +287,6 @@ fn parse_args() -> Result<(Vec<usize>, Option<usize>, Backend)> {
     ))
 }
 
-/// `ATOLL_BIN_DIR`, or the directory above this example's (`target/release/examples/x` →
-/// `target/release`).
-fn bin_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("ATOLL_BIN_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    let exe = std::env::current_exe().context("locating this executable")?;
-    let dir = exe.parent().context("the executable has no directory")?;
-    Ok(if dir.file_name().is_some_and(|n| n == "examples") {
-        dir.parent().unwrap_or(dir).to_path_buf()
-    } else {
-        dir.to_path_buf()
-    })
-}
-
 /// Progress on stderr, stamped with the time since `started`.
 fn log(started: Instant, msg: &str) {
     eprintln!("[{:>7.1}s] {msg}", started.elapsed().as_secs_f64());
@@ -316,7 +301,7 @@ async fn run(n: usize, per_host: Option<usize>, parent: Backend) -> Result<Figur
     let opts = UpOptions {
         dir: dir.clone(),
         children: n,
-        bin_dir: bin_dir()?,
+        bin_dir: bench_support::bin_dir()?,
         manifests: Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests"),
         nodes: 3,
         workload_delay_ms: 500,

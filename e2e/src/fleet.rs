@@ -728,19 +728,40 @@ async fn wait_for_file(
 
 /// `GET <path>` over plain HTTP/1.1; the status code.
 pub async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    http_get(addr, path).await.map(|(code, _)| code)
+}
+
+/// `GET <path>` over plain HTTP/1.0 (no chunking); the status code and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut stream =
         tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
             .await
             .ok()?
             .ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
-    let mut buf = vec![0u8; 256];
-    let n = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf))
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf))
         .await
         .ok()?
         .ok()?;
-    parse_status_line(&String::from_utf8_lossy(buf.get(..n)?))
+    let text = String::from_utf8_lossy(&buf);
+    let code = parse_status_line(&text)?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Some((code, body.to_owned()))
+}
+
+/// The sum of every sample of `name` in Prometheus text whose labels contain `label` (any
+/// when empty).
+pub fn metric_sum(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric_name, labels) = series.split_once('{').unwrap_or((series, ""));
+            (metric_name == name && labels.contains(label)).then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
 }
 
 /// The status code of an HTTP response's first line (`HTTP/1.1 200 OK` -> 200).

@@ -2,10 +2,12 @@
 //! where the binaries are, progress lines, a guard that stops the fleet, the machine's figures
 //! and duration formatting. A directory module, so that Cargo does not take it for an example.
 
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use atoll_bench::loadavg;
 use atoll_e2e::fleet;
 use atoll_e2e::plan::{Backend, Layout};
@@ -120,4 +122,35 @@ pub fn table(rows: &[(String, String)]) -> String {
         out.push_str(&format!("| {k} | {v} |\n"));
     }
     out
+}
+
+/// A benchmark's `main`: the options or why they are wrong, `run` until it ends or Ctrl-C (its
+/// future is dropped, so its fleet guard stops the fleet), the report on stdout or the failure
+/// on stderr, each prefixed with `who`.
+pub async fn main_with<O, R, F>(who: &str, opts: Result<O>, run: impl FnOnce(O) -> F) -> ExitCode
+where
+    R: Display,
+    F: std::future::Future<Output = Result<R>>,
+{
+    let opts = match opts {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{who}: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = tokio::select! {
+        r = run(opts) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+    };
+    match result {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{who}: FAILED: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -89,22 +89,15 @@ impl Fleet {
     /// The drift repairs `child`'s agent has counted (`atoll_agent_drift_repairs_total`, every
     /// result), read from its admin server's `/metrics`.
     pub async fn agent_drift_repairs(&self, child: &str) -> f64 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let state = atoll_e2e::state::FleetState::load(&self.dir.join("fleet.json")).unwrap();
         let name = format!("agent-{child}");
         let addr = state
             .process(&name)
-            .and_then(|p| p.admin.clone())
+            .and_then(|p| p.admin.as_deref()?.parse().ok())
             .unwrap_or_else(|| panic!("{name} has no admin server in fleet.json"));
-        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let request = format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).await.unwrap();
-        text.lines()
-            .filter(|l| l.starts_with("atoll_agent_drift_repairs_total"))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
+        let (code, text) = atoll_e2e::fleet::http_get(addr, "/metrics").await.unwrap();
+        assert_eq!(code, 200, "{name} /metrics: {text}");
+        atoll_e2e::fleet::metric_sum(&text, "atoll_agent_drift_repairs_total", "")
     }
 
     /// `fleet up --children N` plus `extra` arguments, with `env` for every process it starts.
