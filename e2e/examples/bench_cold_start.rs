@@ -18,7 +18,7 @@
 //! - the hub's `atoll_hub_agent_streams` = N: every agent reconnected (agents back off 0.25-0.5
 //!   s, then doubling, while the hub is down);
 //! - **every agent resynced**: the hub accepted N × S reports
-//!   (`atoll_hub_reports_total{result="written"}`): after a reconnection the hub sends the agent a
+//!   (`atoll_hub_reports_total{result="written"}` and `{result="superseded"}`): after a reconnection the hub sends the agent a
 //!   full snapshot, the agent applies every Description in it (server-side apply into its
 //!   child) and reports each back, so N × S reports mean every agent applied and reported its
 //!   whole snapshot;
@@ -555,8 +555,11 @@ async fn cold_start(
             m.scheduler_ready = Some(now);
         }
         if let Some((200, text)) = fleet::http_get(hub_admin, "/metrics").await {
+            // A report superseded by a newer one on the same Description before the hub
+            // wrote it counts as taken in too.
             counters.hub_reports =
-                fleet::metric_sum(&text, "atoll_hub_reports_total", "result=\"written\"");
+                fleet::metric_sum(&text, "atoll_hub_reports_total", "result=\"written\"")
+                    + fleet::metric_sum(&text, "atoll_hub_reports_total", "result=\"superseded\"");
             counters.hub_messages = fleet::metric_sum(&text, "atoll_hub_messages_sent_total", "");
             counters.hub_writes = hub_writes(&text);
             if m.streams.is_none() && fleet::metric_sum(&text, "atoll_hub_agent_streams", "") >= n {

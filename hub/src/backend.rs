@@ -111,6 +111,9 @@ struct Inner {
     /// checks), a pool of its own: a flood of bad Hellos waits here and never delays the
     /// heartbeats of clusters that are connected.
     handshake_calls: tokio::sync::Semaphore,
+    /// The same bound for heartbeats, a pool of their own: under a flood of status reports
+    /// heartbeats waiting behind them went overdue and marked every cluster `Ready=Unknown`.
+    heartbeat_calls: tokio::sync::Semaphore,
     /// The Descriptions (`namespace`, `name`) that have HelmReleases, read from the parent by
     /// the first report after a start and kept current since: a report removes the HelmReleases
     /// of charts a Description no longer has without a list call for every other Description.
@@ -119,6 +122,9 @@ struct Inner {
 
 /// API calls on behalf of handshakes in flight at once.
 const HANDSHAKE_CALLS_IN_FLIGHT: usize = 8;
+
+/// API calls on behalf of heartbeats in flight at once.
+const HEARTBEAT_CALLS_IN_FLIGHT: usize = 8;
 
 /// API calls on behalf of agent streams in flight at once.
 const CALLS_IN_FLIGHT: usize = 32;
@@ -269,6 +275,7 @@ impl KubeBackend {
                 tokens_awaiting_agent: Mutex::new(HashMap::new()),
                 calls: tokio::sync::Semaphore::new(CALLS_IN_FLIGHT),
                 handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
+                heartbeat_calls: tokio::sync::Semaphore::new(HEARTBEAT_CALLS_IN_FLIGHT),
                 helm_owners: tokio::sync::Mutex::new(None),
             }),
         }
@@ -283,6 +290,11 @@ impl KubeBackend {
     /// A permit for API calls of a handshake (see `Inner::handshake_calls`).
     async fn handshake_permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.inner.handshake_calls.acquire().await.ok()
+    }
+
+    /// A permit for API calls of a heartbeat (see `Inner::heartbeat_calls`).
+    async fn heartbeat_permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.inner.heartbeat_calls.acquire().await.ok()
     }
 
     fn client(&self) -> Client {
@@ -1280,7 +1292,7 @@ impl Backend for KubeBackend {
                 Timestamp::now(),
             );
             let api = this.cluster_api(&session);
-            let permit = this.permit().await;
+            let permit = this.heartbeat_permit().await;
             api.patch_status(
                 &session.managed_cluster_name,
                 &mgr(),
@@ -1303,7 +1315,7 @@ impl Backend for KubeBackend {
                     }) == Some("True")
             });
             if !steady {
-                let _permit = this.permit().await;
+                let _permit = this.heartbeat_permit().await;
                 if let Some(mc) = this.fresh_cluster(&session).await? {
                     this.set_taint(&session, &mc, None).await?;
                 }

@@ -24,13 +24,18 @@ impl<V> Default for PendingQueue<V> {
 }
 
 impl<V> PendingQueue<V> {
-    /// Queues `value` for `name`, replacing a queued value of the same name in place.
-    pub fn push(&mut self, name: Arc<str>, value: V) {
+    /// Queues `value` for `name`, replacing a queued value of the same name in place; returns
+    /// whether it replaced one.
+    pub fn push(&mut self, name: Arc<str>, value: V) -> bool {
         match self.items.get_mut(&name) {
-            Some(slot) => *slot = value,
+            Some(slot) => {
+                *slot = value;
+                true
+            }
             None => {
                 self.order.push_back(name.clone());
                 self.items.insert(name, value);
+                false
             }
         }
     }

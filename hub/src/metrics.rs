@@ -21,7 +21,8 @@ pub struct Metrics {
     pub streams: Gauge,
     /// Messages sent to agents.
     pub messages_sent: Counter,
-    /// Description reports by outcome (`written`, `denied`, `stale`, `older_stream`, `oversized`).
+    /// Description reports by outcome (`written`, `superseded` by a newer report on the same
+    /// Description before it was written, `denied`, `stale`, `older_stream`, `oversized`).
     pub reports: Family<ResultLabel, Counter>,
     /// Refused handshakes by error label.
     pub handshakes_failed: Family<ResultLabel, Counter>,

@@ -7,7 +7,7 @@ use crate::Error;
 use crate::domain::{
     Admission, AgentHello, ClusterHeartbeat, PullCredentials, Session, report_from_wire,
 };
-use crate::flow::{EpochTable, ReportDecision, Window, authorise_report};
+use crate::flow::{EpochTable, PendingQueue, ReportDecision, Window, authorise_report};
 use crate::index::{Change, DescEntry, Index, Next, StreamQueue};
 use crate::metrics::Metrics;
 use crate::pull_secrets::{CredentialChecks, Delivery, add_pull_credentials};
@@ -328,6 +328,7 @@ impl<B: Backend> HubService<B> {
             window: Window::new(self.config.window),
             seq: 0,
             sent: HashSet::new(),
+            reports: PendingQueue::default(),
             credentials: CredentialChecks::new(
                 self.config.credentials_retry,
                 self.config.credentials_recheck,
@@ -362,7 +363,16 @@ impl<B: Backend> HubService<B> {
         st: &mut StreamState,
         mut ends: StreamEnds,
     ) -> Result<(), Status> {
+        // The report being written, if any. Reports are read on as they arrive and written one
+        // at a time from `st.reports`, so that a heartbeat never waits behind a backlog of
+        // reports, and a Description's reports superseded while queued cost no write.
+        let mut writing: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
         loop {
+            if writing.is_none()
+                && let Some((_, report)) = st.reports.pop()
+            {
+                writing = Some(Box::pin(self.write_report(session, report)));
+            }
             while st.window.can_send() {
                 let Some(next) = queue.next() else { break };
                 st.seq += 1;
@@ -427,6 +437,11 @@ impl<B: Backend> HubService<B> {
                     Err(e) => return Err(inbound_error(&e)),
                 },
                 () = queue.notified() => {}
+                () = async {
+                    if let Some(w) = writing.as_mut() {
+                        w.await;
+                    }
+                }, if writing.is_some() => writing = None,
                 () = ends.prune_confirmation.notified() => {
                     // The marker of a fresh snapshot carries the new confirmation.
                     self.index.resync(&session.namespace, queue);
@@ -488,9 +503,9 @@ impl<B: Backend> HubService<B> {
                     self.metrics.report("older_stream");
                     return Ok(());
                 }
-                // Boxed, like the report write below: the stream's task lives as long as the
-                // agent is connected, and an inline API call would make every idle task as big
-                // as the largest write future (several KiB per connected agent).
+                // Boxed, like the report writes: the stream's task lives as long as the agent
+                // is connected, and an inline API call would make every idle task as big as the
+                // largest write future (several KiB per connected agent).
                 let (heartbeat, notes) =
                     ClusterHeartbeat::from(h).bounded(self.config.heartbeat_seconds);
                 if !notes.is_empty() {
@@ -514,21 +529,10 @@ impl<B: Backend> HubService<B> {
                     );
                     return Ok(());
                 }
-                let entry = self.index.get(&session.namespace, &r.name);
-                let decision = authorise_report(
-                    self.epochs.is_current(&session.cluster_id, session.epoch),
-                    entry.as_ref().map(|e| e.uid.as_str()),
-                    st.sent.contains(r.name.as_str()),
-                    &r.uid,
-                );
-                match (decision, entry) {
-                    (ReportDecision::Write, Some(entry)) => {
-                        self.metrics.report("written");
-                        if let Err(e) =
-                            Box::pin(self.backend.report(session, entry, report_from_wire(r))).await
-                        {
-                            self.metrics.error(&e);
-                            tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a report failed");
+                match self.authorise(session, &r, st.sent.contains(r.name.as_str())) {
+                    (ReportDecision::Write, Some(_)) => {
+                        if st.reports.push(Arc::from(r.name.as_str()), r) {
+                            self.metrics.report("superseded");
                         }
                     }
                     (ReportDecision::Deny, _) => {
@@ -552,6 +556,46 @@ impl<B: Backend> HubService<B> {
             None => {}
         }
         Ok(())
+    }
+}
+
+impl<B: Backend> HubService<B> {
+    /// The decision on report `r` from `session`'s stream, with the Description it is on.
+    fn authorise(
+        &self,
+        session: &Session,
+        r: &v1::DescriptionReport,
+        sent_on_stream: bool,
+    ) -> (ReportDecision, Option<Arc<DescEntry>>) {
+        let entry = self.index.get(&session.namespace, &r.name);
+        let decision = authorise_report(
+            self.epochs.is_current(&session.cluster_id, session.epoch),
+            entry.as_ref().map(|e| e.uid.as_str()),
+            sent_on_stream,
+            &r.uid,
+        );
+        (decision, entry)
+    }
+
+    /// Writes a queued report, authorised again against the Description as it is now (it may
+    /// have been deleted or replaced, or the stream superseded, while the report waited). It
+    /// was on a Description sent on this stream, so one gone since is stale, not denied.
+    async fn write_report(&self, session: &Session, r: v1::DescriptionReport) {
+        match self.authorise(session, &r, true) {
+            (ReportDecision::Write, Some(entry)) => {
+                self.metrics.report("written");
+                if let Err(e) = self
+                    .backend
+                    .report(session, entry, report_from_wire(r))
+                    .await
+                {
+                    self.metrics.error(&e);
+                    tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a report failed");
+                }
+            }
+            (ReportDecision::IgnoreOlderStream, _) => self.metrics.report("older_stream"),
+            _ => self.metrics.report("stale"),
+        }
     }
 }
 
@@ -579,6 +623,8 @@ struct StreamState {
     window: Window,
     seq: u64,
     sent: HashSet<Arc<str>>,
+    /// Authorised reports not written yet, the latest of each Description.
+    reports: PendingQueue<v1::DescriptionReport>,
     /// When to look at each Description's chart pull Secrets again.
     credentials: CredentialChecks,
 }

@@ -52,6 +52,10 @@ struct Fake {
     late_granted: std::sync::atomic::AtomicBool,
     /// Whether Secret `apps/creds` holds its second password.
     rotated: std::sync::atomic::AtomicBool,
+    /// When set, each report write waits for a permit of it (a slow parent API server).
+    report_gate: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    /// The observedGeneration of each report written, in order.
+    written: Arc<Mutex<Vec<i64>>>,
 }
 
 fn ns_of(cluster_id: &str) -> String {
@@ -112,13 +116,21 @@ impl Backend for Fake {
         &self,
         s: &Session,
         e: Arc<DescEntry>,
-        _: Report,
+        r: Report,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         self.events.lock().push(Event::Report(
             s.cluster_id.clone(),
             format!("{}/{}", e.namespace, e.name),
         ));
-        async { Ok(()) }
+        let gate = self.report_gate.lock().clone();
+        let fake_written = Arc::clone(&self.written);
+        async move {
+            if let Some(gate) = gate {
+                gate.acquire().await.unwrap().forget();
+            }
+            fake_written.lock().push(r.observed_generation);
+            Ok(())
+        }
     }
     fn disconnected(&self, s: &Session) -> impl Future<Output = ()> + Send {
         self.events
@@ -549,6 +561,57 @@ async fn reports_are_authorised_against_the_streams_own_namespace() {
         1,
         "the cross-cluster report was written: {reports:?}"
     );
+}
+
+#[tokio::test]
+async fn heartbeats_pass_reports_waiting_on_a_slow_parent_and_only_the_latest_report_is_written() {
+    let h = start(16, 4 << 20);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    *h.fake.report_gate.lock() = Some(gate.clone());
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 3));
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    for _ in 0..3 {
+        a.recv().await;
+    }
+    let report = |observed_generation: i64| {
+        In::Report(v1::DescriptionReport {
+            name: "apps.web".into(),
+            phase: "Success".into(),
+            observed_generation,
+            ..Default::default()
+        })
+    };
+    // The first report's write hangs on the parent; two more arrive behind it.
+    a.send(report(1)).await;
+    h.wait_for(&Event::Report(ID_A.into(), format!("{ns}/apps.web")))
+        .await;
+    a.send(report(2)).await;
+    a.send(report(3)).await;
+    a.send(In::Heartbeat(v1::Heartbeat {
+        healthz: true,
+        ..Default::default()
+    }))
+    .await;
+    h.wait_for(&Event::Heartbeat(ID_A.into())).await;
+    assert!(h.fake.written.lock().is_empty());
+    gate.add_permits(10);
+    atoll_testkit::Poll::every(Duration::from_millis(10))
+        .eventually(
+            "the latest report written",
+            Duration::from_secs(2),
+            || async {
+                let written = h.fake.written.lock().clone();
+                if written == [1, 3] {
+                    Ok(())
+                } else {
+                    Err(format!("written: {written:?}"))
+                }
+            },
+        )
+        .await;
+    assert!(a.nothing_for(100).await);
+    assert_eq!(*h.fake.written.lock(), [1, 3], "report 2 was superseded");
 }
 
 #[tokio::test]
