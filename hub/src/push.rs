@@ -8,7 +8,7 @@ use crate::backend::KubeBackend;
 use crate::domain::{ClusterHeartbeat, Session};
 use crate::index::{Change, Index, Next};
 use crate::service::Backend;
-use atoll_applier::{Applier, heartbeat, model};
+use atoll_applier::{Applier, Notice, heartbeat, model};
 use atoll_crds::clusters::{
     ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, SyncMode,
     check_registered,
@@ -367,7 +367,13 @@ impl PushManager {
         };
         tracing::info!(namespace = %session.namespace, cluster = %session.managed_cluster_name, "push mode: serving cluster from the hub");
         self.backend.connected(&session).await;
-        let applier = Applier::new(child.clone(), known::FIELD_MANAGER_HUB);
+        let applier = Arc::new(Applier::new(child.clone(), known::FIELD_MANAGER_HUB));
+        // As in an agent: the drift watchers see each object's status as it changes after its
+        // apply (a Deployment's replicas come later) and repair what someone else changed; a
+        // Description's report is written again when it changes.
+        let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+        applier.set_notifier(notices_tx);
+        atoll_applier::start_drift_repair(&applier);
         let queue = self.index.subscribe(&session.namespace);
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
         let mut keep: HashSet<String> = HashSet::new();
@@ -379,6 +385,14 @@ impl PushManager {
                 () = queue.notified() => {
                     while let Some(next) = queue.next() {
                         self.handle(&session, &applier, next, &mut keep, &mut pending_deletions).await;
+                    }
+                }
+                Some(notice) = notices.recv() => {
+                    if let Notice::ReportChanged(key) = notice
+                        && keep.contains(&key)
+                        && let Some(report) = applier.report(&key)
+                    {
+                        self.write(&session, &report).await;
                     }
                 }
                 _ = tick.tick() => {

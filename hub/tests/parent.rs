@@ -1032,6 +1032,56 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
     drop(h);
 }
 
+/// Found by the chaos run (e2e/src/chaos): the hub wrote a Push cluster's report once, at
+/// apply time, and never again, so a Deployment's replicas (which come later) never reached the
+/// Description's status nor the Subscription's aggregated status.
+#[tokio::test]
+async fn a_push_cluster_reports_its_objects_status_as_it_changes_after_the_apply() {
+    let p = Parent::for_agents().await;
+    let child = DevCluster::start(devcluster::Config {
+        simulate_workloads: true,
+        workload_delay: Duration::from_millis(500),
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let ns = "clusternet-push3";
+    let id = "dddddddd-0000-4000-8000-00000000000d";
+    push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
+    register_push_cluster(&p.client, id, ns, "pushed").await;
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}
+            }
+        }
+    });
+    put_description(&p.client, ns, "apps.web", vec![deployment]).await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
+    eventually(
+        "the Deployment's ready replicas in the Description's status",
+        WAIT,
+        || async {
+            let d = descs.get("apps.web").await.unwrap();
+            let ready = d
+                .status
+                .as_ref()
+                .and_then(|s| s.manifest_statuses.first())
+                .and_then(|m| m.observed_status.as_ref())
+                .and_then(|s| s["readyReplicas"].as_i64());
+            (ready == Some(2)).then_some(())
+        },
+    )
+    .await;
+    drop(h);
+}
+
 #[tokio::test]
 async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
     let p = Parent::for_agents().await;
