@@ -6,7 +6,8 @@
 //!   prune.
 //! - `drift` and `repair` ([`start_drift_repair`]): drift watchers send what they see down a
 //!   channel to the repair loop, which records statuses and re-applies what someone else
-//!   changed or deleted. Modules depend one way: repair → applier → drift.
+//!   changed or deleted ([`start_status_watch`]: statuses only). Modules depend one way:
+//!   repair → applier → drift.
 //! - [`model`]: what a Description asks for and what the applier reports ([`Report`]).
 //! - [`inventory`]: the record in the child of which objects each Description owns.
 //! - [`prune`]: what a prune would delete, and when it waits for confirmation.
@@ -35,4 +36,4 @@ pub use applier::{Applier, Notice};
 pub use error::Error;
 pub use metrics::Metrics;
 pub use model::{Description, ObjectRef, ObjectReport, Phase, Report};
-pub use repair::start_drift_repair;
+pub use repair::{start_drift_repair, start_status_watch};

@@ -21,15 +21,32 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Starts drift repair for `applier`: its drift watchers, and the repair loop that reads them.
-/// Both stop when the applier is dropped; a second call does nothing.
+/// Both stop when the applier is dropped; a second call (of this or of [`start_status_watch`])
+/// does nothing.
 pub fn start_drift_repair(applier: &Arc<Applier>) {
     if let Some(observations) = applier.watch_drift() {
-        tokio::spawn(run(Arc::downgrade(applier), observations));
+        tokio::spawn(run(Arc::downgrade(applier), observations, true));
     }
 }
 
-/// Runs until the watchers stop (their applier was dropped).
-async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observation>) {
+/// Starts the drift watchers for the statuses only: each object's `.status` is recorded for the
+/// reports (a changed report is notified), and nothing is re-applied or rewritten. For an
+/// applier that is not the only writer of its Descriptions: every hub replica serves every
+/// Push-mode cluster, and two replicas repairing from views of different ages undo each
+/// other's applies, hundreds of times a second, until their views agree.
+pub fn start_status_watch(applier: &Arc<Applier>) {
+    if let Some(observations) = applier.watch_drift() {
+        tokio::spawn(run(Arc::downgrade(applier), observations, false));
+    }
+}
+
+/// Runs until the watchers stop (their applier was dropped); re-applies and rewrites only with
+/// `repairs`.
+async fn run(
+    applier: Weak<Applier>,
+    mut observations: UnboundedReceiver<Observation>,
+    repairs: bool,
+) {
     let inflight = Inflight::default();
     while let Some(observation) = observations.recv().await {
         let Some(strong) = applier.upgrade() else {
@@ -47,15 +64,19 @@ async fn run(applier: Weak<Applier>, mut observations: UnboundedReceiver<Observa
                 if let Some(owner) = strong.observe_status(&object, status) {
                     strong.notify(Notice::ReportChanged(owner));
                 }
+                if !repairs {
+                    continue;
+                }
                 if live.metadata.deletion_timestamp.is_none() && drifted(&strong, &object, &live) {
                     repair(&applier, &inflight, object);
                 }
             }
             Observation::Deleted(object) => {
-                if strong.state().objects.contains_key(&object) {
+                if repairs && strong.state().objects.contains_key(&object) {
                     repair(&applier, &inflight, object);
                 }
             }
+            Observation::Listed { .. } | Observation::InventoryDeleted(_) if !repairs => {}
             Observation::Listed {
                 kind,
                 namespace,

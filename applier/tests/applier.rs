@@ -948,3 +948,79 @@ async fn a_status_that_changes_while_its_description_is_applied_is_reported() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_watch_reports_statuses_and_repairs_nothing() {
+    // For the hub's Push mode, where every replica runs an applier for the same cluster: found
+    // by the chaos run with two hub replicas, whose drift repairs undid each other's applies
+    // hundreds of times a second while their views of a Description differed.
+    let cluster = devcluster::DevCluster::start(devcluster::Config {
+        simulate_workloads: true,
+        workload_delay: Duration::from_millis(300),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = cluster.client().await.unwrap();
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-hub"));
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    applier.set_notifier(tx);
+    atoll_applier::start_status_watch(&applier);
+    let app = desc(
+        "default.app",
+        1,
+        vec![
+            deployment("web", 2, "nginx:1"),
+            cm("default", "c", "desired"),
+        ],
+    );
+    let report = applier.apply(&app).await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    eventually("the Deployment's ready replicas reported", WAIT, || async {
+        applier.report(&app.key()).and_then(|r| {
+            r.objects
+                .iter()
+                .find(|o| o.object.name == "web")
+                .and_then(|o| o.status.as_ref()?.get("readyReplicas")?.as_i64())
+        }) == Some(2)
+    })
+    .await;
+    let notice = notices.recv().await.map(|n| format!("{n:?}"));
+    assert!(
+        notice
+            .as_deref()
+            .is_some_and(|n| n.contains("ReportChanged")),
+        "{notice:?}"
+    );
+    // Another writer's edit and deletion stay.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"data": {"k": "another replica's"}})),
+    )
+    .await
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let value = cms
+        .get_opt("c")
+        .await
+        .unwrap()
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("k").cloned());
+    assert_eq!(value.as_deref(), Some("another replica's"));
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+    let repairs = applier
+        .metrics()
+        .drift_repairs
+        .get_or_create(&atoll_applier::metrics::ResultLabel {
+            result: "repaired".into(),
+        })
+        .get();
+    assert_eq!(repairs, 0);
+}

@@ -368,12 +368,13 @@ impl PushManager {
         tracing::info!(namespace = %session.namespace, cluster = %session.managed_cluster_name, "push mode: serving cluster from the hub");
         self.backend.connected(&session).await;
         let applier = Arc::new(Applier::new(child.clone(), known::FIELD_MANAGER_HUB));
-        // As in an agent: the drift watchers see each object's status as it changes after its
-        // apply (a Deployment's replicas come later) and repair what someone else changed; a
-        // Description's report is written again when it changes.
+        // The drift watchers see each object's status as it changes after its apply (a
+        // Deployment's replicas come later); a Description's report is written again when it
+        // changes. No drift repair: every hub replica serves this cluster, and replicas whose
+        // views of the Descriptions differ for a moment would undo each other's applies.
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         applier.set_notifier(notices_tx);
-        atoll_applier::start_drift_repair(&applier);
+        atoll_applier::start_status_watch(&applier);
         let queue = self.index.subscribe(&session.namespace);
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
         let mut keep: HashSet<String> = HashSet::new();
