@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The short chaos run of `make test`: one seed (`CHAOS_SEED`, default 1), `CHAOS_SECONDS` of
-//! faults (default 20) on a fleet of `CHAOS_CHILDREN` children (default 3), the checks made
-//! while the faults are active, then the invariants of `atoll_e2e::chaos` within 60 s. A failure
+//! faults (default 20) on a fleet of `CHAOS_CHILDREN` children with agents (default 3) and
+//! `CHAOS_PUSH` Push-mode children served by the hub (default 1; 0 leaves them out), the checks
+//! made while the faults are active, then the invariants of `atoll_e2e::chaos` within 60 s. A failure
 //! names the seed; `CHAOS_SEED=<n> cargo test -p atoll-e2e --test chaos` replays its plan.
 //! `make chaos` runs longer, more seeds and more children.
 

@@ -1,10 +1,11 @@
-//! Chaos runs: a fleet whose agents reach the hub and their own child's API server, and whose
-//! scheduler and hub reach the parent, through fault proxies ([`proxy`]); a seeded plan that,
-//! for a bounded time, injects proxy
+//! Chaos runs: a fleet whose agents reach the hub and their own child's API server, whose hub
+//! reaches its Push-mode children ([`push`]), and whose scheduler and hub reach the parent,
+//! through fault proxies ([`proxy`]); a seeded plan that, for a bounded time, injects proxy
 //! faults, SIGKILLs and restarts processes (agents, hub, scheduler, the parent and the children,
 //! which keep their objects in a data dir) while it edits Subscriptions, feeds, a Localization
 //! and cluster labels; then the faults stop and the invariants are checked until they hold or a
 //! bound passes. Any violation fails the run with its seed; the same seed replays the same plan.
+//! The Push children are checked as the others are.
 //!
 //! Invariants ([`check`]), once the faults stopped:
 //!
@@ -30,6 +31,7 @@
 //! incomplete picture); the bystanders stay untouched.
 
 pub mod proxy;
+pub mod push;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -58,6 +60,12 @@ use proxy::{Proxy, Schedule};
 /// The field manager of the chaos run's own writes.
 pub const FIELD_MANAGER: &str = "atoll-chaos";
 
+/// Simulated nodes per child.
+const NODES: u32 = 3;
+
+/// How long a child's simulated workloads take to become ready.
+const WORKLOAD_DELAY_MS: u64 = 200;
+
 /// How to run one chaos run.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -67,7 +75,8 @@ pub struct Options {
     pub chaos: Duration,
     /// How long the fleet may take to converge once the faults stopped.
     pub converge: Duration,
-    /// Child clusters (at least 3: the Dividing Subscription uses three regions).
+    /// Child clusters with an agent (at least 3: the Dividing Subscription uses three regions).
+    /// The run adds `CHAOS_PUSH` Push-mode children after them (default 1; [`push`]).
     pub children: usize,
     /// The fleet directory: emptied at the start (the parent and children keep their objects
     /// in it, and a run starts from nothing), kept after the run with its logs.
@@ -96,6 +105,8 @@ pub struct Report {
     pub seed: u64,
     /// Whether the workload had its HelmChart feed.
     pub helm: bool,
+    /// Push-mode children in the fleet.
+    pub push: usize,
     /// Faults injected, by kind (`hub-proxy hold`, `kill agent`, ...).
     pub faults: BTreeMap<String, u64>,
     /// What the proxies did to connections (`hub-proxy cut connections`, ...).
@@ -136,10 +147,14 @@ impl Report {
     /// A few lines for a terminal.
     pub fn summary(&self) -> String {
         let mut out = format!(
-            "chaos seed {}{}: {} faults injected ({}), {} kills skipped (still down), {} edits \
+            "chaos seed {}{}{}: {} faults injected ({}), {} kills skipped (still down), {} edits \
              ({} refused while a server was down)\n",
             self.seed,
             if self.helm { " (with Helm)" } else { "" },
+            match self.push {
+                0 => String::new(),
+                n => format!(" ({n} Push child{})", if n == 1 { "" } else { "ren" }),
+            },
             self.fault_total(),
             join_counts(&self.faults),
             self.skipped_kills,
@@ -248,20 +263,23 @@ pub struct Plan {
     /// Faults of the proxy between the scheduler and hub and the parent's API server.
     pub parent_proxy: Schedule,
     /// Faults of the proxy between each agent and its own child's API server, in child order
-    /// (`child-1` first): the applier meets them mid-apply and mid-watch.
+    /// (`child-1` first), then of the proxy between the hub and each Push child: the applier
+    /// (the agent's or the hub's) meets them mid-apply and mid-watch.
     pub child_proxies: Vec<Schedule>,
     /// Kills and edits, at their offsets from the start.
     pub actions: Vec<(Duration, Action)>,
 }
 
 impl Plan {
-    /// The plan of seed `seed` for a run of `span` on `children` children. Which processes can
-    /// be killed depends on the backend: on the real tier only atoll's own processes are (for
-    /// now).
+    /// The plan of seed `seed` for a run of `span` on `children` children with agents and
+    /// `push` Push children after them (kills of child API servers and cluster label edits
+    /// reach both; agent kills only the first). On the real tier a cluster's etcd can be
+    /// killed too. Without Push children a seed's plan is what it was before they existed.
     pub fn generate(
         seed: u64,
         span: Duration,
         children: usize,
+        push: usize,
         hubs: usize,
         backend: Backend,
         helm: bool,
@@ -271,11 +289,12 @@ impl Plan {
         let parent_proxy = Schedule::generate_with(&mut rng, span);
         let mut actions = Vec::new();
         let mut at = Duration::from_millis(rng.random_range(300..1500));
-        let child = |rng: &mut StdRng| format!("child-{}", rng.random_range(1..=children));
+        let child = |rng: &mut StdRng| format!("child-{}", rng.random_range(1..=children + push));
+        let pulled = |rng: &mut StdRng| format!("child-{}", rng.random_range(1..=children));
         while at < span {
             let action = if rng.random_bool(0.3) {
                 let process = match rng.random_range(0..100u8) {
-                    0..40 => format!("agent-{}", child(&mut rng)),
+                    0..40 => format!("agent-{}", pulled(&mut rng)),
                     40..60 if hubs > 1 && rng.random_bool(0.5) => "hub-2".to_string(),
                     40..60 => "hub".to_string(),
                     60..75 => "scheduler".to_string(),
@@ -317,7 +336,7 @@ impl Plan {
         }
         // Drawn last, so that a seed's other schedules and actions stay what they were before
         // the children's proxies existed.
-        let child_proxies = (0..children)
+        let child_proxies = (0..children + push)
             .map(|_| Schedule::generate_with(&mut rng, span))
             .collect();
         Plan {
@@ -426,11 +445,17 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         Backend::Devcluster => "http",
         Backend::Kube => "https",
     };
-    // One proxy in front of each child's API server, for its agent only (the checks read the
-    // children directly). A child comes back on the same port after a restart.
+    // One proxy in front of each child's API server, for its agent, or for the hub for a Push
+    // child (the checks read the children directly). A child comes back on the same port after
+    // a restart.
+    let push_specs = push::specs(opts.children, push::children_from_env());
     let mut child_proxies = Vec::new();
     let mut agents_child_urls = BTreeMap::new();
-    for child in crate::plan::child_specs(opts.children) {
+    let mut push_urls = Vec::new();
+    for child in crate::plan::child_specs(opts.children)
+        .into_iter()
+        .chain(push_specs.iter().cloned())
+    {
         let kubeconfig = layout.child_kubeconfig(child.index);
         let proxy = Proxy::start_resolving(Arc::new(move || {
             let text = std::fs::read_to_string(&kubeconfig).ok()?;
@@ -438,16 +463,21 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         }))
         .await?;
-        agents_child_urls.insert(child.name, format!("{scheme}://{}", proxy.addr()));
+        let url = format!("{scheme}://{}", proxy.addr());
+        if child.index > opts.children {
+            push_urls.push(url);
+        } else {
+            agents_child_urls.insert(child.name, url);
+        }
         child_proxies.push(proxy);
     }
     let up = UpOptions {
         dir: opts.dir.clone(),
         children: opts.children,
-        bin_dir,
+        bin_dir: bin_dir.clone(),
         manifests: opts.manifests.clone(),
-        nodes: 3,
-        workload_delay_ms: 200,
+        nodes: NODES,
+        workload_delay_ms: WORKLOAD_DELAY_MS,
         timeout: Duration::from_secs(120),
         backend: opts.backend,
         persist_parent: opts.backend == Backend::Devcluster,
@@ -467,9 +497,23 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
         return Err(e);
     }
+    if let Err(e) = push::add(
+        &layout,
+        &bin_dir,
+        opts.backend,
+        &push_specs,
+        &push_urls,
+        Duration::from_secs(120),
+    )
+    .await
+    {
+        let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
+        return Err(e);
+    }
     eprintln!(
-        "chaos: fleet of {} children up in {:.1}s (seed {})",
-        opts.children,
+        "chaos: fleet of {} children ({} of them Push-mode) up in {:.1}s (seed {})",
+        opts.children + push_specs.len(),
+        push_specs.len(),
         started.elapsed().as_secs_f64(),
         opts.seed
     );
@@ -478,7 +522,14 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         parent: parent_proxy,
         children: child_proxies,
     };
-    let result = run_on_fleet(opts, &layout, &mut proxies, chart_repo.as_ref()).await;
+    let result = run_on_fleet(
+        opts,
+        &layout,
+        &mut proxies,
+        chart_repo.as_ref(),
+        push_specs.len(),
+    )
+    .await;
     let _ = fleet::down(&opts.dir, Duration::from_secs(5)).await;
     let mut report = result?;
     let named = [
@@ -486,7 +537,13 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         ("parent-proxy", &proxies.parent),
     ]
     .into_iter()
-    .chain(proxies.children.iter().map(|p| ("child-proxies", p)));
+    .chain(
+        proxies
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (child_proxy_name(i, opts.children), p)),
+    );
     for (name, p) in named {
         let c = p.counters();
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
@@ -498,7 +555,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             ("held chunks", load(&c.held_chunks)),
             ("delayed chunks", load(&c.delayed_chunks)),
         ] {
-            // The children's proxies are counted together.
+            // The agents' children's proxies are counted together, and so are the Push ones.
             *report.effects.entry(format!("{name} {what}")).or_default() += n;
         }
     }
@@ -513,6 +570,16 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             violations: report.violations.join("\n"),
             logs: layout.logs(),
         })
+    }
+}
+
+/// How the report names the proxy of the child at `index` (0-based) among `pull` agents'
+/// children followed by the Push children: each kind's proxies are counted together.
+fn child_proxy_name(index: usize, pull: usize) -> &'static str {
+    if index < pull {
+        "child-proxies"
+    } else {
+        "push-proxy"
     }
 }
 
@@ -617,7 +684,8 @@ struct Proxies {
     hub: Proxy,
     /// Between the scheduler and hubs and the parent's API server.
     parent: Proxy,
-    /// Between each agent and its child's API server, in child order.
+    /// Between each agent and its child's API server, in child order, then between the hub and
+    /// each Push child.
     children: Vec<Proxy>,
 }
 
@@ -626,6 +694,7 @@ async fn run_on_fleet(
     layout: &Layout,
     proxies: &mut Proxies,
     chart_repo: Option<&crate::chart_repo::ChartRepo>,
+    push: usize,
 ) -> Result<Report, Error> {
     let state = FleetState::load(&layout.state())?;
     let parent = client_for(&state.parent_kubeconfig).await?;
@@ -636,6 +705,7 @@ async fn run_on_fleet(
     let mut report = Report {
         seed: opts.seed,
         helm: chart_repo.is_some(),
+        push,
         ..Default::default()
     };
     let mut memory = Memory::default();
@@ -657,6 +727,7 @@ async fn run_on_fleet(
         opts.seed,
         opts.chaos,
         opts.children,
+        push,
         opts.hubs,
         opts.backend,
         chart_repo.is_some(),
@@ -666,7 +737,12 @@ async fn run_on_fleet(
         ("parent-proxy", &plan.parent_proxy),
     ]
     .into_iter()
-    .chain(plan.child_proxies.iter().map(|s| ("child-proxies", s)));
+    .chain(
+        plan.child_proxies
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (child_proxy_name(i, opts.children), s)),
+    );
     for (name, schedule) in schedules {
         for step in &schedule.steps {
             *report
@@ -1042,7 +1118,11 @@ async fn setup(
                 "metadata": {"name": "helm", "namespace": "chaos-h"},
                 "spec": {
                     "schedulingStrategy": "Replication",
-                    "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                    // Not the Push children: the hub installs no charts there.
+                    "subscribers": [{"clusterAffinity": {
+                        "matchLabels": {"env": "prod"},
+                        "matchExpressions": [{"key": push::LABEL, "operator": "DoesNotExist"}]
+                    }}],
                     "feeds": [
                         {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-h"},
                         {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "name": "hello", "namespace": "chaos-h"}
@@ -2212,9 +2292,15 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_plan_and_another_seed_another() {
         let span = Duration::from_secs(30);
-        let a = Plan::generate(11, span, 3, 2, Backend::Devcluster, true);
-        assert_eq!(a, Plan::generate(11, span, 3, 2, Backend::Devcluster, true));
-        assert_ne!(a, Plan::generate(12, span, 3, 2, Backend::Devcluster, true));
+        let a = Plan::generate(11, span, 3, 1, 2, Backend::Devcluster, true);
+        assert_eq!(
+            a,
+            Plan::generate(11, span, 3, 1, 2, Backend::Devcluster, true)
+        );
+        assert_ne!(
+            a,
+            Plan::generate(12, span, 3, 1, 2, Backend::Devcluster, true)
+        );
         assert!(a.actions.len() >= 10, "{:?}", a.actions);
         assert!(a.actions.iter().all(|(at, _)| *at < span));
     }
@@ -2223,7 +2309,7 @@ mod tests {
     fn every_child_gets_its_own_proxy_schedule() {
         let span = Duration::from_secs(30);
         for children in [3, 7] {
-            let plan = Plan::generate(5, span, children, 2, Backend::Devcluster, false);
+            let plan = Plan::generate(5, span, children, 0, 2, Backend::Devcluster, false);
             assert_eq!(plan.child_proxies.len(), children);
             for schedule in &plan.child_proxies {
                 assert!(!schedule.steps.is_empty(), "{schedule:?}");
@@ -2240,7 +2326,7 @@ mod tests {
         for backend in [Backend::Devcluster, Backend::Kube] {
             let mut kinds = BTreeSet::new();
             for seed in 0..20 {
-                let plan = Plan::generate(seed, Duration::from_secs(60), 3, 2, backend, true);
+                let plan = Plan::generate(seed, Duration::from_secs(60), 3, 1, 2, backend, true);
                 for (_, action) in &plan.actions {
                     if let Action::Kill(k) = action {
                         kinds.insert(kind_of(&k.process).to_string());
@@ -2254,6 +2340,34 @@ mod tests {
             let want: BTreeSet<String> = want.into_iter().map(String::from).collect();
             assert_eq!(kinds, want, "{backend:?}");
         }
+    }
+
+    #[test]
+    fn push_children_get_proxy_faults_server_kills_and_label_edits_but_no_agent_kills() {
+        let span = Duration::from_secs(60);
+        let mut server_kills = 0;
+        let mut picked = 0;
+        for seed in 0..20 {
+            let plan = Plan::generate(seed, span, 3, 1, 2, Backend::Kube, true);
+            assert_eq!(plan.child_proxies.len(), 4);
+            assert!(!plan.child_proxies[3].steps.is_empty());
+            for (_, action) in &plan.actions {
+                match action {
+                    Action::Kill(k) if k.process == "agent-child-4" => {
+                        panic!("seed {seed}: the Push child has no agent to kill")
+                    }
+                    Action::Kill(k) if k.process.starts_with("child-4") => server_kills += 1,
+                    Action::Edit(Edit::Pick { cluster, .. }) if cluster == "child-4" => picked += 1,
+                    _ => {}
+                }
+            }
+            // Without Push children there is no schedule for one.
+            let without = Plan::generate(seed, span, 3, 0, 2, Backend::Kube, true);
+            assert_eq!(without.child_proxies.len(), 3);
+        }
+        assert!(server_kills > 0 && picked > 0, "{server_kills} {picked}");
+        assert_eq!(child_proxy_name(2, 3), "child-proxies");
+        assert_eq!(child_proxy_name(3, 3), "push-proxy");
     }
 
     fn sub_with(status: atoll_crds::apps::SubscriptionStatus) -> Subscription {
