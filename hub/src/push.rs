@@ -379,13 +379,16 @@ impl PushManager {
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
         let mut keep: HashSet<String> = HashSet::new();
         let mut pending_deletions: HashMap<String, String> = HashMap::new();
+        // Descriptions whose last apply failed (the child unreachable for a moment, say): applied
+        // again each tick until one succeeds or a newer version replaces them, as an agent does.
+        let mut failed: HashMap<String, model::Description> = HashMap::new();
         let mut last_heartbeat = heartbeat::Heartbeat::default();
         let mut tick = tokio::time::interval(self.heartbeat_every);
         loop {
             tokio::select! {
                 () = queue.notified() => {
                     while let Some(next) = queue.next() {
-                        self.handle(&session, &applier, next, &mut keep, &mut pending_deletions).await;
+                        self.handle(&session, &applier, next, &mut keep, &mut pending_deletions, &mut failed).await;
                     }
                 }
                 Some(notice) = notices.recv() => {
@@ -418,6 +421,14 @@ impl PushManager {
                             self.write(&session, &r).await;
                         }
                     }
+                    let again: Vec<model::Description> = failed.values().cloned().collect();
+                    for desc in again {
+                        let r = applier.apply(&desc).await;
+                        if r.phase != model::Phase::Failure {
+                            failed.remove(&desc.name);
+                        }
+                        self.write(&session, &r).await;
+                    }
                 }
             }
         }
@@ -430,8 +441,13 @@ impl PushManager {
         next: Next,
         keep: &mut HashSet<String>,
         pending_deletions: &mut HashMap<String, String>,
+        failed: &mut HashMap<String, model::Description>,
     ) {
         let ns = &session.namespace;
+        if let Next::Change(name, _) = &next {
+            // Whatever comes next for it replaces the failed version.
+            failed.remove(name.as_ref());
+        }
         match next {
             Next::Change(name, Change::Upsert(e)) => {
                 let key = known::owned_by_description(ns, &name);
@@ -466,6 +482,9 @@ impl PushManager {
                             .collect(),
                     };
                     let r = applier.apply(&desc).await;
+                    if r.phase == model::Phase::Failure {
+                        failed.insert(desc.name.clone(), desc);
+                    }
                     self.write(session, &r).await;
                 }
             }

@@ -1082,6 +1082,52 @@ async fn a_push_cluster_reports_its_objects_status_as_it_changes_after_the_apply
     drop(h);
 }
 
+/// After a chaos run (e2e/src/chaos) saw a Push child's Description fail on a fault of its
+/// proxy: an apply that failed (the child unreachable for a moment) stayed failed until the
+/// Description changed. An agent applies a failed Description again; the hub's Push mode did
+/// not.
+#[tokio::test]
+async fn a_push_cluster_applies_a_failed_description_again_once_the_child_answers() {
+    let p = Parent::for_agents().await;
+    let first = DevCluster::start_default().await.unwrap();
+    let port = first.addr().port();
+    let kubeconfig = first.kubeconfig_yaml();
+    drop(first);
+    let h = hub(&p.client, |_| {}).await;
+    let ns = "clusternet-push4";
+    let id = "ffffffff-0000-4000-8000-00000000000f";
+    push_cluster(&p.client, ns, id, kubeconfig).await;
+    register_push_cluster(&p.client, id, ns, "pushed").await;
+    description(&p.client, ns, "apps.web", "pushed").await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
+    let phase = || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.phase)
+    };
+    eventually("the apply to fail, the child down", WAIT, || async {
+        (phase().await == Some(DescriptionPhase::Failure)).then_some(())
+    })
+    .await;
+    let child = DevCluster::start(devcluster::Config {
+        port,
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    eventually("Success once the child answers", WAIT, || async {
+        (phase().await == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child.client().await.unwrap(), "default");
+    assert!(cms.get_opt("cm").await.unwrap().is_some());
+    drop(h);
+}
+
 #[tokio::test]
 async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
     let p = Parent::for_agents().await;
