@@ -1203,16 +1203,31 @@ fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {
     l
 }
 
-/// Removes the hub's finalizer from Description `ns/name`. Returns whether it was removed.
-pub async fn remove_finalizer(client: &Client, ns: &str, name: &str) -> Result<bool, Error> {
-    let api: Api<atoll_crds::apps::Description> = Api::namespaced(client.clone(), ns);
-    Ok(atoll_runtime::finalizer::remove(&api, name, known::FINALIZER).await?)
+/// What the index saw of a Description, for a finalizer edit that reads it only on a conflict.
+fn seen(entry: &DescEntry) -> atoll_runtime::finalizer::Seen<'_> {
+    atoll_runtime::finalizer::Seen {
+        resource_version: &entry.resource_version,
+        finalizers: &entry.finalizers,
+        deleting: entry.deleting,
+    }
 }
 
-/// Adds the hub's finalizer to Description `ns/name` unless it is being deleted.
-pub async fn add_finalizer(client: &Client, ns: &str, name: &str) -> Result<bool, Error> {
-    let api: Api<atoll_crds::apps::Description> = Api::namespaced(client.clone(), ns);
-    Ok(atoll_runtime::finalizer::add(&api, name, known::FINALIZER).await?)
+/// Removes the hub's finalizer from Description `entry`. Returns whether it was removed.
+pub async fn remove_finalizer(client: &Client, entry: &DescEntry) -> Result<bool, Error> {
+    let api: Api<atoll_crds::apps::Description> = Api::namespaced(client.clone(), &entry.namespace);
+    Ok(
+        atoll_runtime::finalizer::remove_seen(&api, &entry.name, known::FINALIZER, seen(entry))
+            .await?,
+    )
+}
+
+/// Adds the hub's finalizer to Description `entry` unless it is being deleted.
+pub async fn add_finalizer(client: &Client, entry: &DescEntry) -> Result<bool, Error> {
+    let api: Api<atoll_crds::apps::Description> = Api::namespaced(client.clone(), &entry.namespace);
+    Ok(
+        atoll_runtime::finalizer::add_seen(&api, &entry.name, known::FINALIZER, seen(entry))
+            .await?,
+    )
 }
 
 impl Backend for KubeBackend {
@@ -1340,7 +1355,7 @@ impl Backend for KubeBackend {
             if report.deleted {
                 if entry.deleting && entry.has_finalizer() {
                     let _permit = this.permit().await;
-                    remove_finalizer(&this.client(), &session.namespace, &entry.name).await?;
+                    remove_finalizer(&this.client(), &entry).await?;
                     this.inner.metrics.write("finalizer");
                 }
                 return Ok(());

@@ -402,10 +402,10 @@ impl Controllers {
         let state = self.cluster_state(ns, Timestamp::now());
         let r = match status::finalizer_action(&e, state) {
             FinalizerAction::Keep => return,
-            FinalizerAction::Add => add_finalizer(&self.client, ns, name).await,
+            FinalizerAction::Add => add_finalizer(&self.client, &e).await,
             FinalizerAction::Remove => {
                 tracing::info!(namespace = %ns, name = %name, cluster = ?state, "releasing a Description of a lost or deleted cluster");
-                remove_finalizer(&self.client, ns, name).await
+                remove_finalizer(&self.client, &e).await
             }
         };
         match r {

@@ -23,7 +23,7 @@ pub async fn add<K>(api: &Api<K>, name: &str, finalizer: &str) -> Result<bool, E
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    edit(api, name, finalizer, Edit::Add).await
+    edit(api, name, finalizer, Edit::Add, None).await
 }
 
 /// Removes `finalizer` from the object `name`. Returns whether it was removed (false when the
@@ -32,7 +32,46 @@ pub async fn remove<K>(api: &Api<K>, name: &str, finalizer: &str) -> Result<bool
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    edit(api, name, finalizer, Edit::Remove).await
+    edit(api, name, finalizer, Edit::Remove, None).await
+}
+
+/// What a cache (a watch, a reflector) last saw of an object: the first edit is computed from
+/// it without reading the object, and only a conflict costs a read. (When the cache shows
+/// nothing to change, nothing is read or written.)
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    /// `metadata.resourceVersion`.
+    pub resource_version: &'a str,
+    /// `metadata.finalizers`.
+    pub finalizers: &'a [String],
+    /// Whether it has a deletionTimestamp.
+    pub deleting: bool,
+}
+
+/// [`add`], first trying the edit on what a cache saw of the object.
+pub async fn add_seen<K>(
+    api: &Api<K>,
+    name: &str,
+    finalizer: &str,
+    seen: Seen<'_>,
+) -> Result<bool, Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    edit(api, name, finalizer, Edit::Add, Some(seen)).await
+}
+
+/// [`remove`], first trying the edit on what a cache saw of the object.
+pub async fn remove_seen<K>(
+    api: &Api<K>,
+    name: &str,
+    finalizer: &str,
+    seen: Seen<'_>,
+) -> Result<bool, Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    edit(api, name, finalizer, Edit::Remove, Some(seen)).await
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,7 +103,13 @@ fn edited(current: &[String], deleting: bool, finalizer: &str, edit: Edit) -> Op
     }
 }
 
-async fn edit<K>(api: &Api<K>, name: &str, finalizer: &str, edit: Edit) -> Result<bool, Error>
+async fn edit<K>(
+    api: &Api<K>,
+    name: &str,
+    finalizer: &str,
+    edit: Edit,
+    mut seen: Option<Seen<'_>>,
+) -> Result<bool, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
@@ -74,15 +119,26 @@ where
         source,
     };
     for _ in 0..ATTEMPTS {
-        let Some(object) = api.get_opt(name).await.map_err(failed)? else {
-            return Ok(false);
+        let read;
+        let (resource_version, current, deleting) = match seen.take() {
+            Some(s) => (s.resource_version.to_owned(), s.finalizers, s.deleting),
+            None => {
+                let Some(object) = api.get_opt(name).await.map_err(failed)? else {
+                    return Ok(false);
+                };
+                read = object;
+                (
+                    read.resource_version().unwrap_or_default(),
+                    read.finalizers(),
+                    read.meta().deletion_timestamp.is_some(),
+                )
+            }
         };
-        let deleting = object.meta().deletion_timestamp.is_some();
-        let Some(finalizers) = edited(object.finalizers(), deleting, finalizer, edit) else {
+        let Some(finalizers) = edited(current, deleting, finalizer, edit) else {
             return Ok(false);
         };
         let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version()},
+            {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
             {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
         ]))
         .map_err(Error::EncodeFinalizerPatch)?;

@@ -340,7 +340,13 @@ async fn ensure_finalizer(sub: &Subscription, ctx: &Context) -> Result<(), Error
         return Ok(());
     }
     let api = subscription_api(&ctx.client, sub);
-    atoll_runtime::finalizer::add(&api, &sub.name_any(), known::FINALIZER).await?;
+    let resource_version = sub.resource_version().unwrap_or_default();
+    let seen = atoll_runtime::finalizer::Seen {
+        resource_version: &resource_version,
+        finalizers: sub.finalizers(),
+        deleting: sub.metadata.deletion_timestamp.is_some(),
+    };
+    atoll_runtime::finalizer::add_seen(&api, &sub.name_any(), known::FINALIZER, seen).await?;
     Ok(())
 }
 
