@@ -118,6 +118,9 @@ struct Inner {
     /// the first report after a start and kept current since: a report removes the HelmReleases
     /// of charts a Description no longer has without a list call for every other Description.
     helm_owners: tokio::sync::Mutex<Option<HashSet<(String, String)>>>,
+    /// The fingerprint of the status last written to each Description (`namespace`, `name`),
+    /// kept until the watch shows it: see `status::description_status_write_needed`.
+    written_statuses: Mutex<HashMap<(String, String), u64>>,
 }
 
 /// API calls on behalf of handshakes in flight at once.
@@ -277,6 +280,7 @@ impl KubeBackend {
                 handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
                 heartbeat_calls: tokio::sync::Semaphore::new(HEARTBEAT_CALLS_IN_FLIGHT),
                 helm_owners: tokio::sync::Mutex::new(None),
+                written_statuses: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -1353,6 +1357,10 @@ impl Backend for KubeBackend {
                 return Ok(());
             }
             if report.deleted {
+                this.inner
+                    .written_statuses
+                    .lock()
+                    .remove(&(session.namespace.clone(), entry.name.clone()));
                 if entry.deleting && entry.has_finalizer() {
                     let _permit = this.permit().await;
                     remove_finalizer(&this.client(), &entry).await?;
@@ -1367,7 +1375,21 @@ impl Backend for KubeBackend {
             }
             let mut st = status::description_status(&report, entry.status.as_ref());
             status::add_chart_statuses(&mut st, &entry.charts, &report);
-            if entry.status.as_ref() == Some(&st) {
+            let key = (session.namespace.clone(), entry.name.clone());
+            let last_written = {
+                let mut written = this.inner.written_statuses.lock();
+                let last = written.get(&key).copied();
+                // The watch has caught up with the last write: its view is enough again.
+                if let (Some(fingerprint), Some(watched)) = (last, entry.status.as_ref())
+                    && fingerprint == status::status_fingerprint(watched)
+                {
+                    written.remove(&key);
+                    None
+                } else {
+                    last
+                }
+            };
+            if !status::description_status_write_needed(entry.status.as_ref(), last_written, &st) {
                 return Ok(());
             }
             let api: Api<atoll_crds::apps::Description> =
@@ -1383,6 +1405,10 @@ impl Backend for KubeBackend {
                 "write Description status",
                 &format!("{}/{}", session.namespace, entry.name),
             ))?;
+            this.inner
+                .written_statuses
+                .lock()
+                .insert(key, status::status_fingerprint(&st));
             this.inner.metrics.write("description_status");
             this.write_helm_releases(&session, &entry, &report).await
         }

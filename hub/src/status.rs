@@ -275,6 +275,32 @@ pub fn with_unschedulable_taint(taints: &[Taint], reason: Option<&str>) -> Optio
     }
 }
 
+/// A fingerprint of a Description status, for remembering what was written without keeping it.
+pub fn status_fingerprint(status: &DescriptionStatus) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(status)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether status `wanted` must be written, given the status the watch last showed and the
+/// fingerprint of what this hub last wrote (`None`: nothing since the watch caught up). The
+/// watch lags behind writes: with only its view, a report going back to the status the watch
+/// still shows (ready, then not ready, then ready again) was skipped while the parent held the
+/// one in between, and the Description kept it for good.
+pub fn description_status_write_needed(
+    watched: Option<&DescriptionStatus>,
+    last_written: Option<u64>,
+    wanted: &DescriptionStatus,
+) -> bool {
+    if watched != Some(wanted) {
+        return true;
+    }
+    last_written.is_some_and(|written| written != status_fingerprint(wanted))
+}
+
 /// The Description status a report implies (conditions kept from `existing`).
 pub fn description_status(
     report: &Report,
@@ -578,6 +604,40 @@ pub fn subscription_status_patch(
 mod tests {
     use super::*;
     use atoll_applier::heartbeat::Heartbeat;
+
+    #[test]
+    fn a_status_the_lagging_watch_still_shows_is_written_when_another_was_written_since() {
+        let status = |phase: DescriptionPhase, reason: &str| DescriptionStatus {
+            phase: Some(phase),
+            reason: Some(reason.to_owned()).filter(|r| !r.is_empty()),
+            ..DescriptionStatus::default()
+        };
+        let ready = status(DescriptionPhase::Success, "");
+        let not_ready = status(DescriptionPhase::Failure, "Deployment web: not ready");
+        // Nothing written since the watch caught up: its view decides.
+        assert!(!description_status_write_needed(Some(&ready), None, &ready));
+        assert!(description_status_write_needed(
+            Some(&ready),
+            None,
+            &not_ready
+        ));
+        assert!(description_status_write_needed(None, None, &ready));
+        // `not_ready` was written and the watch still shows `ready`: going back to `ready`
+        // must be written (it was skipped, and the Description kept `not_ready` for good).
+        let written = Some(status_fingerprint(&not_ready));
+        assert!(description_status_write_needed(
+            Some(&ready),
+            written,
+            &ready
+        ));
+        // The same status written again while the watch lags: no second write needed.
+        let written = Some(status_fingerprint(&ready));
+        assert!(!description_status_write_needed(
+            Some(&ready),
+            written,
+            &ready
+        ));
+    }
     use atoll_applier::model::{ObjectRef, ObjectReport};
     use atoll_crds::apps::DescriptionPhase;
     use atoll_crds::apps::{SubscriptionSpec, SubscriptionStatus};
