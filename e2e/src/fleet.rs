@@ -598,29 +598,15 @@ async fn start_devclusters(
                 name: &child.name,
                 role: Role::Child,
                 binary: &binaries.devcluster,
-                args: vec![
-                    "--port".into(),
-                    "0".into(),
-                    "--kubeconfig".into(),
-                    layout.child_kubeconfig(child.index).display().to_string(),
-                    "--nodes".into(),
-                    opts.nodes.to_string(),
-                    "--simulate-workloads".into(),
-                    "--workload-delay-ms".into(),
-                    opts.workload_delay_ms.to_string(),
-                ]
-                .into_iter()
-                .chain(
+                args: child_devcluster_args(
+                    &layout.child_kubeconfig(child.index),
+                    opts.nodes,
+                    opts.workload_delay_ms,
                     opts.detours
                         .persist_children
-                        .then(|| {
-                            let data = layout.dir.join(format!("{}-data", child.name));
-                            ["--data-dir".to_string(), data.display().to_string()]
-                        })
-                        .into_iter()
-                        .flatten(),
-                )
-                .collect(),
+                        .then(|| layout.dir.join(format!("{}-data", child.name)))
+                        .as_deref(),
+                ),
                 log: layout.log(&child.name),
                 admin: None,
             },
@@ -1200,6 +1186,32 @@ pub fn summary(state: &FleetState, dir: &Path) -> String {
     }
     out.push_str(&format!("logs:    {}\n", Layout::new(dir).logs().display()));
     out
+}
+
+/// The arguments of a child's devcluster: a free port, its kubeconfig written to `kubeconfig`,
+/// `nodes` simulated nodes, workloads that become ready after `workload_delay_ms`, and its data
+/// kept in `data_dir` (in memory without one).
+pub fn child_devcluster_args(
+    kubeconfig: &Path,
+    nodes: u32,
+    workload_delay_ms: u64,
+    data_dir: Option<&Path>,
+) -> Vec<String> {
+    let mut args = vec![
+        "--port".into(),
+        "0".into(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--nodes".into(),
+        nodes.to_string(),
+        "--simulate-workloads".into(),
+        "--workload-delay-ms".into(),
+        workload_delay_ms.to_string(),
+    ];
+    if let Some(data) = data_dir {
+        args.extend(["--data-dir".into(), data.display().to_string()]);
+    }
+    args
 }
 
 #[cfg(test)]
