@@ -26,6 +26,10 @@ pub(crate) enum Observation {
         object: ObjectRef,
         /// Its state in the child.
         live: Box<DynamicObject>,
+        /// A held observation sent again once its Description's apply ended. Its status was
+        /// recorded then, and newer observations of the object may be queued ahead of it: only
+        /// drift is judged from it.
+        replayed: bool,
     },
     /// An object of a watched kind was deleted.
     Deleted(ObjectRef),
@@ -185,6 +189,7 @@ async fn watch_kind(
                 Observation::Live {
                     object,
                     live: Box::new(live),
+                    replayed: false,
                 }
             }
             Ok(Event::Delete(live)) => {

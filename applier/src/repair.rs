@@ -42,7 +42,7 @@ pub fn start_status_watch(applier: &Arc<Applier>) {
 
 /// Runs until the watchers stop (their applier was dropped); re-applies and rewrites only with
 /// `repairs`.
-async fn run(
+pub(crate) async fn run(
     applier: Weak<Applier>,
     mut observations: UnboundedReceiver<Observation>,
     repairs: bool,
@@ -53,16 +53,24 @@ async fn run(
             return;
         };
         match observation {
-            Observation::Live { object, live } => {
+            Observation::Live {
+                object,
+                live,
+                replayed,
+            } => {
                 // While its Description is being applied, an object's changes (its status
                 // included) wait: the apply records its own view of the object when it ends,
                 // and would overwrite (or, for a new object, never see) what came meanwhile.
-                if strong.defer_while_applying(&object, &live) {
+                // A replayed observation is not held again (it could displace a newer one);
+                // that apply will judge the object itself.
+                if strong.defer_while_applying(&object, &live, !replayed) {
                     continue;
                 }
-                let status = live.data.get("status").filter(|s| !s.is_null()).cloned();
-                if let Some(owner) = strong.observe_status(&object, status) {
-                    strong.notify(Notice::ReportChanged(owner));
+                if !replayed {
+                    let status = live.data.get("status").filter(|s| !s.is_null()).cloned();
+                    if let Some(owner) = strong.observe_status(&object, status) {
+                        strong.notify(Notice::ReportChanged(owner));
+                    }
                 }
                 if !repairs {
                     continue;
