@@ -17,11 +17,12 @@
 //! - hub `/readyz` 200 (its watches listed) and scheduler `/readyz` 200 (caches synced, leader);
 //! - the hub's `atoll_hub_agent_streams` = N: every agent reconnected (agents back off 0.25-0.5
 //!   s, then doubling, while the hub is down);
-//! - **every agent resynced**: the hub accepted N × S reports
-//!   (`atoll_hub_reports_total{result="written"}` and `{result="superseded"}`): after a reconnection the hub sends the agent a
-//!   full snapshot, the agent applies every Description in it (server-side apply into its
-//!   child) and reports each back, so N × S reports mean every agent applied and reported its
-//!   whole snapshot;
+//! - **every agent resynced**: the hub sent every agent its whole snapshot (N × (S + 1)
+//!   messages, `atoll_hub_messages_sent_total`: the upserts and a marker each; with a window of
+//!   unacknowledged messages, the last ones go out once the agent has acknowledged, i.e.
+//!   applied, the earlier ones) and took in N × S reports (`atoll_hub_reports_total`,
+//!   `result="written"` and `"superseded"`; agents also re-send every report each heartbeat,
+//!   so the reports alone do not show a resync);
 //! - **the scheduler has scheduled every Subscription again**:
 //!   `atoll_scheduler_reconciles_total` ≥ S with `atoll_scheduler_queue_depth` 0;
 //! - then one list of the Subscriptions checks that each is `Scheduled`, bound to all N clusters
@@ -565,7 +566,13 @@ async fn cold_start(
             if m.streams.is_none() && fleet::metric_sum(&text, "atoll_hub_agent_streams", "") >= n {
                 m.streams = Some(now);
             }
-            if m.resynced.is_none() && counters.hub_reports >= n * s {
+            // Agents also re-send every report each heartbeat, so the reports alone can reach
+            // N × S before the snapshots are out: every snapshot (S upserts and a marker per
+            // agent) must have been sent too.
+            if m.resynced.is_none()
+                && counters.hub_reports >= n * s
+                && counters.hub_messages >= n * (s + 1.0)
+            {
                 m.resynced = Some(now);
             }
         }
@@ -685,7 +692,8 @@ fn report(
         ("start → scheduler /readyz, s".into(), at(m.scheduler_ready)),
         ("start → every agent's stream open, s".into(), at(m.streams)),
         (
-            "**start → every agent resynced (N × S reports back), s**".into(),
+            "**start → every agent resynced (N × (S + 1) messages sent, N × S reports back), s**"
+                .into(),
             at(m.resynced),
         ),
         (
