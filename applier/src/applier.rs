@@ -886,7 +886,7 @@ impl Applier {
             kind,
             config: config.to_string().into_boxed_str(),
             yielded,
-            status: live.data.get("status").filter(|s| !s.is_null()).cloned(),
+            status: status_of(&live),
             release: false,
         })
     }
@@ -1344,10 +1344,7 @@ impl Applier {
     pub(crate) fn end_applying(&self, key: &str) {
         let held = self.state().applying.remove(key).unwrap_or_default();
         for (object, live) in held {
-            let status = live.data.get("status").filter(|s| !s.is_null()).cloned();
-            if let Some(owner) = self.observe_status(&object, status) {
-                self.notify(Notice::ReportChanged(owner));
-            }
+            self.observe_status(&object, &live);
             self.drift.replay(drift::Observation::Live {
                 object,
                 live,
@@ -1356,20 +1353,28 @@ impl Applier {
         }
     }
 
-    /// Updates the remembered status of an object; returns the owner key when it changed.
-    pub(crate) fn observe_status(
-        &self,
-        object: &ObjectRef,
-        status: Option<Value>,
-    ) -> Option<String> {
-        let mut state = self.state();
-        let d = state.objects.get_mut(object)?;
-        if d.status == status {
-            return None;
-        }
-        d.status = status;
-        Some(d.owner.clone())
+    /// Records the status of `live` as `object`'s, and tells the owner's report when it
+    /// changed.
+    pub(crate) fn observe_status(&self, object: &ObjectRef, live: &DynamicObject) {
+        let status = status_of(live);
+        let owner = {
+            let mut state = self.state();
+            let Some(d) = state.objects.get_mut(object) else {
+                return;
+            };
+            if d.status == status {
+                return;
+            }
+            d.status = status;
+            d.owner.clone()
+        };
+        self.notify(Notice::ReportChanged(owner));
     }
+}
+
+/// The `.status` of a live object (`None` when it has none).
+fn status_of(live: &DynamicObject) -> Option<Value> {
+    live.data.get("status").filter(|s| !s.is_null()).cloned()
 }
 
 /// Whether an owner annotation names a Description of Clusternet's: `<namespace>.<base>-generic`.

@@ -67,10 +67,7 @@ pub(crate) async fn run(
                     continue;
                 }
                 if !replayed {
-                    let status = live.data.get("status").filter(|s| !s.is_null()).cloned();
-                    if let Some(owner) = strong.observe_status(&object, status) {
-                        strong.notify(Notice::ReportChanged(owner));
-                    }
+                    strong.observe_status(&object, &live);
                 }
                 if !repairs {
                     continue;

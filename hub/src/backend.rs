@@ -17,6 +17,7 @@ use crate::token::{
     TokenMatch, TokenRecord, TokenRejection,
 };
 use atoll_applier::model::Report;
+use atoll_crds::apps::DescriptionStatus;
 use atoll_crds::clusters::{
     ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
     ManagedClusterSpec, ManagedClusterStatus, SyncMode,
@@ -118,9 +119,42 @@ struct Inner {
     /// the first report after a start and kept current since: a report removes the HelmReleases
     /// of charts a Description no longer has without a list call for every other Description.
     helm_owners: tokio::sync::Mutex<Option<HashSet<(String, String)>>>,
-    /// The fingerprint of the status last written to each Description (`namespace`, `name`),
-    /// kept until the watch shows it: see `status::description_status_write_needed`.
-    written_statuses: Mutex<HashMap<(String, String), u64>>,
+    /// What this hub last wrote to each Description's status, until the watch shows it.
+    written_statuses: WrittenStatuses,
+}
+
+/// The fingerprint of the status last written to each Description (`namespace`, `name`), kept
+/// until the watch shows it: see [`status::description_status_write_needed`].
+#[derive(Default)]
+struct WrittenStatuses(Mutex<HashMap<(String, String), u64>>);
+
+impl WrittenStatuses {
+    /// Whether `wanted` must be written to `key`, whose status the watch shows as `watched`;
+    /// forgets the last write once the watch shows it.
+    fn write_needed(
+        &self,
+        key: &(String, String),
+        watched: Option<&DescriptionStatus>,
+        wanted: &DescriptionStatus,
+    ) -> bool {
+        let mut written = self.0.lock();
+        let mut last = written.get(key).copied();
+        if last.is_some() && last == watched.map(status::status_fingerprint) {
+            written.remove(key);
+            last = None;
+        }
+        status::description_status_write_needed(watched, last, wanted)
+    }
+
+    fn wrote(&self, key: (String, String), status: &DescriptionStatus) {
+        self.0
+            .lock()
+            .insert(key, status::status_fingerprint(status));
+    }
+
+    fn forget(&self, key: &(String, String)) {
+        self.0.lock().remove(key);
+    }
 }
 
 /// API calls on behalf of handshakes in flight at once.
@@ -280,7 +314,7 @@ impl KubeBackend {
                 handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
                 heartbeat_calls: tokio::sync::Semaphore::new(HEARTBEAT_CALLS_IN_FLIGHT),
                 helm_owners: tokio::sync::Mutex::new(None),
-                written_statuses: Mutex::new(HashMap::new()),
+                written_statuses: WrittenStatuses::default(),
             }),
         }
     }
@@ -1356,11 +1390,9 @@ impl Backend for KubeBackend {
                 this.inner.metrics.report("older_stream");
                 return Ok(());
             }
+            let key = (session.namespace.clone(), entry.name.clone());
             if report.deleted {
-                this.inner
-                    .written_statuses
-                    .lock()
-                    .remove(&(session.namespace.clone(), entry.name.clone()));
+                this.inner.written_statuses.forget(&key);
                 if entry.deleting && entry.has_finalizer() {
                     let _permit = this.permit().await;
                     remove_finalizer(&this.client(), &entry).await?;
@@ -1375,21 +1407,11 @@ impl Backend for KubeBackend {
             }
             let mut st = status::description_status(&report, entry.status.as_ref());
             status::add_chart_statuses(&mut st, &entry.charts, &report);
-            let key = (session.namespace.clone(), entry.name.clone());
-            let last_written = {
-                let mut written = this.inner.written_statuses.lock();
-                let last = written.get(&key).copied();
-                // The watch has caught up with the last write: its view is enough again.
-                if let (Some(fingerprint), Some(watched)) = (last, entry.status.as_ref())
-                    && fingerprint == status::status_fingerprint(watched)
-                {
-                    written.remove(&key);
-                    None
-                } else {
-                    last
-                }
-            };
-            if !status::description_status_write_needed(entry.status.as_ref(), last_written, &st) {
+            if !this
+                .inner
+                .written_statuses
+                .write_needed(&key, entry.status.as_ref(), &st)
+            {
                 return Ok(());
             }
             let api: Api<atoll_crds::apps::Description> =
@@ -1405,10 +1427,7 @@ impl Backend for KubeBackend {
                 "write Description status",
                 &format!("{}/{}", session.namespace, entry.name),
             ))?;
-            this.inner
-                .written_statuses
-                .lock()
-                .insert(key, status::status_fingerprint(&st));
+            this.inner.written_statuses.wrote(key, &st);
             this.inner.metrics.write("description_status");
             this.write_helm_releases(&session, &entry, &report).await
         }

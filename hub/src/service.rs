@@ -557,9 +557,7 @@ impl<B: Backend> HubService<B> {
         }
         Ok(())
     }
-}
 
-impl<B: Backend> HubService<B> {
     /// The decision on report `r` from `session`'s stream, with the Description it is on.
     fn authorise(
         &self,

@@ -604,6 +604,9 @@ pub fn subscription_status_patch(
 mod tests {
     use super::*;
     use atoll_applier::heartbeat::Heartbeat;
+    use atoll_applier::model::{ObjectRef, ObjectReport};
+    use atoll_crds::apps::DescriptionPhase;
+    use atoll_crds::apps::{SubscriptionSpec, SubscriptionStatus};
 
     #[test]
     fn a_status_the_lagging_watch_still_shows_is_written_when_another_was_written_since() {
@@ -638,9 +641,6 @@ mod tests {
             &ready
         ));
     }
-    use atoll_applier::model::{ObjectRef, ObjectReport};
-    use atoll_crds::apps::DescriptionPhase;
-    use atoll_crds::apps::{SubscriptionSpec, SubscriptionStatus};
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
