@@ -73,10 +73,12 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A process the fleet started exited while the fleet waited for it.
-    #[error("{name} exited during start-up; its log {log} ends with:\n{tail}")]
+    #[error("{name} exited during start-up ({how}); its log {log} ends with:\n{tail}")]
     ProcessExited {
         /// The fleet's name for the process.
         name: String,
+        /// How it ended (exit code or signal), as far as `/proc` still tells.
+        how: String,
         /// Its log file.
         log: PathBuf,
         /// The last lines of that log.

@@ -80,6 +80,9 @@ pub struct ProcStat {
     pub state: char,
     /// Start time in clock ticks since boot.
     pub start_time: u64,
+    /// Its wait status once it exited and was not reaped yet (field 52, Linux 3.5 and later;
+    /// `None` on older kernels or when it is not readable).
+    pub exit_code: Option<i32>,
 }
 
 /// Parses the text of `/proc/<pid>/stat`. The command name (field 2) is in parentheses and may
@@ -88,9 +91,52 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
-    // `rest` starts at field 3 (state); start time is field 22.
+    // `rest` starts at field 3 (state); start time is field 22, the exit code field 52.
     let start_time = fields.nth(18)?.parse().ok()?;
-    Some(ProcStat { state, start_time })
+    let exit_code = fields.nth(29).and_then(|f| f.parse().ok());
+    Some(ProcStat {
+        state,
+        start_time,
+        exit_code,
+    })
+}
+
+/// How the process of `record` ended, in words, as far as `/proc` still tells: its exit code
+/// or the signal that killed it while it waits to be reaped.
+pub fn how_it_ended(record: &ProcessRecord) -> String {
+    match proc_stat(record.pid) {
+        Some(stat) if record.start_time.is_some_and(|t| t != stat.start_time) => {
+            "its pid belongs to another process now".into()
+        }
+        Some(ProcStat {
+            state: 'Z' | 'X',
+            exit_code: Some(status),
+            ..
+        }) => wait_status_words(status),
+        Some(stat) => format!("state {}", stat.state),
+        None => "gone, its exit status unknown".into(),
+    }
+}
+
+/// The error for `record`'s process having exited while the fleet waited for it: how it ended
+/// and the end of its log.
+pub(crate) fn exited_error(record: &ProcessRecord) -> Error {
+    Error::ProcessExited {
+        name: record.name.clone(),
+        how: how_it_ended(record),
+        log: record.log.clone(),
+        tail: log_tail(&record.log, 20),
+    }
+}
+
+/// A wait status (as `waitpid` gives it) in words.
+fn wait_status_words(status: i32) -> String {
+    let signal = status & 0x7f;
+    if signal == 0 {
+        format!("exit code {}", (status >> 8) & 0xff)
+    } else {
+        format!("killed by signal {signal}")
+    }
 }
 
 /// `/proc/<pid>/stat` of a live process, if any.
@@ -164,9 +210,8 @@ pub async fn stop(record: &ProcessRecord, grace: Duration) -> Result<Stopped, Er
     Ok(Stopped::Killed)
 }
 
-/// Sends `signal` (`TERM`, `KILL`) to the process group `pgid` with the system `kill` (the
-/// workspace forbids `unsafe`, so no direct libc call).
-/// Sends `signal` (`TERM`, `KILL`) to process group `pgid`; a group already gone is no error.
+/// Sends `signal` (`TERM`, `KILL`) to process group `pgid` with the system `kill` (the
+/// workspace forbids `unsafe`, so no direct libc call); a group already gone is no error.
 pub fn signal_group(pgid: u32, signal: &str) -> Result<(), Error> {
     let out = Command::new("kill")
         .arg("-s")
@@ -218,11 +263,7 @@ pub(crate) fn exited(state: &FleetState, name: &str) -> Option<Error> {
     if is_running(record) {
         return None;
     }
-    Some(Error::ProcessExited {
-        name: name.to_string(),
-        log: record.log.clone(),
-        tail: log_tail(&record.log, 20),
-    })
+    Some(exited_error(record))
 }
 
 fn log_hint(state: &FleetState, name: &str) -> String {
@@ -335,6 +376,7 @@ mod tests {
                 Some(ProcStat {
                     state: 'S',
                     start_time: 987654,
+                    exit_code: None,
                 }),
             ),
             (
@@ -342,6 +384,15 @@ mod tests {
                 Some(ProcStat {
                     state: 'Z',
                     start_time: 55,
+                    exit_code: None,
+                }),
+            ),
+            (
+                format!("123 (hub) Z 1 {rest} 55 {} 9", "0 ".repeat(29)),
+                Some(ProcStat {
+                    state: 'Z',
+                    start_time: 55,
+                    exit_code: Some(9),
                 }),
             ),
             ("123 (short) S 1 2".to_string(), None),
@@ -350,6 +401,14 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(parse_proc_stat(&text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn wait_statuses_read_as_an_exit_code_or_a_signal() {
+        assert_eq!(wait_status_words(0), "exit code 0");
+        assert_eq!(wait_status_words(2 << 8), "exit code 2");
+        assert_eq!(wait_status_words(9), "killed by signal 9");
+        assert_eq!(wait_status_words(6 | 0x80), "killed by signal 6");
     }
 
     #[test]

@@ -349,11 +349,7 @@ pub async fn wait_answering(
             return Ok(());
         }
         if !process::is_running(record) {
-            return Err(Error::ProcessExited {
-                name: snap.name.clone(),
-                log: snap.log.clone(),
-                tail: process::log_tail(&snap.log, 20),
-            });
+            return Err(process::exited_error(record));
         }
         if Instant::now() >= deadline {
             return Err(Error::Timeout {
