@@ -492,13 +492,10 @@ impl Agent {
             Duration::from_secs(u64::from(welcome.heartbeat_seconds))
         };
         let current: Arc<Mutex<HashMap<String, (String, String)>>> = Arc::default();
-        // Aborted however the session ends (also when its future is dropped at shutdown): the
-        // loop holds the applier, whose drift watchers must stop with the agent.
+        // Aborted however the session ends (also when its future is dropped at shutdown).
         let heartbeats = AbortOnDrop(tokio::spawn(heartbeat_loop(
             self.child.clone(),
-            self.applier.clone(),
             tx.clone(),
-            current.clone(),
             self.state.subscribe(),
             period,
         )));
@@ -776,11 +773,12 @@ async fn send(tx: &mpsc::Sender<v1::AgentMessage>, message: v1::AgentMessage) {
     }
 }
 
+/// Sends a heartbeat every `period`. Reports are not repeated here: each is sent once, when it
+/// changes (the hub retries a failed write), and a new stream gets all of them again, as the
+/// snapshot is applied.
 async fn heartbeat_loop(
     child: kube::Client,
-    applier: Arc<Applier>,
     tx: mpsc::Sender<v1::AgentMessage>,
-    current: Arc<Mutex<HashMap<String, (String, String)>>>,
     state: watch::Receiver<ConnectionState>,
     period: Duration,
 ) {
@@ -798,12 +796,6 @@ async fn heartbeat_loop(
                 let hb = heartbeat::Heartbeat::default();
                 let hold = state.borrow().prune_hold.clone();
                 send(&tx, heartbeat_message(&hb, period, hold.as_ref())).await;
-            }
-        }
-        let keys: Vec<String> = lock(&current).keys().cloned().collect();
-        for key in keys {
-            if let Some(report) = applier.report(&key) {
-                send(&tx, report_message(&report)).await;
             }
         }
     }

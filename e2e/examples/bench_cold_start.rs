@@ -21,8 +21,8 @@
 //!   messages, `atoll_hub_messages_sent_total`: the upserts and a marker each; with a window of
 //!   unacknowledged messages, the last ones go out once the agent has acknowledged, i.e.
 //!   applied, the earlier ones) and took in N × S reports (`atoll_hub_reports_total`,
-//!   `result="written"` and `"superseded"`; agents also re-send every report each heartbeat,
-//!   so the reports alone do not show a resync);
+//!   `result="written"` and `"superseded"`; both, as a report may come from an apply still
+//!   running from before the restart);
 //! - **the scheduler has scheduled every Subscription again**:
 //!   `atoll_scheduler_reconciles_total` ≥ S with `atoll_scheduler_queue_depth` 0;
 //! - then one list of the Subscriptions checks that each is `Scheduled`, bound to all N clusters
@@ -566,9 +566,9 @@ async fn cold_start(
             if m.streams.is_none() && fleet::metric_sum(&text, "atoll_hub_agent_streams", "") >= n {
                 m.streams = Some(now);
             }
-            // Agents also re-send every report each heartbeat, so the reports alone can reach
-            // N × S before the snapshots are out: every snapshot (S upserts and a marker per
-            // agent) must have been sent too.
+            // Reports of applies from before the restart can count towards N × S before the
+            // snapshots are out: every snapshot (S upserts and a marker per agent) must have
+            // been sent too.
             if m.resynced.is_none()
                 && counters.hub_reports >= n * s
                 && counters.hub_messages >= n * (s + 1.0)

@@ -182,4 +182,57 @@ impl Error {
             Error::Runtime(_) => "runtime",
         }
     }
+
+    /// Whether trying the same write again later may succeed: the API server was unreachable,
+    /// overloaded (429), in conflict (409), failing (5xx) or refused the hub (401, 403: its
+    /// RBAC may be mended). Not when the write itself is wrong (400, 422) or its object gone
+    /// (404).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::CallApiServer { source, .. } => match source {
+                kube::Error::Api(status) => !matches!(status.code, 400 | 404 | 422),
+                _ => true,
+            },
+            Error::WriteParentObject { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16) -> Error {
+        Error::CallApiServer {
+            operation: "write Description status".into(),
+            object: "clusternet-abcde/apps.web".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("answer", "Reason")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        }
+    }
+
+    #[test]
+    fn writes_refused_for_a_passing_reason_are_transient_and_wrong_writes_are_not() {
+        for code in [401, 403, 409, 429, 500, 503, 504] {
+            assert!(api(code).is_transient(), "{code}");
+        }
+        for code in [400, 404, 422] {
+            assert!(!api(code).is_transient(), "{code}");
+        }
+        let unreachable = Error::CallApiServer {
+            operation: "write Description status".into(),
+            object: "clusternet-abcde/apps.web".into(),
+            source: kube::Error::Service("connection refused".into()),
+        };
+        assert!(unreachable.is_transient());
+        let refused = Error::AuthoriseReport {
+            name: "x".into(),
+            namespace: "y".into(),
+        };
+        assert!(!refused.is_transient());
+    }
 }

@@ -40,6 +40,17 @@ impl<V> PendingQueue<V> {
         }
     }
 
+    /// Queues `value` for `name` unless a value of that name is queued already (a newer one,
+    /// when `value` is one taken earlier to be retried); returns whether it queued it.
+    pub fn push_if_absent(&mut self, name: Arc<str>, value: V) -> bool {
+        if self.items.contains_key(&name) {
+            return false;
+        }
+        self.order.push_back(name.clone());
+        self.items.insert(name, value);
+        true
+    }
+
     /// Takes the oldest queued name with its latest value.
     pub fn pop(&mut self) -> Option<(Arc<str>, V)> {
         while let Some(name) = self.order.pop_front() {
@@ -238,6 +249,18 @@ mod tests {
         assert_eq!(q.pop().map(|(k, _)| k.to_string()), Some("a".into()));
         q.push(Arc::from("a"), 2);
         assert_eq!(drain(&mut q), vec![("b".into(), 1), ("a".into(), 2)]);
+    }
+
+    #[test]
+    fn a_value_put_back_for_a_retry_never_replaces_a_newer_one() {
+        let mut q = PendingQueue::default();
+        q.push(Arc::from("a"), 1);
+        let (name, old) = q.pop().unwrap();
+        q.push(Arc::from("a"), 2);
+        assert!(!q.push_if_absent(name.clone(), old));
+        assert_eq!(drain(&mut q), vec![("a".into(), 2)]);
+        assert!(q.push_if_absent(name, old));
+        assert_eq!(drain(&mut q), vec![("a".into(), 1)]);
     }
 
     #[test]

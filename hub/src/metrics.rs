@@ -22,7 +22,8 @@ pub struct Metrics {
     /// Messages sent to agents.
     pub messages_sent: Counter,
     /// Description reports by outcome (`written`, `superseded` by a newer report on the same
-    /// Description before it was written, `denied`, `stale`, `older_stream`, `oversized`).
+    /// Description before it was written, `retried` after a failed write, `denied`, `stale`,
+    /// `older_stream`, `oversized`).
     pub reports: Family<ResultLabel, Counter>,
     /// Refused handshakes by error label.
     pub handshakes_failed: Family<ResultLabel, Counter>,

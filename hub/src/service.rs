@@ -96,7 +96,16 @@ pub struct StreamConfig {
     /// How often the chart pull Secrets of a delivered Description are read again, so that a
     /// rotated Secret reaches the cluster without an edit.
     pub credentials_recheck: Duration,
+    /// First wait before a report whose write failed for a passing reason (see
+    /// [`crate::Error::is_transient`]) is written again; it doubles with each failure in a row on
+    /// the stream, up to [`REPORT_RETRY_MAX`]. Agents send a report once per change, so the
+    /// hub is what retries it.
+    pub report_retry: Duration,
 }
+
+/// The longest wait before a failed report write is tried again (the default heartbeat period):
+/// once the parent is back, each stream's report writes resume within it.
+pub const REPORT_RETRY_MAX: Duration = Duration::from_secs(10);
 
 impl Default for StreamConfig {
     fn default() -> Self {
@@ -108,6 +117,7 @@ impl Default for StreamConfig {
             max_report_bytes: 1024 * 1024,
             credentials_retry: Duration::from_secs(10),
             credentials_recheck: Duration::from_secs(300),
+            report_retry: Duration::from_secs(1),
         }
     }
 }
@@ -329,6 +339,7 @@ impl<B: Backend> HubService<B> {
             seq: 0,
             sent: HashSet::new(),
             reports: PendingQueue::default(),
+            report_failures: 0,
             credentials: CredentialChecks::new(
                 self.config.credentials_retry,
                 self.config.credentials_recheck,
@@ -365,13 +376,15 @@ impl<B: Backend> HubService<B> {
     ) -> Result<(), Status> {
         // The report being written, if any. Reports are read on as they arrive and written one
         // at a time from `st.reports`, so that a heartbeat never waits behind a backlog of
-        // reports, and a Description's reports superseded while queued cost no write.
-        let mut writing: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
+        // reports, and a Description's reports superseded while queued cost no write. A write
+        // that failed for a passing reason hands its report back to be queued again.
+        let mut writing: Option<ReportWrite<'_>> = None;
         loop {
             if writing.is_none()
                 && let Some((_, report)) = st.reports.pop()
             {
-                writing = Some(Box::pin(self.write_report(session, report)));
+                let retry_in = report_retry_delay(self.config.report_retry, st.report_failures);
+                writing = Some(Box::pin(self.write_report(session, report, retry_in)));
             }
             while st.window.can_send() {
                 let Some(next) = queue.next() else { break };
@@ -437,11 +450,26 @@ impl<B: Backend> HubService<B> {
                     Err(e) => return Err(inbound_error(&e)),
                 },
                 () = queue.notified() => {}
-                () = async {
-                    if let Some(w) = writing.as_mut() {
-                        w.await;
+                failed = async {
+                    match writing.as_mut() {
+                        Some(w) => w.await,
+                        None => std::future::pending().await,
                     }
-                }, if writing.is_some() => writing = None,
+                }, if writing.is_some() => {
+                    writing = None;
+                    match failed {
+                        Some(report) => {
+                            st.report_failures = st.report_failures.saturating_add(1);
+                            let name = Arc::from(report.name.as_str());
+                            if st.reports.push_if_absent(name, report) {
+                                self.metrics.report("retried");
+                            } else {
+                                self.metrics.report("superseded");
+                            }
+                        }
+                        None => st.report_failures = 0,
+                    }
+                }
                 () = ends.prune_confirmation.notified() => {
                     // The marker of a fresh snapshot carries the new confirmation.
                     self.index.resync(&session.namespace, queue);
@@ -577,24 +605,57 @@ impl<B: Backend> HubService<B> {
 
     /// Writes a queued report, authorised again against the Description as it is now (it may
     /// have been deleted or replaced, or the stream superseded, while the report waited). It
-    /// was on a Description sent on this stream, so one gone since is stale, not denied.
-    async fn write_report(&self, session: &Session, r: v1::DescriptionReport) {
+    /// was on a Description sent on this stream, so one gone since is stale, not denied. When
+    /// the write fails for a passing reason, the report comes back after `retry_in`, to be
+    /// queued again (the agent sends it only once).
+    async fn write_report(
+        &self,
+        session: &Session,
+        r: v1::DescriptionReport,
+        retry_in: Duration,
+    ) -> Option<v1::DescriptionReport> {
         match self.authorise(session, &r, true) {
             (ReportDecision::Write, Some(entry)) => {
                 self.metrics.report("written");
-                if let Err(e) = self
+                let Err(e) = self
                     .backend
-                    .report(session, entry, report_from_wire(r))
+                    .report(session, entry, report_from_wire(r.clone()))
                     .await
-                {
-                    self.metrics.error(&e);
-                    tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a report failed");
+                else {
+                    return None;
+                };
+                self.metrics.error(&e);
+                if !e.is_transient() {
+                    tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a report failed; the agent's next report on this Description is written");
+                    return None;
                 }
+                tracing::warn!(cluster_id = %session.cluster_id, error = %e, retry_in = ?retry_in, "writing a report failed; retrying");
+                tokio::time::sleep(retry_in).await;
+                Some(r)
             }
-            (ReportDecision::IgnoreOlderStream, _) => self.metrics.report("older_stream"),
-            _ => self.metrics.report("stale"),
+            (ReportDecision::IgnoreOlderStream, _) => {
+                self.metrics.report("older_stream");
+                None
+            }
+            _ => {
+                self.metrics.report("stale");
+                None
+            }
         }
     }
+}
+
+/// A report being written: resolves to the report when its write failed for a passing reason
+/// and is to be queued again.
+type ReportWrite<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Option<v1::DescriptionReport>> + Send + 'a>>;
+
+/// The wait before writing a report again after `failures` failed writes in a row before this
+/// one: `first` doubled per failure, at most [`REPORT_RETRY_MAX`].
+fn report_retry_delay(first: Duration, failures: u32) -> Duration {
+    first
+        .saturating_mul(1u32 << failures.min(16))
+        .min(REPORT_RETRY_MAX)
 }
 
 /// What ends a stream besides the agent: a revocation, or the renewal time of its token.
@@ -623,6 +684,8 @@ struct StreamState {
     sent: HashSet<Arc<str>>,
     /// Authorised reports not written yet, the latest of each Description.
     reports: PendingQueue<v1::DescriptionReport>,
+    /// Report writes failed in a row (for a passing reason) on this stream.
+    report_failures: u32,
     /// When to look at each Description's chart pull Secrets again.
     credentials: CredentialChecks,
 }
@@ -651,5 +714,20 @@ fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_retries_wait_twice_as_long_after_each_failure_up_to_the_cap() {
+        let first = Duration::from_secs(1);
+        let waits: Vec<u64> = (0..8)
+            .map(|n| report_retry_delay(first, n).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10, 10, 10]);
+        assert_eq!(report_retry_delay(first, u32::MAX), REPORT_RETRY_MAX);
     }
 }

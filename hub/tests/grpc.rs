@@ -56,6 +56,8 @@ struct Fake {
     report_gate: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     /// The observedGeneration of each report written, in order.
     written: Arc<Mutex<Vec<i64>>>,
+    /// How many report writes fail (with a 503 from the parent) before they succeed.
+    failing_reports: std::sync::atomic::AtomicU32,
 }
 
 fn ns_of(cluster_id: &str) -> String {
@@ -124,9 +126,29 @@ impl Backend for Fake {
         ));
         let gate = self.report_gate.lock().clone();
         let fake_written = Arc::clone(&self.written);
+        let fail = self
+            .failing_reports
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_sub(1),
+            )
+            .is_ok();
+        let object = format!("{}/{}", e.namespace, e.name);
         async move {
             if let Some(gate) = gate {
                 gate.acquire().await.unwrap().forget();
+            }
+            if fail {
+                return Err(Error::CallApiServer {
+                    operation: "write Description status".into(),
+                    object,
+                    source: kube::Error::Api(
+                        kube::core::Status::failure("the server is busy", "ServiceUnavailable")
+                            .with_code(503)
+                            .boxed(),
+                    ),
+                });
             }
             fake_written.lock().push(r.observed_generation);
             Ok(())
@@ -612,6 +634,59 @@ async fn heartbeats_pass_reports_waiting_on_a_slow_parent_and_only_the_latest_re
         .await;
     assert!(a.nothing_for(100).await);
     assert_eq!(*h.fake.written.lock(), [1, 3], "report 2 was superseded");
+}
+
+#[tokio::test]
+async fn a_report_whose_write_failed_is_written_again_without_the_agent_sending_it_again() {
+    let h = start_with(
+        StreamConfig {
+            report_retry: Duration::from_millis(20),
+            ..StreamConfig::default()
+        },
+        4 << 20,
+    );
+    h.fake
+        .failing_reports
+        .store(2, std::sync::atomic::Ordering::Relaxed);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    for _ in 0..3 {
+        a.recv().await;
+    }
+    a.send(In::Report(v1::DescriptionReport {
+        name: "apps.web".into(),
+        phase: "Success".into(),
+        observed_generation: 1,
+        ..Default::default()
+    }))
+    .await;
+    atoll_testkit::Poll::every(Duration::from_millis(10))
+        .eventually(
+            "the report written after two failed writes",
+            Duration::from_secs(5),
+            || async {
+                let written = h.fake.written.lock().clone();
+                if written == [1] {
+                    Ok(())
+                } else {
+                    Err(format!("written: {written:?}"))
+                }
+            },
+        )
+        .await;
+    let attempts = h
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Report(..)))
+        .count();
+    assert_eq!(attempts, 3, "two failed writes and the one that succeeded");
+    assert_eq!(
+        h.fake
+            .failing_reports
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
 }
 
 #[tokio::test]
