@@ -508,6 +508,7 @@ impl Controllers {
 
     async fn sweep_loop(self: Arc<Self>) {
         self.wait_ready().await;
+        let watching_since = Timestamp::now();
         let mut tick = tokio::time::interval(self.config.sweep_every);
         loop {
             tick.tick().await;
@@ -516,8 +517,12 @@ impl Controllers {
             }
             let now = Timestamp::now();
             for mc in self.clusters.state() {
-                if !status::heartbeat_overdue(mc.status.as_ref(), now, self.config.heartbeat_grace)
-                {
+                if !status::heartbeat_overdue(
+                    mc.status.as_ref(),
+                    now,
+                    self.config.heartbeat_grace,
+                    watching_since,
+                ) {
                     continue;
                 }
                 tracing::info!(namespace = ?mc.namespace(), name = %mc.name_any(), "heartbeats overdue: marking the cluster Ready=Unknown");

@@ -223,12 +223,16 @@ fn status_with_ready(
 
 /// Whether a Ready cluster's heartbeats are overdue at `now`: its last one is older than `min`
 /// (the hub's `--silent-heartbeats`, see `run::SilentDetection`) and than two of the cluster's
-/// own periods (one late heartbeat is not silence). This catches agents that hang with their stream open, and
-/// clusters whose agent never came back after a hub restart (no stream end to notice).
+/// own periods (one late heartbeat is not silence). This catches agents that hang with their
+/// stream open, and clusters whose agent never came back after a hub restart (no stream end to
+/// notice). Silence counts from `watching_since` at the earliest (when this hub started to
+/// watch): while no hub ran, agents had nowhere to send heartbeats, and after a restart they
+/// get the same time to come back as a running hub gives them between heartbeats.
 pub fn heartbeat_overdue(
     status: Option<&ManagedClusterStatus>,
     now: Timestamp,
     min: Duration,
+    watching_since: Timestamp,
 ) -> bool {
     let Some(s) = status else { return false };
     if conditions::status(&s.conditions, known::CONDITION_READY) != Some("True") {
@@ -239,7 +243,7 @@ pub fn heartbeat_overdue(
     let allowed = SignedDuration::try_from(allowed).unwrap_or(SignedDuration::MAX);
     s.last_observed_time
         .as_ref()
-        .is_some_and(|t| now.duration_since(t.0) > allowed)
+        .is_some_and(|t| now.duration_since(t.0.max(watching_since)) > allowed)
 }
 
 /// The taint list with the unschedulable taint set to `reason` (`Some`) or removed (`None`);
@@ -1040,9 +1044,29 @@ mod tests {
             (Some(st("False", "2026-01-01T00:00:00Z", 10)), false),
             (None, false),
         ];
+        let long_ago = ts("2025-01-01T00:00:00Z");
         for (i, (s, want)) in cases.into_iter().enumerate() {
-            assert_eq!(heartbeat_overdue(s.as_ref(), now, min), want, "case {i}");
+            assert_eq!(
+                heartbeat_overdue(s.as_ref(), now, min, long_ago),
+                want,
+                "case {i}"
+            );
         }
+        // A hub that started watching 10 s ago gives every cluster the same 20 s, however old
+        // its last heartbeat; once they are over, silence is silence.
+        let silent = st("True", "2026-01-01T00:00:00Z", 10);
+        assert!(!heartbeat_overdue(
+            Some(&silent),
+            now,
+            min,
+            ts("2026-01-01T00:00:50Z")
+        ));
+        assert!(heartbeat_overdue(
+            Some(&silent),
+            now,
+            min,
+            ts("2026-01-01T00:00:39Z")
+        ));
     }
 
     #[test]
