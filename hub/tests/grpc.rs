@@ -292,6 +292,20 @@ fn hello(id: &str, token: &str) -> v1::AgentMessage {
 }
 
 impl Harness {
+    /// Waits until the reports written (their observedGeneration, in order) are `want`.
+    async fn written_eventually(&self, what: &str, want: &[i64]) {
+        atoll_testkit::Poll::every(Duration::from_millis(10))
+            .eventually(what, Duration::from_secs(5), || async {
+                let written = self.fake.written.lock().clone();
+                if written == want {
+                    Ok(())
+                } else {
+                    Err(format!("written: {written:?}"))
+                }
+            })
+            .await;
+    }
+
     async fn channel(&self) -> Channel {
         Endpoint::try_from("http://in-memory.invalid")
             .unwrap()
@@ -618,19 +632,7 @@ async fn heartbeats_pass_reports_waiting_on_a_slow_parent_and_only_the_latest_re
     h.wait_for(&Event::Heartbeat(ID_A.into())).await;
     assert!(h.fake.written.lock().is_empty());
     gate.add_permits(10);
-    atoll_testkit::Poll::every(Duration::from_millis(10))
-        .eventually(
-            "the latest report written",
-            Duration::from_secs(2),
-            || async {
-                let written = h.fake.written.lock().clone();
-                if written == [1, 3] {
-                    Ok(())
-                } else {
-                    Err(format!("written: {written:?}"))
-                }
-            },
-        )
+    h.written_eventually("the latest report written", &[1, 3])
         .await;
     assert!(a.nothing_for(100).await);
     assert_eq!(*h.fake.written.lock(), [1, 3], "report 2 was superseded");
@@ -661,19 +663,7 @@ async fn a_report_whose_write_failed_is_written_again_without_the_agent_sending_
         ..Default::default()
     }))
     .await;
-    atoll_testkit::Poll::every(Duration::from_millis(10))
-        .eventually(
-            "the report written after two failed writes",
-            Duration::from_secs(5),
-            || async {
-                let written = h.fake.written.lock().clone();
-                if written == [1] {
-                    Ok(())
-                } else {
-                    Err(format!("written: {written:?}"))
-                }
-            },
-        )
+    h.written_eventually("the report written after two failed writes", &[1])
         .await;
     let attempts = h
         .events()
