@@ -87,6 +87,10 @@ struct DescState {
     objects: Vec<(ObjectRef, Option<String>)>,
     /// What became of its charts, in order.
     releases: Vec<ReleaseReport>,
+    /// The fingerprint ([`fingerprint`]) of the Description as last applied, when that apply
+    /// succeeded in full and drift repair has kept its objects so since (a failed repair clears
+    /// it): the same Description delivered again needs no apply.
+    in_place: Option<u64>,
 }
 
 #[derive(Default)]
@@ -146,6 +150,9 @@ pub struct Applier {
     drift: drift::Watchers,
     /// One lock per Description: applying, deleting and repairing it never interleave.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Drift repair runs ([`crate::start_drift_repair`]): what an apply put in place stays so,
+    /// and a Description delivered again unchanged is not applied again.
+    repairs_drift: std::sync::atomic::AtomicBool,
     pub(crate) metrics: Arc<Metrics>,
 }
 
@@ -167,6 +174,7 @@ impl Applier {
             state: Mutex::new(State::default()),
             notifier: Mutex::new(None),
             locks: Mutex::new(HashMap::new()),
+            repairs_drift: std::sync::atomic::AtomicBool::new(false),
             metrics: Arc::new(Metrics::default()),
         }
     }
@@ -336,16 +344,63 @@ impl Applier {
         let key = desc.key();
         let guard = self.description_lock(&key);
         let _guard = guard.lock().await;
+        // A Description delivered again as it was applied (a hub restart, a reconnection, a
+        // resync) is in place already: drift repair keeps it so. Only its report goes back.
+        let fingerprint = fingerprint(desc);
+        if let Some(report) = self.in_place(desc, &key, fingerprint) {
+            crate::metrics::count(&self.metrics.applies, "unchanged");
+            return report;
+        }
         let started = Instant::now();
         self.state().applying.insert(key.clone(), HashMap::new());
         let report = self.apply_locked(desc, &key).await;
         // Normally ended once the result was recorded; an early return ends it here.
         self.end_applying(&key);
+        if let Some(state) = self.state().descriptions.get_mut(&key) {
+            state.in_place =
+                (report.phase == Phase::Success && desc.charts.is_empty()).then_some(fingerprint);
+        }
         self.metrics
             .apply_seconds
             .observe(started.elapsed().as_secs_f64());
         crate::metrics::count(&self.metrics.applies, report.phase.as_str());
         report
+    }
+
+    /// The report of `desc` when it is in place as last applied (same uid, generation and
+    /// content, applied in full, drift repaired since); `None` when it must be applied. Charts
+    /// are always installed again: nothing watches a release for drift.
+    fn in_place(&self, desc: &Description, key: &str, fingerprint: u64) -> Option<Report> {
+        if !self
+            .repairs_drift
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return None;
+        }
+        {
+            let state = self.state();
+            let applied = state.descriptions.get(key)?;
+            if applied.uid != desc.uid
+                || applied.generation != desc.generation
+                || applied.in_place != Some(fingerprint)
+            {
+                return None;
+            }
+        }
+        self.report(key)
+    }
+
+    /// Records that drift repair runs for this applier (see [`Applier::in_place`]).
+    pub(crate) fn set_repairs_drift(&self) {
+        self.repairs_drift
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A repair of an object of Description `key` failed: its next delivery is applied in full.
+    pub(crate) fn repair_failed(&self, key: &str) {
+        if let Some(state) = self.state().descriptions.get_mut(key) {
+            state.in_place = None;
+        }
     }
 
     /// The phases of an apply, under the Description's lock: prepare, record the intent in the
@@ -714,6 +769,7 @@ impl Applier {
                     orphan: desc.orphan,
                     objects: order,
                     releases: Vec::new(),
+                    in_place: None,
                 },
             );
             entries
@@ -1609,6 +1665,26 @@ fn prepare(raw: &Value, index: usize, key: &str) -> Result<Prepared, (ObjectRef,
         }
     }
     Ok(Prepared { object, config })
+}
+
+/// A digest of everything an apply of `desc` puts in place (its identity, objects, charts and
+/// deletion policy), to tell a Description delivered again unchanged.
+fn fingerprint(desc: &Description) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    (
+        &desc.namespace,
+        &desc.name,
+        &desc.uid,
+        desc.generation,
+        desc.orphan,
+    )
+        .hash(&mut hasher);
+    for object in &desc.objects {
+        object.to_string().hash(&mut hasher);
+    }
+    desc.charts.len().hash(&mut hasher);
+    hasher.finish()
 }
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ pub fn count(family: &Family<ResultLabel, Counter>, result: &str) {
 /// Counters and histograms of one applier.
 #[derive(Debug)]
 pub struct Metrics {
-    /// Description applies by phase.
+    /// Description applies by phase, or `unchanged` when one delivered again as applied was
+    /// left in place.
     pub applies: Family<ResultLabel, Counter>,
     /// How long applying a Description took, seconds.
     pub apply_seconds: Histogram,

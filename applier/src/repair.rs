@@ -25,6 +25,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// does nothing.
 pub fn start_drift_repair(applier: &Arc<Applier>) {
     if let Some(observations) = applier.watch_drift() {
+        applier.set_repairs_drift();
         tokio::spawn(run(Arc::downgrade(applier), observations, true));
     }
 }
@@ -162,6 +163,14 @@ fn repair(applier: &Weak<Applier>, inflight: &Inflight, object: ObjectRef) {
                 Err(e) => {
                     crate::metrics::count(&applier.metrics.drift_repairs, "failed");
                     tracing::warn!(%object, error = %e, "drift repair failed");
+                    let owner = applier
+                        .state()
+                        .objects
+                        .get(&object)
+                        .map(|d| d.owner.clone());
+                    if let Some(owner) = owner {
+                        applier.repair_failed(&owner);
+                    }
                 }
             }
             let mut inflight = lock(&inflight);

@@ -1024,3 +1024,70 @@ async fn a_status_watch_reports_statuses_and_repairs_nothing() {
         .get();
     assert_eq!(repairs, 0);
 }
+
+/// How many applies of `applier` ended with `result`.
+fn applies(applier: &Applier, result: &str) -> u64 {
+    applier
+        .metrics()
+        .applies
+        .get_or_create(&atoll_applier::metrics::ResultLabel {
+            result: result.into(),
+        })
+        .get()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drift_repair_runs() {
+    let (_cluster, client) = child().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let value = |c: Option<ConfigMap>| c.and_then(|c| c.data).and_then(|d| d.get("k").cloned());
+    let d = desc("default.app", 1, vec![cm("default", "c", "v1")]);
+
+    // Without drift repair (the hub's Push mode), every delivery is applied.
+    let plain = Applier::new(client.clone(), "atoll-agent");
+    for _ in 0..2 {
+        assert_eq!(plain.apply(&d).await.phase, Phase::Success);
+    }
+    assert_eq!(
+        (applies(&plain, "Success"), applies(&plain, "unchanged")),
+        (2, 0)
+    );
+
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    atoll_applier::start_drift_repair(&applier);
+    let first = applier.apply(&d).await;
+    assert_eq!(first.phase, Phase::Success, "{}", first.reason);
+    let again = applier.apply(&d).await;
+    assert_eq!(again.phase, Phase::Success);
+    assert_eq!(again.objects.len(), 1);
+    assert_eq!(
+        (applies(&applier, "Success"), applies(&applier, "unchanged")),
+        (1, 1)
+    );
+
+    // An edit in the child is repaired; the Description stays in place.
+    let change = json!({"data": {"k": "changed"}});
+    cms.patch("c", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .unwrap();
+    eventually("the edit to be repaired", WAIT, || async {
+        value(cms.get_opt("c").await.unwrap()).as_deref() == Some("v1")
+    })
+    .await;
+    applier.apply(&d).await;
+    assert_eq!(applies(&applier, "unchanged"), 2);
+
+    // Other content under the same generation, or a new generation, is applied.
+    let other = desc("default.app", 1, vec![cm("default", "c", "v2")]);
+    assert_eq!(applier.apply(&other).await.phase, Phase::Success);
+    assert_eq!(
+        value(cms.get_opt("c").await.unwrap()).as_deref(),
+        Some("v2")
+    );
+    let next = desc("default.app", 2, vec![cm("default", "c", "v2")]);
+    assert_eq!(applier.apply(&next).await.phase, Phase::Success);
+    assert_eq!(
+        (applies(&applier, "Success"), applies(&applier, "unchanged")),
+        (3, 2)
+    );
+}
