@@ -515,17 +515,33 @@ impl Controllers {
             for e in self.index.all_entries() {
                 self.reconcile_finalizer(&e);
             }
-            let now = Timestamp::now();
-            for mc in self.clusters.state() {
-                if !status::heartbeat_overdue(
+            let overdue = |mc: &ManagedCluster| {
+                status::heartbeat_overdue(
                     mc.status.as_ref(),
-                    now,
+                    Timestamp::now(),
                     self.config.heartbeat_grace,
                     watching_since,
-                ) {
+                )
+            };
+            for cached in self.clusters.state() {
+                if !overdue(&cached) {
                     continue;
                 }
-                tracing::info!(namespace = ?mc.namespace(), name = %mc.name_any(), "heartbeats overdue: marking the cluster Ready=Unknown");
+                // The watch may lag behind the heartbeats written meanwhile (a parent under
+                // load delivers events late): judge the cluster as it is now.
+                let (ns, name) = (cached.namespace().unwrap_or_default(), cached.name_any());
+                let api: Api<ManagedCluster> = Api::namespaced(self.client.clone(), &ns);
+                let mc = match api.get_opt(&name).await {
+                    Ok(Some(mc)) if overdue(&mc) => mc,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        let e = api_err("read ManagedCluster", &format!("{ns}/{name}"))(e);
+                        self.metrics.error(&e);
+                        tracing::warn!(error = %e, "checking a silent cluster failed");
+                        continue;
+                    }
+                };
+                tracing::info!(namespace = %ns, name = %name, "heartbeats overdue: marking the cluster Ready=Unknown");
                 if let Err(e) =
                     crate::backend::write_unknown(&self.client, &self.metrics, &mc).await
                 {
