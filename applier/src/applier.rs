@@ -396,10 +396,14 @@ impl Applier {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// A repair of an object of Description `key` failed: its next delivery is applied in full.
-    pub(crate) fn repair_failed(&self, key: &str) {
-        if let Some(state) = self.state().descriptions.get_mut(key) {
-            state.in_place = None;
+    /// A repair of `object` failed: its Description's next delivery is applied in full.
+    pub(crate) fn repair_failed(&self, object: &ObjectRef) {
+        let mut state = self.state();
+        let Some(owner) = state.objects.get(object).map(|d| d.owner.clone()) else {
+            return;
+        };
+        if let Some(desc) = state.descriptions.get_mut(&owner) {
+            desc.in_place = None;
         }
     }
 

@@ -163,14 +163,7 @@ fn repair(applier: &Weak<Applier>, inflight: &Inflight, object: ObjectRef) {
                 Err(e) => {
                     crate::metrics::count(&applier.metrics.drift_repairs, "failed");
                     tracing::warn!(%object, error = %e, "drift repair failed");
-                    let owner = applier
-                        .state()
-                        .objects
-                        .get(&object)
-                        .map(|d| d.owner.clone());
-                    if let Some(owner) = owner {
-                        applier.repair_failed(&owner);
-                    }
+                    applier.repair_failed(&object);
                 }
             }
             let mut inflight = lock(&inflight);
