@@ -346,8 +346,12 @@ impl Applier {
         let _guard = guard.lock().await;
         // A Description delivered again as it was applied (a hub restart, a reconnection, a
         // resync) is in place already: drift repair keeps it so. Only its report goes back.
-        let fingerprint = fingerprint(desc);
-        if let Some(report) = self.in_place(desc, &key, fingerprint) {
+        // Only with drift repair running can it be (see `in_place`): no digest is taken without.
+        let fingerprint = self
+            .repairs_drift
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| fingerprint(desc));
+        if let Some(report) = fingerprint.and_then(|f| self.in_place(desc, &key, f)) {
             crate::metrics::count(&self.metrics.applies, "unchanged");
             return report;
         }
@@ -358,7 +362,7 @@ impl Applier {
         self.end_applying(&key);
         if let Some(state) = self.state().descriptions.get_mut(&key) {
             state.in_place =
-                (report.phase == Phase::Success && desc.charts.is_empty()).then_some(fingerprint);
+                fingerprint.filter(|_| report.phase == Phase::Success && desc.charts.is_empty());
         }
         self.metrics
             .apply_seconds
@@ -369,14 +373,9 @@ impl Applier {
 
     /// The report of `desc` when it is in place as last applied (same uid, generation and
     /// content, applied in full, drift repaired since); `None` when it must be applied. Charts
-    /// are always installed again: nothing watches a release for drift.
+    /// are always installed again: nothing watches a release for drift. Asked only while drift
+    /// repair runs.
     fn in_place(&self, desc: &Description, key: &str, fingerprint: u64) -> Option<Report> {
-        if !self
-            .repairs_drift
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            return None;
-        }
         {
             let state = self.state();
             let applied = state.descriptions.get(key)?;

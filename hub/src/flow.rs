@@ -4,6 +4,7 @@
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A queue of pending changes keyed by name that keeps only the latest change of each name, in
 /// the order names were first queued. A slow agent therefore costs memory proportional to the
@@ -76,6 +77,12 @@ impl<V> PendingQueue<V> {
         self.order.clear();
         self.items.clear();
     }
+}
+
+/// The wait before another try after `failures` failed tries in a row: `first`, doubled per
+/// failure, at most `max`.
+pub fn doubling_backoff(first: Duration, failures: u32, max: Duration) -> Duration {
+    first.saturating_mul(1u32 << failures.min(16)).min(max)
 }
 
 /// The window of unacknowledged Description messages of one stream. Acks are cumulative: an

@@ -127,11 +127,7 @@ impl CredentialChecks {
                 sent: Some(fingerprint),
             },
             Delivery::Incomplete => Check {
-                at: now
-                    + self
-                        .retry_first
-                        .saturating_mul(1 << failures.min(8))
-                        .min(RETRY_MAX),
+                at: now + crate::flow::doubling_backoff(self.retry_first, failures, RETRY_MAX),
                 failures: failures.saturating_add(1),
                 sent: None,
             },

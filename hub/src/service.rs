@@ -653,9 +653,7 @@ type ReportWrite<'a> =
 /// The wait before writing a report again after `failures` failed writes in a row before this
 /// one: `first` doubled per failure, at most [`REPORT_RETRY_MAX`].
 fn report_retry_delay(first: Duration, failures: u32) -> Duration {
-    first
-        .saturating_mul(1u32 << failures.min(16))
-        .min(REPORT_RETRY_MAX)
+    crate::flow::doubling_backoff(first, failures, REPORT_RETRY_MAX)
 }
 
 /// What ends a stream besides the agent: a revocation, or the renewal time of its token.
