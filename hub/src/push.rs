@@ -377,26 +377,22 @@ impl PushManager {
         atoll_applier::start_status_watch(&applier);
         let queue = self.index.subscribe(&session.namespace);
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
-        let mut keep: HashSet<String> = HashSet::new();
-        let mut pending_deletions: HashMap<String, String> = HashMap::new();
-        // Descriptions whose last apply failed (the child unreachable for a moment, say): applied
-        // again each tick until one succeeds or a newer version replaces them, as an agent does.
-        let mut failed: HashMap<String, model::Description> = HashMap::new();
+        let mut st = SessionState::default();
         let mut last_heartbeat = heartbeat::Heartbeat::default();
         let mut tick = tokio::time::interval(self.heartbeat_every);
         loop {
             tokio::select! {
                 () = queue.notified() => {
                     while let Some(next) = queue.next() {
-                        self.handle(&session, &applier, next, &mut keep, &mut pending_deletions, &mut failed).await;
+                        self.handle(&session, &applier, next, &mut st).await;
                     }
                 }
                 Some(notice) = notices.recv() => {
                     if let Notice::ReportChanged(key) = notice
-                        && keep.contains(&key)
+                        && st.keep.contains(&key)
                         && let Some(report) = applier.report(&key)
                     {
-                        self.write(&session, &report).await;
+                        self.write(&session, &report, &mut st.unwritten).await;
                     }
                 }
                 _ = tick.tick() => {
@@ -413,22 +409,7 @@ impl PushManager {
                     if let Err(e) = self.backend.heartbeat(&session, hb).await {
                         tracing::warn!(error = %e, "push mode: writing cluster status failed");
                     }
-                    let retry: Vec<(String, String)> = pending_deletions.iter().map(|(n, u)| (n.clone(), u.clone())).collect();
-                    for (name, uid) in retry {
-                        let r = applier.delete(&session.namespace, &name, &uid).await;
-                        if r.deleted {
-                            pending_deletions.remove(&name);
-                            self.write(&session, &r).await;
-                        }
-                    }
-                    let again: Vec<model::Description> = failed.values().cloned().collect();
-                    for desc in again {
-                        let r = applier.apply(&desc).await;
-                        if r.phase != model::Phase::Failure {
-                            failed.remove(&desc.name);
-                        }
-                        self.write(&session, &r).await;
-                    }
+                    self.retry(&session, &applier, &mut st).await;
                 }
             }
         }
@@ -439,14 +420,12 @@ impl PushManager {
         session: &Session,
         applier: &Applier,
         next: Next,
-        keep: &mut HashSet<String>,
-        pending_deletions: &mut HashMap<String, String>,
-        failed: &mut HashMap<String, model::Description>,
+        st: &mut SessionState,
     ) {
         let ns = &session.namespace;
         if let Next::Change(name, _) = &next {
             // Whatever comes next for it replaces the failed version.
-            failed.remove(name.as_ref());
+            st.failed.remove(name.as_ref());
         }
         match next {
             Next::Change(name, Change::Upsert(e)) => {
@@ -454,14 +433,14 @@ impl PushManager {
                 if e.deleting {
                     let r = applier.delete(ns, &name, &e.uid).await;
                     if r.deleted {
-                        keep.remove(&key);
-                        pending_deletions.remove(name.as_ref());
+                        st.keep.remove(&key);
+                        st.pending_deletions.remove(name.as_ref());
                     } else {
-                        pending_deletions.insert(name.to_string(), e.uid.clone());
+                        st.pending_deletions.insert(name.to_string(), e.uid.clone());
                     }
-                    self.write(session, &r).await;
+                    self.write(session, &r, &mut st.unwritten).await;
                 } else {
-                    keep.insert(key);
+                    st.keep.insert(key);
                     let desc = model::Description {
                         namespace: ns.clone(),
                         name: name.to_string(),
@@ -483,37 +462,96 @@ impl PushManager {
                     };
                     let r = applier.apply(&desc).await;
                     if r.phase == model::Phase::Failure {
-                        failed.insert(desc.name.clone(), desc);
+                        st.failed.insert(desc.name.clone(), desc);
                     }
-                    self.write(session, &r).await;
+                    self.write(session, &r, &mut st.unwritten).await;
                 }
             }
             Next::Change(name, Change::Withheld(e)) => {
                 // Over a limit with no version to run: keep what runs for it.
                 tracing::warn!(namespace = %ns, description = %name, reason = ?e.rejected, "push mode: Description withheld; keeping what runs for it");
-                keep.insert(known::owned_by_description(ns, &name));
+                st.keep.insert(known::owned_by_description(ns, &name));
             }
             Next::Change(name, Change::Removed { uid }) => {
-                keep.remove(&known::owned_by_description(ns, &name));
-                pending_deletions.remove(name.as_ref());
+                st.keep.remove(&known::owned_by_description(ns, &name));
+                st.pending_deletions.remove(name.as_ref());
                 let _ = applier.delete(ns, &name, &uid).await;
             }
             Next::SnapshotComplete => {
-                if let Err(e) = applier.prune_except(keep).await {
+                if let Err(e) = applier.prune_except(&st.keep).await {
                     tracing::warn!(namespace = %ns, error = %e, "push mode: prune after snapshot failed");
                 }
             }
         }
     }
 
-    async fn write(&self, session: &Session, r: &model::Report) {
+    /// What failed and is tried again each tick: deletions the child has not finished, applies,
+    /// and report writes.
+    async fn retry(&self, session: &Session, applier: &Applier, st: &mut SessionState) {
+        let deletions: Vec<(String, String)> = st
+            .pending_deletions
+            .iter()
+            .map(|(n, u)| (n.clone(), u.clone()))
+            .collect();
+        for (name, uid) in deletions {
+            let r = applier.delete(&session.namespace, &name, &uid).await;
+            if r.deleted {
+                st.pending_deletions.remove(&name);
+                self.write(session, &r, &mut st.unwritten).await;
+            }
+        }
+        let reports: Vec<model::Report> = st.unwritten.values().cloned().collect();
+        for r in reports {
+            self.write(session, &r, &mut st.unwritten).await;
+        }
+        let again: Vec<model::Description> = st.failed.values().cloned().collect();
+        for desc in again {
+            let r = applier.apply(&desc).await;
+            if r.phase != model::Phase::Failure {
+                st.failed.remove(&desc.name);
+            }
+            self.write(session, &r, &mut st.unwritten).await;
+        }
+    }
+
+    /// Writes `r` as its Description's status. A write that fails for a passing reason
+    /// ([`Error::is_transient`]) keeps the report in `unwritten`, written again each tick until
+    /// it succeeds or a newer report of the Description replaces it; there is no agent to send
+    /// it again.
+    async fn write(
+        &self,
+        session: &Session,
+        r: &model::Report,
+        unwritten: &mut HashMap<String, model::Report>,
+    ) {
+        unwritten.remove(&r.name);
         let Some(entry) = self.index.get(&session.namespace, &r.name) else {
             return;
         };
-        if let Err(e) = self.backend.report(session, entry, r.clone()).await {
-            tracing::warn!(error = %e, "push mode: writing Description status failed");
+        let Err(e) = self.backend.report(session, entry, r.clone()).await else {
+            return;
+        };
+        if e.is_transient() {
+            tracing::warn!(namespace = %session.namespace, description = %r.name, error = %e, "push mode: writing Description status failed; retrying");
+            unwritten.insert(r.name.clone(), r.clone());
+        } else {
+            tracing::warn!(namespace = %session.namespace, description = %r.name, error = %e, "push mode: writing Description status failed");
         }
     }
+}
+
+/// A Push session's record of what the child runs and what is to be tried again.
+#[derive(Default)]
+struct SessionState {
+    /// The owner keys of the Descriptions the child is to run: the rest is pruned.
+    keep: HashSet<String>,
+    /// Descriptions being deleted whose objects the child still has, with their uids.
+    pending_deletions: HashMap<String, String>,
+    /// Descriptions whose last apply failed (the child unreachable for a moment, say): applied
+    /// again each tick until one succeeds or a newer version replaces them, as an agent does.
+    failed: HashMap<String, model::Description>,
+    /// Reports whose write to the parent failed for a passing reason, by Description.
+    unwritten: HashMap<String, model::Report>,
 }
 
 struct Unsubscribe(Arc<Index>, String, Arc<crate::index::StreamQueue>);

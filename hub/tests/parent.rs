@@ -1128,6 +1128,152 @@ async fn a_push_cluster_applies_a_failed_description_again_once_the_child_answer
     drop(h);
 }
 
+/// A TCP relay to the parent that can be cut: the hub's view of a parent it cannot reach for
+/// a while, with the parent itself (and what it stores) untouched.
+struct Relay {
+    addr: std::net::SocketAddr,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(target: std::net::SocketAddr) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (o, c) = (open.clone(), connections.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !o.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: the connection closes at once
+                }
+                c.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        });
+        Relay {
+            addr,
+            open,
+            connections,
+            accept,
+        }
+    }
+
+    /// Closes every open connection and refuses new ones until [`Relay::heal`].
+    fn cut(&self) {
+        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
+        for c in self.connections.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+
+    fn heal(&self) {
+        self.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A client of the parent through this relay.
+    async fn client(&self, parent: &DevCluster) -> Client {
+        let yaml = parent
+            .kubeconfig_yaml()
+            .replace(&parent.url(), &format!("http://{}", self.addr));
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+/// A Push cluster's report the hub failed to write (the parent unreachable for a moment) was
+/// dropped: the Description's status kept the older report until something else changed. An
+/// agent's is written again by its stream; the hub's Push mode writes it again too.
+#[tokio::test]
+async fn a_push_cluster_report_whose_write_failed_is_written_once_the_parent_answers() {
+    let p = Parent::for_agents().await;
+    let child = DevCluster::start(devcluster::Config {
+        simulate_workloads: true,
+        workload_delay: Duration::from_secs(3),
+        ..devcluster::Config::default()
+    })
+    .await
+    .unwrap();
+    let relay = Relay::start(p.cluster.addr()).await;
+    let h = hub(&relay.client(&p.cluster).await, |_| {}).await;
+    let ns = "clusternet-push5";
+    let id = "abababab-0000-4000-8000-0000000000ab";
+    push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
+    register_push_cluster(&p.client, id, ns, "pushed").await;
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}
+            }
+        }
+    });
+    put_description(&p.client, ns, "apps.web", vec![deployment]).await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
+    let ready_in_status = || async {
+        let d = descs.get("apps.web").await.unwrap();
+        let phase = d.status.as_ref().and_then(|s| s.phase);
+        let ready = d
+            .status
+            .as_ref()
+            .and_then(|s| s.manifest_statuses.first())
+            .and_then(|m| m.observed_status.as_ref())
+            .and_then(|s| s["readyReplicas"].as_i64());
+        (phase, ready)
+    };
+    eventually("the apply's report (Success)", WAIT, || async {
+        (ready_in_status().await.0 == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    relay.cut();
+    assert_eq!(
+        ready_in_status().await.1,
+        None,
+        "the replicas were reported before the parent was cut off; the test proves nothing"
+    );
+    // The replicas become ready in the child while the hub cannot reach the parent: the
+    // report that says so fails to be written.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(child.client().await.unwrap(), "default");
+    eventually("the Deployment ready in the child", WAIT, || async {
+        let d = deployments.get("web").await.unwrap();
+        (d.status.and_then(|s| s.ready_replicas) == Some(2)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ready_in_status().await.1, None);
+    relay.heal();
+    eventually(
+        "the ready replicas in the Description's status once the parent answers",
+        WAIT,
+        || async { (ready_in_status().await.1 == Some(2)).then_some(()) },
+    )
+    .await;
+    drop(h);
+}
+
 #[tokio::test]
 async fn a_push_cluster_the_hub_did_not_register_is_not_served() {
     let p = Parent::for_agents().await;
