@@ -51,7 +51,7 @@ crds-check:
 ## `cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<file>`. Without cargo-fuzz or a
 ## nightly toolchain the smoke is skipped with a note (.ci/run installs both).
 .PHONY: fuzz fuzz-smoke fuzz-build
-FUZZ_TARGETS ?= overrides dividing quantity hub_protocol devcluster_patch
+FUZZ_TARGETS ?= overrides dividing quantity hub_protocol devcluster_patch yaml
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_TOOLCHAIN ?= +nightly

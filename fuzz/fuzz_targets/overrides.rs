@@ -213,9 +213,9 @@ impl Text {
                         format!("{}{}", "[".repeat(depth), "]".repeat(depth))
                     }
                     (true, false) => {
-                        // serde_yaml's scanner is quadratic in flow depth (see the README):
-                        // deep enough to pass its recursion limit, short enough to stay fast.
-                        let depth = usize::from(*depth % 1_000);
+                        // Past 128 levels atoll-yaml refuses it before serde_yaml's scanner
+                        // (quadratic in flow depth) reads it: any depth stays fast.
+                        let depth = usize::from(*depth % 40_000);
                         format!("{}1{}", "{a: ".repeat(depth), "}".repeat(depth))
                     }
                     (false, true) => (0..usize::from(*depth % 400))

@@ -116,7 +116,7 @@ pub enum Error {
         position: String,
         /// The parser's error.
         #[source]
-        source: serde_yaml::Error,
+        source: atoll_yaml::Error,
     },
     /// An input is not valid JSON.
     #[error("{input}:{line}:{column}: invalid JSON")]

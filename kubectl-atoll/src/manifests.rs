@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use atoll_crds::apps::Manifest;
 use atoll_crds::known;
 use k8s_openapi::jiff::Timestamp;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Error;
@@ -106,18 +105,14 @@ pub fn parse(text: &str, input: &str) -> Result<Vec<Object>, Error> {
 }
 
 fn parse_yaml(text: &str, input: &str) -> Result<Vec<Value>, Error> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|document| {
-            Value::deserialize(document).map_err(|source| Error::ParseYaml {
-                input: input.to_owned(),
-                position: source
-                    .location()
-                    .map(|l| format!(":{}:{}", l.line(), l.column()))
-                    .unwrap_or_default(),
-                source,
-            })
-        })
-        .collect()
+    atoll_yaml::documents(text).map_err(|source| Error::ParseYaml {
+        input: input.to_owned(),
+        position: source
+            .location()
+            .map(|(line, column)| format!(":{line}:{column}"))
+            .unwrap_or_default(),
+        source,
+    })
 }
 
 fn parse_json(text: &str, input: &str) -> Result<Vec<Value>, Error> {

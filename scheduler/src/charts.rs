@@ -176,7 +176,12 @@ pub fn index_has(index_yaml: &[u8], chart: &str, version: Option<&str>) -> Resul
         #[serde(default)]
         version: String,
     }
-    let index: Index = serde_yaml::from_slice(index_yaml)
+    // Read into its few typed fields (a large repository's index has more values than
+    // `atoll_yaml::MAX_VALUES`); the flow nesting is checked first, since the repository is
+    // not ours to trust.
+    let index: Index = atoll_yaml::check_flow_depth(index_yaml)
+        .map_err(|e| e.to_string())
+        .and_then(|()| serde_yaml::from_slice(index_yaml).map_err(|e| e.to_string()))
         .map_err(|e| format!("the repository's index.yaml cannot be read: {e}"))?;
     let versions: Vec<&str> = index
         .entries
@@ -420,6 +425,9 @@ entries:
         let err = index_has(index, "mysql", None).unwrap_err();
         assert_eq!(err, "no chart mysql in the repository");
         assert!(index_has(b"entries: [", "hello", None).is_err());
+        let deep = format!("entries: {}", "{a: ".repeat(32_000));
+        let err = index_has(deep.as_bytes(), "hello", None).unwrap_err();
+        assert!(err.contains("deeper than 128 levels"), "{err}");
     }
 
     #[test]

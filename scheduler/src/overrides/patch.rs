@@ -1,25 +1,14 @@
 //! Applying one `OverrideConfig` to a JSON document.
 
-use std::cell::Cell;
-use std::fmt;
-
 use atoll_crds::apps::{FieldFormat, OverrideConfig, OverrideType};
 use json_patch::{Patch, PatchError, PatchErrorKind, PatchOperation};
 use serde::Serialize;
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
 use crate::error::Error;
 
 /// Largest number of operations one JSONPatch override may carry (as Clusternet).
 pub const MAX_PATCH_OPERATIONS: usize = 10_000;
-
-/// Most values (scalars, lists and maps) one YAML override value or embedded YAML document may
-/// expand to. YAML aliases repeat what an anchor holds, so a few hundred bytes can stand for
-/// billions of values (an alias bomb); serde_yaml bounds only the number of alias jumps, which
-/// still lets a 200 KiB text expand to about 10^9 values. A million is more than any text without
-/// aliases that fits in a ConfigMap (1 MiB) holds, so only such expansions are refused.
-pub const MAX_YAML_VALUES: usize = 1_000_000;
 
 /// Most bytes (as compact JSON) that the `copy` operations of one JSON patch may add, as
 /// kube-apiserver's `JSONPatchMaxCopyBytes` (3 MiB): each `copy` of the root into itself
@@ -76,128 +65,10 @@ fn parse_value(text: &str, origin: &str) -> Result<Value, Error> {
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         return Ok(v);
     }
-    parse_yaml(text).map_err(|e| Error::ParseOverrideValue {
+    atoll_yaml::parse(text).map_err(|e| Error::ParseOverrideValue {
         origin: origin.to_owned(),
         reason: format!("not valid YAML or JSON ({e}); fix the value's syntax"),
     })
-}
-
-/// `serde_yaml::from_str::<Value>`, refusing a document that expands to more than
-/// [`MAX_YAML_VALUES`] values (see there).
-fn parse_yaml(text: &str) -> Result<Value, serde_yaml::Error> {
-    let budget = Cell::new(MAX_YAML_VALUES);
-    Bounded(&budget).deserialize(serde_yaml::Deserializer::from_str(text))
-}
-
-/// Builds a `serde_json::Value` as its own `Deserialize` does, counting down the values it
-/// may still create, so that an expanding alias fails as soon as the budget is spent.
-struct Bounded<'a>(&'a Cell<usize>);
-
-impl Bounded<'_> {
-    fn take<E: de::Error>(&self) -> Result<(), E> {
-        match self.0.get().checked_sub(1) {
-            Some(left) => {
-                self.0.set(left);
-                Ok(())
-            }
-            None => Err(E::custom(format!(
-                "the document expands to more than {MAX_YAML_VALUES} values (YAML aliases \
-                 repeating large anchors?)"
-            ))),
-        }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Bounded<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Bounded<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any YAML value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        self.take()?;
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        self.take()?;
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        self.take()?;
-        Ok(Value::from(v))
-    }
-
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
-        self.take()?;
-        Number::from_i128(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("number out of range"))
-    }
-
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
-        self.take()?;
-        Number::from_u128(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("number out of range"))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        self.take()?;
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        self.take()?;
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        self.take()?;
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        self.take()?;
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        self.visit_unit()
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        self.deserialize(deserializer)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        self.take()?;
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Bounded(self.0))? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        self.take()?;
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let value = map.next_value_seed(Bounded(self.0))?;
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
-    }
 }
 
 fn to_json_patch(value: Value, origin: &str) -> Result<Patch, Error> {
@@ -382,7 +253,7 @@ fn edit_field(
     };
     let mut inner: Value = match format {
         FieldFormat::JSON => serde_json::from_str(&text).map_err(|e| parse_err(e.to_string()))?,
-        FieldFormat::YAML => parse_yaml(&text).map_err(|e| parse_err(e.to_string()))?,
+        FieldFormat::YAML => atoll_yaml::parse(&text).map_err(|e| parse_err(e.to_string()))?,
     };
     edit(&mut inner)?;
     let write_err = |reason: String| Error::WriteField {
@@ -468,6 +339,21 @@ mod tests {
         let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
         assert!(matches!(err, Error::ParseField { .. }), "{err}");
         assert_eq!(doc, before);
+    }
+
+    /// 160 KB of flow nesting took serde_yaml's scanner 2.6 s before its depth limit refused
+    /// it; the override is refused before the scanner reads it.
+    #[test]
+    fn yaml_flow_nesting_bombs_in_an_override_value_are_refused() {
+        let mut doc = json!({"spec": {"replicas": 1}});
+        let bomb = "{a: ".repeat(32_000);
+        let err = apply_override(&mut doc, &config(OverrideType::MergePatch, bomb, None), "o")
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::ParseOverrideValue { reason, .. } if reason.contains("deeper than 128 levels")),
+            "{err}"
+        );
+        assert_eq!(doc, json!({"spec": {"replicas": 1}}));
     }
 
     #[test]

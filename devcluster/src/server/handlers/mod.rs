@@ -128,15 +128,17 @@ fn write_options<'a>(ctx: &'a Ctx, manager: &'a str, dry_run: bool) -> WriteOpti
 
 /// Decodes a body that may be YAML. Clients (kube-rs, kubectl) send JSON even with a YAML
 /// content type, and the JSON parser is several times cheaper than the YAML one, so JSON is
-/// tried first; YAML (a superset) is the fallback and gives the error.
-fn json_or_yaml(body: &[u8]) -> Result<Value, serde_yaml::Error> {
+/// tried first; YAML (a superset) is the fallback and gives the error. YAML is read within
+/// `atoll_yaml`'s bounds (flow nesting, alias expansion), so that a small hostile body cannot
+/// hold a core for seconds or expand to gigabytes.
+fn json_or_yaml(body: &[u8]) -> Result<Value, atoll_yaml::Error> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{')
         && let Ok(v) = serde_json::from_slice(body)
     {
         return Ok(v);
     }
-    serde_yaml::from_slice(body)
+    atoll_yaml::parse_slice(body)
 }
 
 /// The request body as an object (JSON, YAML or protobuf, by content type).
