@@ -16,7 +16,7 @@ ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
 WORKDIR /src
-# protoc comes from the protoc-bin-vendored crate; rusqlite (bundled) and ring need only the C
+# protoc comes from the protoc-bin-vendored crate; rusqlite (bundled), ring and mimalloc need only the C
 # toolchain the rust image already has.
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
