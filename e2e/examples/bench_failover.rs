@@ -40,6 +40,8 @@
 //! (`make bench-failover`.) The fleet is stopped at the end, on failure and on Ctrl-C (its logs
 //! are kept when the run fails).
 
+// The parent-kind helpers (`--parent`) serve the cold-start benchmark.
+#[allow(dead_code)]
 mod bench_support;
 
 use std::collections::{BTreeMap, HashMap};

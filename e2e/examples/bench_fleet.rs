@@ -244,11 +244,7 @@ fn parse_args() -> Result<(Vec<usize>, Option<usize>, Backend)> {
     let mut ns = Vec::new();
     while let Some(a) = args.next() {
         if a == "--parent" {
-            parent = match args.next().as_deref() {
-                Some("devcluster") => Backend::Devcluster,
-                Some("kube") => Backend::Kube,
-                other => bail!("--parent {other:?}: give devcluster or kube"),
-            };
+            parent = bench_support::parse_parent(args.next().as_deref())?;
             continue;
         }
         if a == "--per-host" {
@@ -314,7 +310,7 @@ async fn run(n: usize, per_host: Option<usize>, parent: Backend) -> Result<Figur
         Some(k) => format!("children shared, {k} per fleet-children process"),
         None => "a devcluster and an agent process per child".to_string(),
     };
-    let how = format!("{how}; parent: {}", parent_name(parent));
+    let how = format!("{how}; parent: {}", bench_support::parent_name(parent));
     log(
         started,
         &format!("N={n}: fleet up in {} ({how})", dir.display()),
@@ -875,7 +871,7 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
     let processes = match f.per_host {
         Some(k) => format!(
             "parent ({}), scheduler, hub; children in {} fleet-children processes of {k}",
-            parent_name(f.parent),
+            bench_support::parent_name(f.parent),
             f.n.div_ceil(k)
         ),
         None => "parent, scheduler, hub; a devcluster and an agent process per child".into(),
@@ -1050,13 +1046,6 @@ async fn parent_requests(parent: &Client) -> BTreeMap<String, f64> {
 }
 
 /// The parent's kind, for the tables.
-fn parent_name(parent: Backend) -> &'static str {
-    match parent {
-        Backend::Devcluster => "devcluster",
-        Backend::Kube => "kube-apiserver and etcd",
-    }
-}
-
 /// One N as a markdown table.
 fn table(f: &Figures) -> String {
     let mut out = format!(

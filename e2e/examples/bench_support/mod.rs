@@ -45,6 +45,23 @@ pub fn up_options(dir: &Path, children: usize, workload_delay_ms: u64) -> Result
     })
 }
 
+/// What a parent of `backend` is, for tables.
+pub fn parent_name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Devcluster => "devcluster",
+        Backend::Kube => "kube-apiserver and etcd",
+    }
+}
+
+/// `--parent devcluster|kube`'s value.
+pub fn parse_parent(value: Option<&str>) -> Result<Backend> {
+    match value {
+        Some("devcluster") => Ok(Backend::Devcluster),
+        Some("kube") => Ok(Backend::Kube),
+        other => Err(anyhow!("--parent {other:?}: give devcluster or kube")),
+    }
+}
+
 /// Progress on stderr, stamped with the time since `started`.
 pub fn log(started: Instant, msg: &str) {
     eprintln!("[{:>7.1}s] {msg}", started.elapsed().as_secs_f64());
