@@ -9,6 +9,7 @@ use crate::metrics::Metrics;
 use crate::status::{self, ClusterState, FinalizerAction};
 use crate::streams::OpenStreams;
 use crate::token::CLUSTER_TOKEN_SECRET;
+use crate::watched::WatchedDescription;
 use atoll_crds::apps::{Description, DescriptionPhase, DescriptionStatus, Subscription};
 use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
 use atoll_crds::known;
@@ -237,7 +238,7 @@ impl Controllers {
 
     async fn watch_descriptions(self: Arc<Self>) {
         self.clusters_ready.wait().await;
-        let api: Api<Description> = Api::all(self.client.clone());
+        let api: Api<WatchedDescription> = Api::all(self.client.clone());
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
@@ -246,7 +247,7 @@ impl Controllers {
                 Ok(watcher::Event::InitApply(d) | watcher::Event::Apply(d)) => {
                     let u = self
                         .index
-                        .apply(DescEntry::from_description(&d, self.config.limits));
+                        .apply(DescEntry::from_watched(&d, self.config.limits));
                     self.after_update(u);
                 }
                 Ok(watcher::Event::Delete(d)) => {

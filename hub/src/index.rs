@@ -6,7 +6,8 @@
 //! for a stream, so a slow agent cannot block the watch or the other agents.
 
 use crate::flow::PendingQueue;
-use atoll_crds::apps::{Description, DescriptionStatus};
+use crate::watched::WatchedDescription;
+use atoll_crds::apps::DescriptionStatus;
 use atoll_crds::known;
 use atoll_runtime::ready::Ready;
 use bytes::Bytes;
@@ -110,13 +111,13 @@ impl Default for Limits {
 }
 
 impl DescEntry {
-    /// Builds the entry of a Description, encoding its objects once.
-    pub fn from_description(d: &Description, limits: Limits) -> DescEntry {
+    /// Builds the entry of a watched Description, keeping each object's JSON text as received.
+    pub fn from_watched(d: &WatchedDescription, limits: Limits) -> DescEntry {
         let objects: Vec<Bytes> = d
             .spec
             .raw
             .iter()
-            .map(|o| Bytes::from(serde_json::to_vec(o).unwrap_or_default()))
+            .map(|o| Bytes::copy_from_slice(o.get().as_bytes()))
             .collect();
         let empty = serde_json::Value::Object(serde_json::Map::new());
         let charts: Vec<ChartEntry> = d
@@ -585,6 +586,12 @@ fn remove_sub(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use atoll_crds::apps::Description;
+
+    /// The entry of a whole Description, as the watch builds it.
+    fn watched_entry(d: &Description, limits: Limits) -> DescEntry {
+        DescEntry::from_watched(&WatchedDescription::from_description(d).unwrap(), limits)
+    }
 
     pub(crate) fn entry(ns: &str, name: &str, rv: &str, generation: i64) -> DescEntry {
         DescEntry {
@@ -733,12 +740,12 @@ pub(crate) mod tests {
         d.metadata.generation = Some(1);
         d.spec.raw = vec![serde_json::json!({"v": 1})];
         let idx = Index::new();
-        idx.apply(DescEntry::from_description(&d, limits));
+        idx.apply(watched_entry(&d, limits));
         let q = idx.subscribe("c1");
         assert_eq!(drain(&q), vec!["up:apps.web:1", "marker"]);
         d.metadata.generation = Some(2);
         d.spec.raw = (0..5).map(|i| serde_json::json!({"i": i})).collect();
-        let u = idx.apply(DescEntry::from_description(&d, limits));
+        let u = idx.apply(watched_entry(&d, limits));
         assert!(
             drain(&q).is_empty(),
             "the agent was told to change or prune"
@@ -750,7 +757,7 @@ pub(crate) mod tests {
         assert_eq!(drain(&q), vec!["up:apps.web:1", "marker"]);
         d.metadata.generation = Some(3);
         d.spec.raw = vec![serde_json::json!({"v": 3})];
-        idx.apply(DescEntry::from_description(&d, limits));
+        idx.apply(watched_entry(&d, limits));
         assert_eq!(drain(&q), vec!["up:apps.web:3"]);
     }
 
@@ -783,7 +790,7 @@ pub(crate) mod tests {
             ),
         ];
         for (limits, rejected) in cases {
-            let e = DescEntry::from_description(&d, limits);
+            let e = watched_entry(&d, limits);
             assert_eq!(e.rejected.is_some(), rejected, "{limits:?}");
             let idx = Index::new();
             idx.apply(e);

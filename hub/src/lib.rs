@@ -33,5 +33,6 @@ pub mod service;
 pub mod status;
 pub mod streams;
 pub mod token;
+pub mod watched;
 
 pub use error::Error;
