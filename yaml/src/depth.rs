@@ -87,6 +87,10 @@ impl<'a> Scan<'a> {
 
     fn run(&mut self) {
         while self.pos < self.text.len() && self.over.is_none() {
+            // A byte order mark at the start of a line is skipped, as serde_yaml does.
+            if self.text[self.pos..].starts_with("\u{FEFF}".as_bytes()) {
+                self.pos += 3;
+            }
             self.block_line();
             if self.peek() == Some(b'\n') {
                 self.bump();

@@ -121,6 +121,33 @@ mod tests {
         assert_eq!(parse(&over).unwrap_err().location(), Some((2, 1)));
     }
 
+    /// serde_yaml skips a byte order mark at the start of any line: it does not hide brackets
+    /// from the scan. (It reads UTF-8 only: UTF-16, which a scan of the bytes would misread, is
+    /// refused whatever it holds.)
+    #[test]
+    fn byte_order_marks_do_not_hide_the_nesting() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let with_bom = format!("\u{FEFF}{deep}");
+        assert!(matches!(
+            parse(&with_bom),
+            Err(Error::CheckFlowDepth { .. })
+        ));
+        let later = format!("a: 1\n---\n\u{FEFF}{deep}");
+        assert!(matches!(
+            documents(&later),
+            Err(Error::CheckFlowDepth { .. })
+        ));
+        assert_eq!(
+            parse("\u{FEFF}a: [1]").unwrap(),
+            serde_json::json!({"a": [1]})
+        );
+        let mut utf16 = vec![0xFF, 0xFE];
+        for unit in "a: [1]".encode_utf16() {
+            utf16.extend(unit.to_le_bytes());
+        }
+        assert!(matches!(parse_slice(&utf16), Err(Error::Parse(_))));
+    }
+
     /// An anchor of 10,000 scalars repeated by 2,000 aliases: 20 million values from 40 KiB,
     /// within serde_yaml's own alias-jump limit.
     fn wide_alias_bomb() -> String {
