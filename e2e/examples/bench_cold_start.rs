@@ -434,12 +434,18 @@ async fn wait_finalizers(hub_admin: SocketAddr, want: usize, started: Instant) -
         if last_report.elapsed() >= Duration::from_secs(30) {
             log(
                 started,
-                &format!("setup: {written} of {want} finalizers written; {}", machine()),
+                &format!(
+                    "setup: {written} of {want} finalizers written; {}",
+                    machine()
+                ),
             );
             last_report = Instant::now();
         }
         if Instant::now() >= deadline {
-            bail!("the hub wrote {written} of {want} finalizers within {} s", SETUP_TIMEOUT.as_secs());
+            bail!(
+                "the hub wrote {written} of {want} finalizers within {} s",
+                SETUP_TIMEOUT.as_secs()
+            );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

@@ -1032,6 +1032,31 @@ async fn push_mode_cluster_is_served_by_the_hub_with_the_deployer_credentials() 
     drop(h);
 }
 
+/// A Deployment `default/web` of 2 replicas.
+fn web_deployment() -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}
+            }
+        }
+    })
+}
+
+/// The ready replicas of a Description's first object, as its status reports them.
+fn ready_replicas(d: &Description) -> Option<i64> {
+    d.status
+        .as_ref()
+        .and_then(|s| s.manifest_statuses.first())
+        .and_then(|m| m.observed_status.as_ref())
+        .and_then(|s| s["readyReplicas"].as_i64())
+}
+
 /// Found by the chaos run (e2e/src/chaos): the hub wrote a Push cluster's report once, at
 /// apply time, and never again, so a Deployment's replicas (which come later) never reached the
 /// Description's status nor the Subscription's aggregated status.
@@ -1050,32 +1075,13 @@ async fn a_push_cluster_reports_its_objects_status_as_it_changes_after_the_apply
     let id = "dddddddd-0000-4000-8000-00000000000d";
     push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
     register_push_cluster(&p.client, id, ns, "pushed").await;
-    let deployment = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}
-            }
-        }
-    });
-    put_description(&p.client, ns, "apps.web", vec![deployment]).await;
+    put_description(&p.client, ns, "apps.web", vec![web_deployment()]).await;
     let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
     eventually(
         "the Deployment's ready replicas in the Description's status",
         WAIT,
         || async {
-            let d = descs.get("apps.web").await.unwrap();
-            let ready = d
-                .status
-                .as_ref()
-                .and_then(|s| s.manifest_statuses.first())
-                .and_then(|m| m.observed_status.as_ref())
-                .and_then(|s| s["readyReplicas"].as_i64());
-            (ready == Some(2)).then_some(())
+            (ready_replicas(&descs.get("apps.web").await.unwrap()) == Some(2)).then_some(())
         },
     )
     .await;
@@ -1218,30 +1224,11 @@ async fn a_push_cluster_report_whose_write_failed_is_written_once_the_parent_ans
     let id = "abababab-0000-4000-8000-0000000000ab";
     push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
     register_push_cluster(&p.client, id, ns, "pushed").await;
-    let deployment = json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "registry.k8s.io/pause:3.10"}]}
-            }
-        }
-    });
-    put_description(&p.client, ns, "apps.web", vec![deployment]).await;
+    put_description(&p.client, ns, "apps.web", vec![web_deployment()]).await;
     let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
     let ready_in_status = || async {
         let d = descs.get("apps.web").await.unwrap();
-        let phase = d.status.as_ref().and_then(|s| s.phase);
-        let ready = d
-            .status
-            .as_ref()
-            .and_then(|s| s.manifest_statuses.first())
-            .and_then(|m| m.observed_status.as_ref())
-            .and_then(|s| s["readyReplicas"].as_i64());
-        (phase, ready)
+        (d.status.as_ref().and_then(|s| s.phase), ready_replicas(&d))
     };
     eventually("the apply's report (Success)", WAIT, || async {
         (ready_in_status().await.0 == Some(DescriptionPhase::Success)).then_some(())
