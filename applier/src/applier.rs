@@ -994,8 +994,10 @@ impl Applier {
         }
     }
 
-    /// Re-applies one desired object as remembered (drift repair). Returns whether it was
-    /// applied.
+    /// Re-applies one desired object as remembered (drift repair), if it drifted: it is read
+    /// first, because the watch event that asked for the repair may be older than the apply's
+    /// own write (a lagging watch delivers the previous apply's write after the next apply
+    /// ended). Returns whether it was applied.
     pub(crate) async fn reapply(&self, object: &ObjectRef) -> Result<bool, Error> {
         let Some(owner) = self.state().objects.get(object).map(|d| d.owner.clone()) else {
             return Ok(false);
@@ -1006,6 +1008,19 @@ impl Applier {
         let Some(desired) = self.state().objects.get(object).cloned() else {
             return Ok(false);
         };
+        let live = self
+            .api(&desired.kind, &object.namespace)
+            .get_opt(&object.name)
+            .await
+            .map_err(|source| Error::GetObject {
+                object: object.to_string(),
+                source,
+            })?;
+        if live.is_some_and(|live| {
+            live.metadata.deletion_timestamp.is_some() || !crate::repair::differs(&desired, &live)
+        }) {
+            return Ok(false);
+        }
         let key = desired.owner.clone();
         let Some(config) = desired.config() else {
             return Ok(false);
@@ -1759,6 +1774,55 @@ mod tests {
         drop(tx);
         crate::repair::run(Arc::downgrade(&applier), rx, false).await;
         assert_eq!(ready(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn a_repair_asked_for_by_a_stale_observation_writes_nothing() {
+        // Found by CI under load: the watch event of an apply's write arrived after the next
+        // apply ended, was judged against the newer configuration, and "repaired" an object
+        // that was as wanted. A repair reads the object first.
+        let cluster = devcluster::DevCluster::start(devcluster::Config::default())
+            .await
+            .unwrap();
+        let client = cluster.client().await.unwrap();
+        let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+        let desc = |generation: i64, value: &str| Description {
+            namespace: "clusternet-a".into(),
+            name: "default.app".into(),
+            uid: "uid-app".into(),
+            generation,
+            orphan: false,
+            charts: Vec::new(),
+            objects: vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "default"}, "data": {"k": value}})],
+        };
+        for (generation, value) in [(1, "v1"), (2, "v2")] {
+            let report = applier.apply(&desc(generation, value)).await;
+            assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+        }
+        let object = applier.state().objects.keys().next().cloned().unwrap();
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "default");
+        let rv = |c: k8s_openapi::api::core::v1::ConfigMap| c.metadata.resource_version;
+        let before = rv(cms.get("c").await.unwrap());
+        // The stale observation (v1) asked for a repair: the object is as wanted, so no write.
+        assert!(!applier.reapply(&object).await.unwrap());
+        assert_eq!(rv(cms.get("c").await.unwrap()), before);
+        // A real edit is repaired.
+        cms.patch(
+            "c",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"data": {"k": "hand edit"}})),
+        )
+        .await
+        .unwrap();
+        assert!(applier.reapply(&object).await.unwrap());
+        let data = cms.get("c").await.unwrap().data.unwrap();
+        assert_eq!(data.get("k").map(String::as_str), Some("v2"));
+        // So is a deleted object.
+        cms.delete("c", &Default::default()).await.unwrap();
+        assert!(applier.reapply(&object).await.unwrap());
+        assert!(cms.get_opt("c").await.unwrap().is_some());
     }
 
     #[test]

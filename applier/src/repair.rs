@@ -3,7 +3,7 @@
 //! and rewrites an inventory someone deleted. One repair at a time per object: a request that
 //! arrives during a repair runs once more after it.
 
-use crate::applier::{Applier, Notice};
+use crate::applier::{Applier, Desired, Notice};
 use crate::drift::{Observation, kind_key};
 use crate::fieldpath;
 use crate::model::ObjectRef;
@@ -110,10 +110,16 @@ pub(crate) async fn run(
 
 /// Whether the live object differs from what the applier wants.
 fn drifted(applier: &Applier, object: &ObjectRef, live: &DynamicObject) -> bool {
-    let state = applier.state();
-    let Some(desired) = state.objects.get(object) else {
-        return false;
-    };
+    applier
+        .state()
+        .objects
+        .get(object)
+        .is_some_and(|desired| differs(desired, live))
+}
+
+/// Whether `live` differs from `desired`: another Description's ownership annotation, or a field
+/// of the applied configuration changed.
+pub(crate) fn differs(desired: &Desired, live: &DynamicObject) -> bool {
     let owner = live
         .metadata
         .annotations
