@@ -387,67 +387,55 @@ async fn unsettled_subscriptions(parent: &Client, opts: &Options) -> Result<Vec<
 }
 
 async fn wait_settled(parent: &Client, opts: &Options, started: Instant) -> Result<()> {
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut last_report = Instant::now();
-    loop {
+    wait_setup(started, Duration::from_secs(5), || async {
         let pending = unsettled_subscriptions(parent, opts).await?;
-        if pending.is_empty() {
-            return Ok(());
-        }
-        if last_report.elapsed() >= Duration::from_secs(30) {
-            log(
-                started,
-                &format!(
-                    "setup: {} Subscriptions not settled yet (e.g. {}); {}",
-                    pending.len(),
-                    pending.first().map_or("-", String::as_str),
-                    machine()
-                ),
-            );
-            last_report = Instant::now();
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "the setup did not settle within {} s: {} pending, e.g. {}",
-                SETUP_TIMEOUT.as_secs(),
-                pending.len(),
-                pending.first().map_or("-", String::as_str)
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    }
+        Ok(pending.first().map(|first| {
+            format!(
+                "{} Subscriptions not settled yet (e.g. {first})",
+                pending.len()
+            )
+        }))
+    })
+    .await
 }
 
 /// Waits until the hub has written its finalizer on `want` Descriptions
 /// (`atoll_hub_writes_total{result="finalizer"}`).
 async fn wait_finalizers(hub_admin: SocketAddr, want: usize, started: Instant) -> Result<()> {
-    let deadline = Instant::now() + SETUP_TIMEOUT;
-    let mut last_report = Instant::now();
-    loop {
+    wait_setup(started, Duration::from_secs(1), || async {
         let written = match fleet::http_get(hub_admin, "/metrics").await {
             Some((200, text)) => hub_writes(&text).get("finalizer").copied().unwrap_or(0.0),
             _ => 0.0,
         };
-        if written >= want as f64 {
+        Ok((written < want as f64).then(|| format!("{written} of {want} finalizers written")))
+    })
+    .await
+}
+
+/// Polls `pending` every `every` until it says nothing is pending (`None`), logging what it
+/// says every 30 s; fails with it after [`SETUP_TIMEOUT`].
+async fn wait_setup<F, Fut>(started: Instant, every: Duration, pending: F) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<String>>>,
+{
+    let deadline = Instant::now() + SETUP_TIMEOUT;
+    let mut last_report = Instant::now();
+    loop {
+        let Some(what) = pending().await? else {
             return Ok(());
-        }
+        };
         if last_report.elapsed() >= Duration::from_secs(30) {
-            log(
-                started,
-                &format!(
-                    "setup: {written} of {want} finalizers written; {}",
-                    machine()
-                ),
-            );
+            log(started, &format!("setup: {what}; {}", machine()));
             last_report = Instant::now();
         }
         if Instant::now() >= deadline {
             bail!(
-                "the hub wrote {written} of {want} finalizers within {} s",
+                "the setup did not finish within {} s: {what}",
                 SETUP_TIMEOUT.as_secs()
             );
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(every).await;
     }
 }
 

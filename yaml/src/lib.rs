@@ -67,11 +67,7 @@ pub fn check_flow_depth(text: &[u8]) -> Result<(), Error> {
 
 /// One YAML document (JSON is YAML too) as a value, within both bounds.
 pub fn parse(text: &str) -> Result<Value, Error> {
-    check_flow_depth(text.as_bytes())?;
-    values::bounded(
-        serde_yaml::Deserializer::from_str(text),
-        &values::Budget::new(),
-    )
+    parse_slice(text.as_bytes())
 }
 
 /// [`parse`] of bytes (refused unless UTF-8, as serde_yaml does).
