@@ -825,6 +825,7 @@ async fn coordinate(args: &[String]) {
                     if let Ok(channel) = channel {
                         let (tx, rx) = mpsc::channel::<v1::AgentMessage>(4);
                         tx.send(v1::AgentMessage {
+                            seq: 0,
                             message: Some(v1::agent_message::Message::Hello(v1::Hello {
                                 cluster_id: format!("raw-{i}"),
                                 ..v1::Hello::default()

@@ -15,12 +15,14 @@ use atoll_applier::model::{
 use atoll_applier::prune::{self, PruneHold};
 use atoll_applier::{Applier, Notice};
 use atoll_proto::v1::{self, agent_message, hub_client::HubClient, hub_message};
+use atoll_proto::{InSequence, Sequence};
 use atoll_runtime::text::truncate;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
@@ -407,13 +409,17 @@ impl Agent {
             cluster_type: self.config.cluster_type.clone(),
         };
         let (tx, rx) = mpsc::channel::<v1::AgentMessage>(256);
-        let _ = tx
-            .send(v1::AgentMessage {
-                message: Some(agent_message::Message::Hello(hello)),
-            })
-            .await;
+        let _ = tx.send(agent_message::Message::Hello(hello).into()).await;
         let mut client = HubClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
-        let mut inbound = match client.sync(ReceiverStream::new(rx)).await {
+        // Numbered as they enter the stream, whichever task sent them (the hub checks the
+        // numbers: hub.proto, AgentMessage.seq).
+        let mut sent = 0u64;
+        let outbound = ReceiverStream::new(rx).map(move |mut message| {
+            sent += 1;
+            message.seq = sent;
+            message
+        });
+        let mut inbound = match client.sync(outbound).await {
             Ok(response) => response.into_inner(),
             Err(status) => return Ok(SessionEnd::Refused(status)),
         };
@@ -581,6 +587,7 @@ impl Agent {
             mpsc::unbounded_channel::<(String, Description, Report)>();
         let mut background: HashMap<String, i64> = HashMap::new();
         let mut newest: HashMap<String, i64> = HashMap::new();
+        let mut sequence = Sequence::default();
         loop {
             tokio::select! {
                 message = inbound.message() => {
@@ -590,6 +597,19 @@ impl Agent {
                         Err(status) => return Ok(SessionEnd::Dropped(Some(status))),
                     };
                     let Some(message) = message.message else { continue };
+                    if let Some(seq) = message.seq() {
+                        match sequence.observe(seq) {
+                            InSequence::Next => {}
+                            InSequence::Repeat => {
+                                tracing::warn!(seq, "dropped a message the hub stream had delivered already");
+                                continue;
+                            }
+                            InSequence::Gap { expected } => {
+                                tracing::warn!(seq, expected, "the hub stream lost or reordered a message; reconnecting for a fresh snapshot");
+                                return Ok(SessionEnd::Dropped(Some(atoll_proto::out_of_sequence(seq, expected))));
+                            }
+                        }
+                    }
                     let seq = match message {
                         hub_message::Message::Upsert(up) => {
                             self.received(&up.name, up.generation, up.deleting);
@@ -614,7 +634,7 @@ impl Agent {
                                 if !desc.charts.is_empty() {
                                     background.insert(key.clone(), desc.generation);
                                     spawn_apply(&self.applier, &applied_tx, key, desc);
-                                    send(tx, v1::AgentMessage { message: Some(agent_message::Message::Ack(v1::Ack { seq })) }).await;
+                                    send(tx, agent_message::Message::Ack(v1::Ack { seq }).into()).await;
                                     continue;
                                 }
                                 let report = self.applier.apply(&desc).await;
@@ -665,7 +685,7 @@ impl Agent {
                         }
                         hub_message::Message::Welcome(_) => continue,
                     };
-                    send(tx, v1::AgentMessage { message: Some(agent_message::Message::Ack(v1::Ack { seq })) }).await;
+                    send(tx, agent_message::Message::Ack(v1::Ack { seq }).into()).await;
                 }
                 notice = self.notices.recv() => {
                     match notice {
@@ -677,7 +697,7 @@ impl Agent {
                         }
                         Some(Notice::InventoryLost(key)) => {
                             tracing::warn!(description = %key, "inventory lost; asking the hub for a fresh snapshot");
-                            send(tx, v1::AgentMessage { message: Some(agent_message::Message::Resync(v1::ResyncRequest {})) }).await;
+                            send(tx, agent_message::Message::Resync(v1::ResyncRequest {}).into()).await;
                         }
                         None => return Ok(SessionEnd::Shutdown),
                     }
@@ -906,18 +926,16 @@ pub fn report_message(report: &Report) -> v1::AgentMessage {
             MAX_OBJECT_ERROR_BYTES,
         );
     }
-    v1::AgentMessage {
-        message: Some(agent_message::Message::Report(v1::DescriptionReport {
-            name: report.name.clone(),
-            uid: report.uid.clone(),
-            observed_generation: report.observed_generation,
-            phase: report.phase.as_str().to_owned(),
-            reason,
-            objects,
-            releases: report.releases.iter().map(release_to_wire).collect(),
-            deleted: report.deleted,
-        })),
-    }
+    v1::AgentMessage::from(agent_message::Message::Report(v1::DescriptionReport {
+        name: report.name.clone(),
+        uid: report.uid.clone(),
+        observed_generation: report.observed_generation,
+        phase: report.phase.as_str().to_owned(),
+        reason,
+        objects,
+        releases: report.releases.iter().map(release_to_wire).collect(),
+        deleted: report.deleted,
+    }))
 }
 
 /// `status` (JSON), or a note in its place when it is over [`MAX_OBJECT_STATUS_BYTES`].
@@ -941,33 +959,31 @@ pub fn heartbeat_message(
     hold: Option<&PruneHold>,
 ) -> v1::AgentMessage {
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    v1::AgentMessage {
-        message: Some(agent_message::Message::Heartbeat(v1::Heartbeat {
-            k8s_version: hb.k8s_version.clone(),
-            platform: hb.platform.clone(),
-            agent_version: VERSION.to_owned(),
-            node_statistics: Some(v1::NodeStatistics {
-                ready_nodes: hb.ready_nodes,
-                not_ready_nodes: hb.not_ready_nodes,
-                unknown_nodes: hb.unknown_nodes,
-            }),
-            capacity: hb.capacity.clone().into_iter().collect(),
-            allocatable: hb.allocatable.clone().into_iter().collect(),
-            healthz: hb.healthz,
-            livez: hb.livez,
-            readyz: hb.readyz,
-            heartbeat_seconds: u32::try_from(period.as_secs()).unwrap_or(u32::MAX),
-            prune_hold: hold.map(|h| v1::PruneHold {
-                id: h.id.clone(),
-                descriptions: h.descriptions.clone(),
-                description_count: count(h.description_count),
-                objects: count(h.objects),
-                owned_objects: count(h.owned_objects),
-                max_percent: h.max_percent,
-                earlier_registration_objects: count(h.earlier_registration_objects),
-            }),
-        })),
-    }
+    v1::AgentMessage::from(agent_message::Message::Heartbeat(v1::Heartbeat {
+        k8s_version: hb.k8s_version.clone(),
+        platform: hb.platform.clone(),
+        agent_version: VERSION.to_owned(),
+        node_statistics: Some(v1::NodeStatistics {
+            ready_nodes: hb.ready_nodes,
+            not_ready_nodes: hb.not_ready_nodes,
+            unknown_nodes: hb.unknown_nodes,
+        }),
+        capacity: hb.capacity.clone().into_iter().collect(),
+        allocatable: hb.allocatable.clone().into_iter().collect(),
+        healthz: hb.healthz,
+        livez: hb.livez,
+        readyz: hb.readyz,
+        heartbeat_seconds: u32::try_from(period.as_secs()).unwrap_or(u32::MAX),
+        prune_hold: hold.map(|h| v1::PruneHold {
+            id: h.id.clone(),
+            descriptions: h.descriptions.clone(),
+            description_count: count(h.description_count),
+            objects: count(h.objects),
+            owned_objects: count(h.owned_objects),
+            max_percent: h.max_percent,
+            earlier_registration_objects: count(h.earlier_registration_objects),
+        }),
+    }))
 }
 
 #[cfg(test)]

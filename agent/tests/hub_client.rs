@@ -303,3 +303,55 @@ async fn a_failed_description_is_applied_again_until_it_succeeds() {
     .await;
     assert_eq!(value().await.as_deref(), Some("v"));
 }
+
+/// The hub's stream is numbered (`seq` of every message after the Welcome): a repeat is
+/// dropped, and at a gap the agent applies nothing more from that stream, reconnects and takes
+/// the fresh snapshot, so an overtaken Description never rolls its objects back. The agent
+/// numbers its own messages 1, 2, 3, ... on each stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_hub_message_is_dropped_and_a_gap_ends_the_stream_for_a_fresh_snapshot() {
+    let child = devcluster::DevCluster::start_default().await.unwrap();
+    let client = child.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let hub = TestHub::default();
+    hub.descriptions
+        .lock()
+        .unwrap()
+        .insert("default.web".into(), vec![cm("web")]);
+    let url = serve(hub.clone()).await;
+    let (_state, _stop) = start_agent(client.clone(), &url);
+    // The snapshot: the upsert (1) and its marker (2).
+    eventually("the snapshot to be acked", WAIT, || async { hub.acked(2) }).await;
+
+    // A repeat of message 1 with other content: dropped, so never applied.
+    hub.push(upsert(1, "default.repeat", 1, &[cm("repeat")], false))
+        .await;
+    hub.push(upsert(3, "default.api", 1, &[cm("api")], false))
+        .await;
+    eventually("message 3 to be applied and acked", WAIT, || async {
+        hub.acked(3) && cms.get_opt("api").await.unwrap().is_some()
+    })
+    .await;
+    assert!(hub.reports("default.repeat").is_empty());
+    assert!(cms.get_opt("repeat").await.unwrap().is_none());
+
+    // 5 before 4: the stream ends there and 5 is not applied; the agent comes back and takes a
+    // fresh snapshot (which holds `default.web` only: `default.api` is pruned).
+    hub.push(upsert(5, "default.overtaker", 1, &[cm("overtaker")], false))
+        .await;
+    eventually("a second stream's snapshot", WAIT, || async {
+        hub.hellos.lock().unwrap().len() == 2 && cms.get_opt("api").await.unwrap().is_none()
+    })
+    .await;
+    assert!(hub.reports("default.overtaker").is_empty());
+    assert!(!hub.acked(5));
+    assert!(cms.get_opt("overtaker").await.unwrap().is_none());
+    assert!(cms.get_opt("web").await.unwrap().is_some());
+
+    let numbers = hub.numbers.lock().unwrap().clone();
+    assert_eq!(numbers.len(), 2, "{numbers:?}");
+    for (stream, numbers) in numbers.iter().enumerate() {
+        let counted: Vec<u64> = (1..=numbers.len() as u64).collect();
+        assert_eq!(numbers, &counted, "stream {stream}");
+    }
+}

@@ -214,7 +214,19 @@ struct Input {
 struct Step {
     /// Which of two streams sends it.
     second: bool,
+    /// Its sequence number (`AgentMessage.seq`).
+    seq: Numbering,
     msg: Msg,
+}
+
+#[derive(Arbitrary, Debug)]
+enum Numbering {
+    /// 0, as from an agent older than the numbers.
+    Unnumbered,
+    /// The next number of its stream, as an agent sends.
+    Next,
+    /// Any number: a repeat, a gap, or the next by chance.
+    Raw(u8),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -376,14 +388,16 @@ fn agent_message(msg: &Msg, stream_id: &str) -> Option<v1::AgentMessage> {
         }
         Msg::Ack(seq) => In::Ack(v1::Ack { seq: *seq }),
         Msg::Resync => In::Resync(v1::ResyncRequest {}),
-        Msg::Empty => return Some(v1::AgentMessage { message: None }),
+        Msg::Empty => return Some(v1::AgentMessage::default()),
         Msg::Raw(bytes) => return v1::AgentMessage::decode(bytes.as_slice()).ok(),
     };
-    Some(v1::AgentMessage { message: Some(m) })
+    Some(v1::AgentMessage::from(m))
 }
 
 /// One agent stream: its sending side and, once the handshake answered, the hub's replies.
 struct Agent {
+    /// The last number sent in order on this stream.
+    sent: u64,
     tx: Option<mpsc::Sender<v1::AgentMessage>>,
     opened: Option<Result<tonic::Streaming<v1::HubMessage>, tonic::Status>>,
 }
@@ -399,16 +413,19 @@ fn allowed(code: Code) -> bool {
             | Code::ResourceExhausted
             | Code::Unavailable
             | Code::DeadlineExceeded
+            | Code::Aborted
     )
 }
 
 async fn run(hub: &Hub, input: &Input) {
     let mut agents: [Agent; 2] = [
         Agent {
+            sent: 0,
             tx: None,
             opened: None,
         },
         Agent {
+            sent: 0,
             tx: None,
             opened: None,
         },
@@ -416,10 +433,18 @@ async fn run(hub: &Hub, input: &Input) {
     for step in input.steps.iter().take(64) {
         let i = usize::from(step.second);
         let stream_id = [ID_A, ID_B][i];
-        let Some(msg) = agent_message(&step.msg, stream_id) else {
+        let Some(mut msg) = agent_message(&step.msg, stream_id) else {
             continue;
         };
         let agent = &mut agents[i];
+        msg.seq = match step.seq {
+            Numbering::Unnumbered => 0,
+            Numbering::Next => {
+                agent.sent += 1;
+                agent.sent
+            }
+            Numbering::Raw(seq) => u64::from(seq),
+        };
         if agent.opened.is_none() {
             let (tx, rx) = mpsc::channel(128);
             let _ = tx.send(msg).await;

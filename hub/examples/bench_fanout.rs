@@ -145,6 +145,7 @@ async fn clients(addr: String, n: usize) {
             .unwrap();
         let (atx, arx) = mpsc::channel(8);
         atx.send(v1::AgentMessage {
+            seq: 0,
             message: Some(In::Hello(v1::Hello {
                 protocol_version: 1,
                 cluster_id: format!("00000000-0000-4000-8000-{i:012}"),
@@ -170,6 +171,7 @@ async fn clients(addr: String, n: usize) {
                 };
                 let _ = ack
                     .send(v1::AgentMessage {
+                        seq: 0,
                         message: Some(In::Ack(v1::Ack { seq })),
                     })
                     .await;
@@ -295,6 +297,7 @@ async fn main() {
             .unwrap();
         let (atx, arx) = mpsc::channel(8);
         atx.send(v1::AgentMessage {
+            seq: 0,
             message: Some(In::Hello(v1::Hello {
                 protocol_version: 1,
                 cluster_id: format!("00000000-0000-4000-8000-{i:012}"),
@@ -318,6 +321,7 @@ async fn main() {
                     Some(Out::Upsert(u)) => {
                         let _ = ack
                             .send(v1::AgentMessage {
+                                seq: 0,
                                 message: Some(In::Ack(v1::Ack { seq: u.seq })),
                             })
                             .await;
@@ -328,6 +332,7 @@ async fn main() {
                     Some(Out::SnapshotComplete(s)) => {
                         let _ = ack
                             .send(v1::AgentMessage {
+                                seq: 0,
                                 message: Some(In::Ack(v1::Ack { seq: s.seq })),
                             })
                             .await;
@@ -380,6 +385,7 @@ async fn main() {
         for s in &senders {
             let _ = s
                 .send(v1::AgentMessage {
+                    seq: 0,
                     message: Some(In::Heartbeat(v1::Heartbeat {
                         k8s_version: "v1.33.1".into(),
                         platform: "linux/amd64".into(),

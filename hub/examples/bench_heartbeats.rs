@@ -72,6 +72,7 @@ async fn main() {
     for i in 0..n {
         let (tx, rx) = mpsc::channel(8);
         tx.send(v1::AgentMessage {
+            seq: 0,
             message: Some(In::Hello(v1::Hello {
                 protocol_version: 1,
                 cluster_id: format!("00000000-0000-4000-8000-{i:012}"),
@@ -92,6 +93,7 @@ async fn main() {
                 if let Some(v1::hub_message::Message::SnapshotComplete(m)) = m.message {
                     let _ = ack
                         .send(v1::AgentMessage {
+                            seq: 0,
                             message: Some(In::Ack(v1::Ack { seq: m.seq })),
                         })
                         .await;
@@ -102,6 +104,7 @@ async fn main() {
     }
     println!("registered {n} clusters in {:?}", t.elapsed());
     let hb = || v1::AgentMessage {
+        seq: 0,
         message: Some(In::Heartbeat(v1::Heartbeat {
             k8s_version: "v1.33.1".into(),
             platform: "linux/amd64".into(),

@@ -32,6 +32,9 @@ pub struct Metrics {
     /// Writes to the API server by kind (`managedcluster_status`, `description_status`,
     /// `subscription_status`, `finalizer`, `taint`).
     pub writes: Family<ResultLabel, Counter>,
+    /// Agent messages out of sequence on their stream: `repeat` (dropped) or `gap` (the
+    /// stream ended).
+    pub out_of_sequence: Family<ResultLabel, Counter>,
 }
 
 impl Metrics {
@@ -60,6 +63,11 @@ impl Metrics {
             "writes",
             "Writes to the parent API server by kind",
             m.writes.clone(),
+        );
+        r.register(
+            "out_of_sequence",
+            "Agent messages out of sequence on their stream, by kind",
+            m.out_of_sequence.clone(),
         );
         m
     }
@@ -93,6 +101,15 @@ impl Metrics {
         self.errors
             .get_or_create(&ResultLabel {
                 result: e.label().into(),
+            })
+            .inc();
+    }
+
+    /// Counts an agent message out of sequence (`repeat` or `gap`).
+    pub fn out_of_sequence(&self, kind: &str) {
+        self.out_of_sequence
+            .get_or_create(&ResultLabel {
+                result: kind.into(),
             })
             .inc();
     }

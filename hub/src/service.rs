@@ -16,6 +16,7 @@ use atoll_applier::model::Report;
 use atoll_proto::v1;
 use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_message::Message as Out;
+use atoll_proto::{InSequence, Sequence};
 use futures::StreamExt;
 use std::collections::HashSet;
 use std::future::Future;
@@ -255,6 +256,19 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
                 )));
             }
         };
+        // A numbered stream (hub.proto, AgentMessage.seq) starts at 1; an agent older than
+        // the numbers sends 0 throughout and is not checked.
+        let inbound_sequence = match first.seq {
+            0 => None,
+            seq => {
+                let mut sequence = Sequence::default();
+                if sequence.observe(seq) != InSequence::Next {
+                    self.metrics.out_of_sequence("gap");
+                    return Err(atoll_proto::out_of_sequence(seq, 1));
+                }
+                Some(sequence)
+            }
+        };
         let hello = match first.message {
             Some(In::Hello(h)) => h,
             _ => {
@@ -313,7 +327,10 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
         tracing::info!(cluster_id = %session.cluster_id, namespace = %session.namespace, epoch, "agent connected");
         self.backend.connected(&session).await;
         let this = self.clone();
-        tokio::spawn(async move { this.run(session, inbound, tx, close, renew_at).await });
+        tokio::spawn(async move {
+            this.run(session, inbound, inbound_sequence, tx, close, renew_at)
+                .await
+        });
         let unbox: fn(Outgoing) -> Result<v1::HubMessage, Status> = unbox;
         Ok(Response::new(ReceiverStream::new(rx).map(unbox)))
     }
@@ -324,6 +341,7 @@ impl<B: Backend> HubService<B> {
         self,
         session: Session,
         mut inbound: Streaming<v1::AgentMessage>,
+        inbound_sequence: Option<Sequence>,
         tx: Tx,
         close: CloseSignal,
         renew_at: Option<k8s_openapi::jiff::Timestamp>,
@@ -337,6 +355,7 @@ impl<B: Backend> HubService<B> {
         let mut state = StreamState {
             window: Window::new(self.config.window),
             seq: 0,
+            inbound: inbound_sequence,
             sent: HashSet::new(),
             reports: PendingQueue::default(),
             report_failures: 0,
@@ -521,6 +540,21 @@ impl<B: Backend> HubService<B> {
         queue: &Arc<StreamQueue>,
         st: &mut StreamState,
     ) -> Result<(), Status> {
+        if let Some(sequence) = st.inbound.as_mut() {
+            match sequence.observe(m.seq) {
+                InSequence::Next => {}
+                InSequence::Repeat => {
+                    self.metrics.out_of_sequence("repeat");
+                    tracing::warn!(cluster_id = %session.cluster_id, seq = m.seq, "dropped a message the agent's stream had delivered already");
+                    return Ok(());
+                }
+                InSequence::Gap { expected } => {
+                    self.metrics.out_of_sequence("gap");
+                    tracing::warn!(cluster_id = %session.cluster_id, seq = m.seq, expected, "the agent's stream lost or reordered a message; ending it");
+                    return Err(atoll_proto::out_of_sequence(m.seq, expected));
+                }
+            }
+        }
         match m.message {
             Some(In::Ack(a)) => {
                 st.window.ack(a.seq);
@@ -679,6 +713,8 @@ async fn renewal(at: Option<k8s_openapi::jiff::Timestamp>) {
 struct StreamState {
     window: Window,
     seq: u64,
+    /// The agent's sequence numbers so far; `None` when its stream is not numbered.
+    inbound: Option<Sequence>,
     sent: HashSet<Arc<str>>,
     /// Authorised reports not written yet, the latest of each Description.
     reports: PendingQueue<v1::DescriptionReport>,

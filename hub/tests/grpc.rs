@@ -279,6 +279,7 @@ struct Agent {
 
 fn hello(id: &str, token: &str) -> v1::AgentMessage {
     v1::AgentMessage {
+        seq: 0,
         message: Some(In::Hello(v1::Hello {
             protocol_version: v1::ProtocolVersion::V1 as i32,
             cluster_id: id.into(),
@@ -371,10 +372,7 @@ impl Agent {
             .is_err()
     }
     async fn send(&self, m: In) {
-        self.tx
-            .send(v1::AgentMessage { message: Some(m) })
-            .await
-            .unwrap();
+        self.tx.send(v1::AgentMessage::from(m)).await.unwrap();
     }
     async fn ack(&self, seq: u64) {
         self.send(In::Ack(v1::Ack { seq })).await;
@@ -392,19 +390,53 @@ fn upsert_name(m: &Out) -> String {
 }
 
 fn seq_of(m: &Out) -> u64 {
-    match m {
-        Out::Upsert(u) => u.seq,
-        Out::Removed(r) => r.seq,
-        Out::SnapshotComplete(s) => s.seq,
-        Out::Withheld(w) => w.seq,
-        Out::Welcome(_) => 0,
+    m.seq().unwrap_or(0)
+}
+
+/// An agent's numbered stream (`AgentMessage.seq`): a repeat is dropped, a gap ends the stream
+/// with ABORTED (the agent reconnects), and a first message numbered other than 1 is refused.
+#[tokio::test]
+async fn a_numbered_agent_stream_drops_repeats_and_ends_at_a_gap() {
+    let h = start(16, 4 << 20);
+    let numbered = |seq: u64, mut m: v1::AgentMessage| {
+        m.seq = seq;
+        m
+    };
+    let err = match h.open(numbered(2, hello(ID_A, BOOTSTRAP_TOKEN))).await {
+        Ok(mut a) => a.recv_status().await,
+        Err(s) => s,
+    };
+    assert_eq!(err.code(), Code::Aborted, "a Hello numbered 2: {err:?}");
+
+    let mut a = h
+        .open(numbered(1, hello(ID_A, BOOTSTRAP_TOKEN)))
+        .await
+        .unwrap();
+    assert!(matches!(a.recv().await, Out::Welcome(_)));
+    // Handled, a second Hello would end the stream (INVALID_ARGUMENT); as a repeat of message
+    // 1 it is dropped.
+    let ack = |seq| v1::AgentMessage::from(In::Ack(v1::Ack { seq }));
+    for m in [
+        numbered(1, hello(ID_A, BOOTSTRAP_TOKEN)),
+        numbered(2, ack(0)),
+        numbered(5, ack(0)),
+    ] {
+        a.tx.send(m).await.unwrap();
     }
+    let err = a.recv_status().await;
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+    assert!(
+        err.message()
+            .contains("message 5 arrived where 3 was expected"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn handshake_outcomes_map_to_grpc_codes() {
     let h = start(16, 4 << 20);
     let not_hello = v1::AgentMessage {
+        seq: 0,
         message: Some(In::Ack(v1::Ack { seq: 1 })),
     };
     let mut old = hello(ID_A, BOOTSTRAP_TOKEN);

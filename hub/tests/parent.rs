@@ -54,6 +54,7 @@ struct Agent {
 
 fn hello(id: &str, name: &str, token: &str) -> v1::AgentMessage {
     v1::AgentMessage {
+        seq: 0,
         message: Some(In::Hello(v1::Hello {
             protocol_version: v1::ProtocolVersion::V1 as i32,
             cluster_id: id.into(),
@@ -118,7 +119,7 @@ impl Agent {
         }
     }
     async fn send(&self, m: In) {
-        let _ = self.tx.send(v1::AgentMessage { message: Some(m) }).await;
+        let _ = self.tx.send(v1::AgentMessage::from(m)).await;
     }
     async fn heartbeat(&self, healthy: bool) {
         self.send(In::Heartbeat(v1::Heartbeat {
@@ -1657,6 +1658,7 @@ async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats()
         tokio::spawn(async move {
             loop {
                 let beat = v1::AgentMessage {
+                    seq: 0,
                     message: Some(In::Heartbeat(v1::Heartbeat {
                         k8s_version: "v1.33.1".into(),
                         healthz: true,

@@ -65,6 +65,7 @@ async fn tls_server_serves_health_and_hub_and_refuses_plaintext() {
 
     let (tx, rx) = mpsc::channel(4);
     tx.send(v1::AgentMessage {
+        seq: 0,
         message: Some(v1::agent_message::Message::Hello(v1::Hello {
             protocol_version: v1::ProtocolVersion::V1 as i32,
             cluster_id: "aaaaaaaa-0000-4000-8000-00000000000a".into(),

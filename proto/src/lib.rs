@@ -27,9 +27,124 @@ pub use v1::ProtocolVersion;
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: v1::ProtocolVersion = v1::ProtocolVersion::V1;
 
+impl v1::hub_message::Message {
+    /// The message's sequence number on its stream; `None` for the Welcome, which has none.
+    pub fn seq(&self) -> Option<u64> {
+        use v1::hub_message::Message;
+        match self {
+            Message::Welcome(_) => None,
+            Message::Upsert(m) => Some(m.seq),
+            Message::Removed(m) => Some(m.seq),
+            Message::SnapshotComplete(m) => Some(m.seq),
+            Message::Withheld(m) => Some(m.seq),
+        }
+    }
+}
+
+impl From<v1::agent_message::Message> for v1::AgentMessage {
+    /// Not numbered yet: the agent numbers each message as it enters the stream.
+    fn from(message: v1::agent_message::Message) -> Self {
+        v1::AgentMessage {
+            message: Some(message),
+            seq: 0,
+        }
+    }
+}
+
+/// Where a numbered message falls in its stream ([`Sequence::observe`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InSequence {
+    /// The next one: handle it.
+    Next,
+    /// One handled already (a repeat): drop it.
+    Repeat,
+    /// Not the next one: a message was lost or overtaken (or the number is 0, none). Handling
+    /// it could undo a newer message, so the stream must end and start again.
+    Gap {
+        /// The number the receiver waited for.
+        expected: u64,
+    },
+}
+
+/// The receiving end's check of one stream's sequence numbers (1, 2, 3, ...).
+///
+/// HTTP/2 delivers a gRPC stream's messages in order and once, so a repeat or a gap means a
+/// peer or an intermediary broke the stream; the check keeps such a stream from rolling state
+/// back rather than trusting the transport.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sequence {
+    last: u64,
+}
+
+impl Sequence {
+    /// Checks `seq`, and takes it as the last one when it is the next.
+    pub fn observe(&mut self, seq: u64) -> InSequence {
+        if seq != 0 && seq == self.last.saturating_add(1) {
+            self.last = seq;
+            InSequence::Next
+        } else if seq != 0 && seq <= self.last {
+            InSequence::Repeat
+        } else {
+            InSequence::Gap {
+                expected: self.last.saturating_add(1),
+            }
+        }
+    }
+}
+
+/// The status that ends a stream at a gap: ABORTED, which asks the peer to start again.
+pub fn out_of_sequence(seq: u64, expected: u64) -> tonic::Status {
+    tonic::Status::aborted(format!(
+        "message {seq} arrived where {expected} was expected: the stream lost or reordered \
+         messages; reconnect"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::v1;
+    use super::{InSequence, Sequence, v1};
+
+    #[test]
+    fn a_sequence_takes_the_next_drops_repeats_and_stops_at_gaps() {
+        // (numbers observed in turn, what each was judged)
+        let cases: Vec<(Vec<u64>, Vec<InSequence>)> = vec![
+            (vec![1, 2, 3], vec![InSequence::Next; 3]),
+            (
+                vec![1, 1, 2, 1],
+                vec![
+                    InSequence::Next,
+                    InSequence::Repeat,
+                    InSequence::Next,
+                    InSequence::Repeat,
+                ],
+            ),
+            // Overtaken: 3 before 2.
+            (
+                vec![1, 3],
+                vec![InSequence::Next, InSequence::Gap { expected: 2 }],
+            ),
+            // A gap is not taken as the last: the next one is still awaited.
+            (
+                vec![1, 3, 2],
+                vec![
+                    InSequence::Next,
+                    InSequence::Gap { expected: 2 },
+                    InSequence::Next,
+                ],
+            ),
+            // Not numbered at all, first or later.
+            (vec![0], vec![InSequence::Gap { expected: 1 }]),
+            (
+                vec![1, 0],
+                vec![InSequence::Next, InSequence::Gap { expected: 2 }],
+            ),
+        ];
+        for (numbers, want) in cases {
+            let mut sequence = Sequence::default();
+            let got: Vec<InSequence> = numbers.iter().map(|n| sequence.observe(*n)).collect();
+            assert_eq!(got, want, "{numbers:?}");
+        }
+    }
 
     #[test]
     fn pull_credentials_never_print_their_password() {

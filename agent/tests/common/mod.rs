@@ -29,6 +29,8 @@ pub struct TestHub {
     pub epoch: Arc<AtomicU64>,
     /// Heartbeat period asked of agents; 0 means 1 s.
     pub heartbeat_seconds: Arc<AtomicU64>,
+    /// The sequence numbers of each stream's messages (`AgentMessage.seq`), one list a stream.
+    pub numbers: Arc<Mutex<Vec<Vec<u64>>>>,
 }
 
 pub fn upsert(
@@ -67,6 +69,7 @@ impl hub_server::Hub for TestHub {
         let mut inbound = request.into_inner();
         let Some(v1::AgentMessage {
             message: Some(agent_message::Message::Hello(hello)),
+            seq,
         }) = inbound.message().await?
         else {
             return Err(Status::invalid_argument(
@@ -114,8 +117,15 @@ impl hub_server::Hub for TestHub {
         }
         self.current.lock().unwrap().push(tx);
         let received = self.received.clone();
+        let numbers = self.numbers.clone();
+        let stream = {
+            let mut numbers = numbers.lock().unwrap();
+            numbers.push(vec![seq]);
+            numbers.len() - 1
+        };
         tokio::spawn(async move {
             while let Ok(Some(m)) = inbound.message().await {
+                numbers.lock().unwrap()[stream].push(m.seq);
                 if let Some(m) = m.message {
                     received.lock().unwrap().push(m);
                 }
