@@ -51,6 +51,15 @@ async fn a_fleet_converges_to_its_descriptions_after_seeded_faults_kills_and_edi
                 started.elapsed().as_secs_f64()
             );
             assert!(report.fault_total() > 0, "no fault was injected");
+            let relayed = report
+                .effects
+                .get("message-proxy streams")
+                .copied()
+                .unwrap_or(0);
+            assert!(
+                relayed > 0,
+                "no agent stream went through the message proxy"
+            );
         }
         Err(e) => {
             // Keep the fleet's logs past the temporary directory.

@@ -1,7 +1,8 @@
 //! Chaos runs: a fleet whose agents reach the hub and their own child's API server, whose hub
 //! reaches its Push-mode children ([`push`]), and whose scheduler and hub reach the parent,
-//! through fault proxies ([`proxy`]); a seeded plan that, for a bounded time, injects proxy
-//! faults, SIGKILLs and restarts processes (agents, hub, scheduler, the parent and the children,
+//! through fault proxies ([`proxy`]), the agents' streams also through a message proxy that
+//! repeats and swaps gRPC messages ([`messages`]); a seeded plan that, for a bounded time,
+//! injects proxy faults, SIGKILLs and restarts processes (agents, hub, scheduler, the parent and the children,
 //! which keep their objects in a data dir) while it edits Subscriptions, feeds, a Localization
 //! and cluster labels; then the faults stop and the invariants are checked until they hold or a
 //! bound passes. Any violation fails the run with its seed; the same seed replays the same plan.
@@ -30,6 +31,7 @@
 //! object it held, with its uid, unless an edit took it out of the placement (no prune on an
 //! incomplete picture); the bystanders stay untouched.
 
+pub mod messages;
 pub mod proxy;
 pub mod push;
 
@@ -55,6 +57,7 @@ use crate::fleet::{self, Detours, UpOptions, client_for};
 use crate::plan::{Backend, Layout};
 use crate::scenario;
 use crate::state::FleetState;
+use messages::{MessageProxy, MessageSchedule};
 use proxy::{Proxy, Schedule};
 
 /// The field manager of the chaos run's own writes.
@@ -268,6 +271,9 @@ pub struct Plan {
     pub child_proxies: Vec<Schedule>,
     /// Kills and edits, at their offsets from the start.
     pub actions: Vec<(Duration, Action)>,
+    /// Repeated and swapped messages of the agents' streams (the message proxy, between the
+    /// agents and the hub's byte proxy).
+    pub messages: MessageSchedule,
 }
 
 impl Plan {
@@ -339,11 +345,14 @@ impl Plan {
         let child_proxies = (0..children + push)
             .map(|_| Schedule::generate_with(&mut rng, span))
             .collect();
+        // Last again, for the same reason.
+        let messages = MessageSchedule::generate_with(&mut rng, span);
         Plan {
             hub_proxy,
             parent_proxy,
             child_proxies,
             actions,
+            messages,
         }
     }
 }
@@ -432,6 +441,8 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         hubs.get(i % hubs.len()).copied()
     }))
     .await?;
+    // In front of it, the message proxy: each agent stream is relayed message by message.
+    let message_proxy = MessageProxy::start(format!("http://{}", hub_proxy.addr())).await?;
     // The parent may come back (same port, read from its kubeconfig) after a restart; until
     // it has written its kubeconfig there is nothing to reach.
     let parent_kubeconfig = layout.parent_kubeconfig();
@@ -483,7 +494,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         persist_parent: opts.backend == Backend::Devcluster,
         detours: Detours {
             hub_listen: Some(hub_addr),
-            agents_hub_url: Some(format!("http://{}", hub_proxy.addr())),
+            agents_hub_url: Some(format!("http://{}", message_proxy.addr())),
             components_parent_url: Some(format!("{scheme}://{}", parent_proxy.addr())),
             persist_children: opts.backend == Backend::Devcluster,
             agents_child_urls,
@@ -519,6 +530,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     );
     let mut proxies = Proxies {
         hub: hub_proxy,
+        messages: message_proxy,
         parent: parent_proxy,
         children: child_proxies,
     };
@@ -544,6 +556,19 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             .enumerate()
             .map(|(i, p)| (child_proxy_name(i, opts.children), p)),
     );
+    let m = proxies.messages.counters();
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    for (what, n) in [
+        ("streams", load(&m.streams)),
+        ("messages", load(&m.messages)),
+        ("repeated", load(&m.repeated)),
+        ("swapped", load(&m.swapped)),
+    ] {
+        *report
+            .effects
+            .entry(format!("message-proxy {what}"))
+            .or_default() += n;
+    }
     for (name, p) in named {
         let c = p.counters();
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
@@ -682,6 +707,8 @@ struct Memory {
 struct Proxies {
     /// Between the agents and the hub replicas.
     hub: Proxy,
+    /// Between the agents and `hub`, message by message.
+    messages: MessageProxy,
     /// Between the scheduler and hubs and the parent's API server.
     parent: Proxy,
     /// Between each agent and its child's API server, in child order, then between the hub and
@@ -751,6 +778,12 @@ async fn run_on_fleet(
                 .or_default() += 1;
         }
     }
+    for step in &plan.messages.steps {
+        *report
+            .faults
+            .entry(format!("message-proxy {}", step.kind()))
+            .or_default() += 1;
+    }
     let rss = RssSampler::start(layout.state());
     let (memory_now, memory_seen) = tokio::sync::watch::channel(memory.clone());
     let during = DuringChecker::start(
@@ -761,6 +794,7 @@ async fn run_on_fleet(
         layout.logs().join("chaos-timeline.log"),
     );
     proxies.hub.play(plan.hub_proxy.clone());
+    proxies.messages.play(plan.messages.clone());
     proxies.parent.play(plan.parent_proxy.clone());
     for (proxy, schedule) in proxies.children.iter_mut().zip(&plan.child_proxies) {
         proxy.play(schedule.clone());
@@ -854,6 +888,7 @@ async fn run_on_fleet(
         }
     }
     proxies.hub.heal();
+    proxies.messages.heal();
     proxies.parent.heal();
     for proxy in &mut proxies.children {
         proxy.heal();
