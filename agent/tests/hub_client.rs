@@ -72,11 +72,7 @@ async fn agent_applies_the_snapshot_prunes_after_the_marker_and_follows_deltas()
         .await;
     assert_eq!(stale.phase, atoll_applier::Phase::Success);
 
-    let hub = TestHub::default();
-    hub.descriptions
-        .lock()
-        .unwrap()
-        .insert("default.web".into(), vec![cm("web")]);
+    let hub = TestHub::with_description("default.web", vec![cm("web")]);
     let url = serve(hub.clone()).await;
     let (_state, _stop) = start_agent(client.clone(), &url);
 
@@ -262,11 +258,7 @@ async fn a_failed_description_is_applied_again_until_it_succeeds() {
     theirs.data = Some([("k".to_owned(), "theirs".to_owned())].into());
     cms.create(&Default::default(), &theirs).await.unwrap();
 
-    let hub = TestHub::default();
-    hub.descriptions
-        .lock()
-        .unwrap()
-        .insert("default.app".into(), vec![cm("taken")]);
+    let hub = TestHub::with_description("default.app", vec![cm("taken")]);
     let url = serve(hub.clone()).await;
     let (_state, _stop) = start_agent(client.clone(), &url);
     eventually("a Failure report for the conflict", WAIT, || async {
@@ -313,11 +305,7 @@ async fn a_repeated_hub_message_is_dropped_and_a_gap_ends_the_stream_for_a_fresh
     let child = devcluster::DevCluster::start_default().await.unwrap();
     let client = child.client().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let hub = TestHub::default();
-    hub.descriptions
-        .lock()
-        .unwrap()
-        .insert("default.web".into(), vec![cm("web")]);
+    let hub = TestHub::with_description("default.web", vec![cm("web")]);
     let url = serve(hub.clone()).await;
     let (_state, _stop) = start_agent(client.clone(), &url);
     // The snapshot: the upsert (1) and its marker (2).

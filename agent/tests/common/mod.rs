@@ -136,6 +136,16 @@ impl hub_server::Hub for TestHub {
 }
 
 impl TestHub {
+    /// A hub whose snapshot holds one Description.
+    pub fn with_description(name: &str, objects: Vec<Value>) -> TestHub {
+        let hub = TestHub::default();
+        hub.descriptions
+            .lock()
+            .unwrap()
+            .insert(name.into(), objects);
+        hub
+    }
+
     pub fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::SeqCst) + 1
     }

@@ -21,11 +21,10 @@ use atoll_proto::v1::{self, hub_client::HubClient, hub_server};
 use futures::{Stream, StreamExt};
 use rand::Rng;
 use rand::rngs::StdRng;
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::proxy::{ProxyTasks, bind};
 use crate::Error;
 
 /// Which way a message goes.
@@ -126,6 +125,19 @@ pub struct MessageCounters {
     pub swapped: AtomicU64,
 }
 
+impl MessageCounters {
+    /// Each counter with its name in the run's report.
+    pub fn counts(&self) -> Vec<(&'static str, u64)> {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("streams", load(&self.streams)),
+            ("messages", load(&self.messages)),
+            ("repeated", load(&self.repeated)),
+            ("swapped", load(&self.swapped)),
+        ]
+    }
+}
+
 /// The fault in force: none, or one for one direction.
 type Mode = Option<(Direction, MessageFault)>;
 
@@ -139,30 +151,14 @@ struct Shared {
 pub struct MessageProxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    server: JoinHandle<()>,
-    player: Option<JoinHandle<()>>,
-}
-
-impl Drop for MessageProxy {
-    fn drop(&mut self) {
-        self.server.abort();
-        if let Some(p) = &self.player {
-            p.abort();
-        }
-    }
+    tasks: ProxyTasks,
 }
 
 impl MessageProxy {
     /// Serves on `127.0.0.1:<free port>`, relaying every stream to the hub at `upstream`
     /// (`http://host:port`), passing everything until a schedule is played.
     pub async fn start(upstream: String) -> Result<MessageProxy, Error> {
-        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| Error::StartProxy { listen, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| Error::StartProxy { listen, source })?;
+        let (listener, addr) = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let shared = Arc::new(Shared {
             upstream,
             mode: watch::channel(None).0,
@@ -184,8 +180,7 @@ impl MessageProxy {
         Ok(MessageProxy {
             addr,
             shared,
-            server,
-            player: None,
+            tasks: ProxyTasks::new(server),
         })
     }
 
@@ -201,9 +196,7 @@ impl MessageProxy {
 
     /// Back to passing everything, now (also ends a schedule being played).
     pub fn heal(&mut self) {
-        if let Some(p) = self.player.take() {
-            p.abort();
-        }
+        self.tasks.stop_playing();
         self.shared.mode.send_replace(None);
     }
 
@@ -211,7 +204,7 @@ impl MessageProxy {
     pub fn play(&mut self, schedule: MessageSchedule) {
         self.heal();
         let shared = self.shared.clone();
-        self.player = Some(tokio::spawn(async move {
+        self.tasks.play(tokio::spawn(async move {
             let start = tokio::time::Instant::now();
             for step in schedule.steps {
                 tokio::time::sleep_until(start + step.at).await;

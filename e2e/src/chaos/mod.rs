@@ -556,30 +556,11 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             .enumerate()
             .map(|(i, p)| (child_proxy_name(i, opts.children), p)),
     );
-    let m = proxies.messages.counters();
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    for (what, n) in [
-        ("streams", load(&m.streams)),
-        ("messages", load(&m.messages)),
-        ("repeated", load(&m.repeated)),
-        ("swapped", load(&m.swapped)),
-    ] {
-        *report
-            .effects
-            .entry(format!("message-proxy {what}"))
-            .or_default() += n;
-    }
-    for (name, p) in named {
-        let c = p.counters();
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-        for (what, n) in [
-            ("connections", load(&c.connections)),
-            ("refused", load(&c.refused)),
-            ("cut", load(&c.cut)),
-            ("cut mid-chunk", load(&c.cut_mid_chunk)),
-            ("held chunks", load(&c.held_chunks)),
-            ("delayed chunks", load(&c.delayed_chunks)),
-        ] {
+    let counted = named
+        .map(|(name, p)| (name, p.counters().counts()))
+        .chain([("message-proxy", proxies.messages.counters().counts())]);
+    for (name, counts) in counted {
+        for (what, n) in counts {
             // The agents' children's proxies are counted together, and so are the Push ones.
             *report.effects.entry(format!("{name} {what}")).or_default() += n;
         }

@@ -138,6 +138,21 @@ pub struct Counters {
     pub held_chunks: AtomicU64,
 }
 
+impl Counters {
+    /// Each counter with its name in the run's report.
+    pub fn counts(&self) -> Vec<(&'static str, u64)> {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("connections", load(&self.connections)),
+            ("refused", load(&self.refused)),
+            ("cut", load(&self.cut)),
+            ("cut mid-chunk", load(&self.cut_mid_chunk)),
+            ("held chunks", load(&self.held_chunks)),
+            ("delayed chunks", load(&self.delayed_chunks)),
+        ]
+    }
+}
+
 struct Shared {
     mode: watch::Sender<Mode>,
     /// Bumped by every cut; a connection is cut when it sees a value above the one it started
@@ -158,17 +173,54 @@ struct Cut {
 pub struct Proxy {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    accept: JoinHandle<()>,
+    tasks: ProxyTasks,
+}
+
+/// A proxy's background tasks: the one serving and the one playing a schedule, if any. Both
+/// stop when it is dropped.
+pub(crate) struct ProxyTasks {
+    serving: JoinHandle<()>,
     player: Option<JoinHandle<()>>,
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        if let Some(p) = &self.player {
+impl ProxyTasks {
+    pub(crate) fn new(serving: JoinHandle<()>) -> ProxyTasks {
+        ProxyTasks {
+            serving,
+            player: None,
+        }
+    }
+
+    /// Stops the schedule being played, if any.
+    pub(crate) fn stop_playing(&mut self) {
+        if let Some(p) = self.player.take() {
             p.abort();
         }
     }
+
+    /// Takes `player`, a schedule's task, in place of the one being played.
+    pub(crate) fn play(&mut self, player: JoinHandle<()>) {
+        self.stop_playing();
+        self.player = Some(player);
+    }
+}
+
+impl Drop for ProxyTasks {
+    fn drop(&mut self) {
+        self.serving.abort();
+        self.stop_playing();
+    }
+}
+
+/// A listener on `listen` (port 0: a free one) and the address it got.
+pub(crate) async fn bind(listen: SocketAddr) -> Result<(TcpListener, SocketAddr), Error> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| Error::StartProxy { listen, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| Error::StartProxy { listen, source })?;
+    Ok((listener, addr))
 }
 
 /// How a proxy finds its target for each new connection: a fixed address, or one read afresh
@@ -189,12 +241,7 @@ impl Proxy {
 
     /// The same on a given address.
     pub async fn start_on(listen: SocketAddr, resolve: Resolve) -> Result<Proxy, Error> {
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| Error::StartProxy { listen, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| Error::StartProxy { listen, source })?;
+        let (listener, addr) = bind(listen).await?;
         let shared = Arc::new(Shared {
             mode: watch::channel(Mode::Pass).0,
             cuts: watch::channel(Cut::default()).0,
@@ -204,8 +251,7 @@ impl Proxy {
         Ok(Proxy {
             addr,
             shared,
-            accept,
-            player: None,
+            tasks: ProxyTasks::new(accept),
         })
     }
 
@@ -227,9 +273,7 @@ impl Proxy {
 
     /// Back to passing everything, now (also ends a schedule being played).
     pub fn heal(&mut self) {
-        if let Some(p) = self.player.take() {
-            p.abort();
-        }
+        self.tasks.stop_playing();
         self.shared.mode.send_replace(Mode::Pass);
     }
 
@@ -237,7 +281,7 @@ impl Proxy {
     pub fn play(&mut self, schedule: Schedule) {
         self.heal();
         let shared = self.shared.clone();
-        self.player = Some(tokio::spawn(async move {
+        self.tasks.play(tokio::spawn(async move {
             let start = tokio::time::Instant::now();
             for step in schedule.steps {
                 tokio::time::sleep_until(start + step.at).await;
