@@ -596,24 +596,24 @@ impl Agent {
                         Ok(None) => return Ok(SessionEnd::Dropped(None)),
                         Err(status) => return Ok(SessionEnd::Dropped(Some(status))),
                     };
+                    // Every message but the Welcome is numbered; a Welcome after the first is
+                    // ignored.
                     let Some(message) = message.message else { continue };
-                    if let Some(seq) = message.seq() {
-                        match sequence.observe(seq) {
-                            InSequence::Next => {}
-                            InSequence::Repeat => {
-                                tracing::warn!(seq, "dropped a message the hub stream had delivered already");
-                                continue;
-                            }
-                            InSequence::Gap { expected } => {
-                                tracing::warn!(seq, expected, "the hub stream lost or reordered a message; reconnecting for a fresh snapshot");
-                                return Ok(SessionEnd::Dropped(Some(atoll_proto::out_of_sequence(seq, expected))));
-                            }
+                    let Some(seq) = message.seq() else { continue };
+                    match sequence.observe(seq) {
+                        InSequence::Next => {}
+                        InSequence::Repeat => {
+                            tracing::warn!(seq, "dropped a message the hub stream had delivered already");
+                            continue;
+                        }
+                        InSequence::Gap { expected } => {
+                            tracing::warn!(seq, expected, "the hub stream lost or reordered a message; reconnecting for a fresh snapshot");
+                            return Ok(SessionEnd::Dropped(Some(atoll_proto::out_of_sequence(seq, expected))));
                         }
                     }
-                    let seq = match message {
+                    match message {
                         hub_message::Message::Upsert(up) => {
                             self.received(&up.name, up.generation, up.deleting);
-                            let seq = up.seq;
                             let desc = to_description(namespace, &up);
                             let key = desc.key();
                             failed.remove(&key);
@@ -650,7 +650,6 @@ impl Agent {
                                     self.state.send_modify(|s| s.prune_hold = held);
                                 }
                             }
-                            seq
                         }
                         hub_message::Message::Removed(removed) => {
                             self.received(&removed.name, 0, true);
@@ -662,7 +661,6 @@ impl Agent {
                             if !report.deleted {
                                 tracing::warn!(description = %key, reason = %report.reason, "pruning a removed Description is incomplete; it stays in the inventory");
                             }
-                            removed.seq
                         }
                         hub_message::Message::Withheld(withheld) => {
                             // The hub has no version of it to send: keep what runs, and keep it
@@ -671,7 +669,6 @@ impl Agent {
                             tracing::warn!(description = %key, reason = %withheld.reason, "the hub withholds this Description; keeping what runs for it");
                             failed.remove(&key);
                             lock(current).insert(key, (withheld.name.clone(), withheld.uid.clone()));
-                            withheld.seq
                         }
                         hub_message::Message::SnapshotComplete(marker) => {
                             let keep: HashSet<String> = lock(current).keys().cloned().collect();
@@ -681,10 +678,9 @@ impl Agent {
                                 s.snapshots += 1;
                                 s.prune_hold = held;
                             });
-                            marker.seq
                         }
-                        hub_message::Message::Welcome(_) => continue,
-                    };
+                        hub_message::Message::Welcome(_) => {}
+                    }
                     send(tx, agent_message::Message::Ack(v1::Ack { seq }).into()).await;
                 }
                 notice = self.notices.recv() => {

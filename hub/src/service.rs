@@ -256,19 +256,8 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
                 )));
             }
         };
-        // A numbered stream (hub.proto, AgentMessage.seq) starts at 1; an agent older than
-        // the numbers sends 0 throughout and is not checked.
-        let inbound_sequence = match first.seq {
-            0 => None,
-            seq => {
-                let mut sequence = Sequence::default();
-                if sequence.observe(seq) != InSequence::Next {
-                    self.metrics.out_of_sequence("gap");
-                    return Err(atoll_proto::out_of_sequence(seq, 1));
-                }
-                Some(sequence)
-            }
-        };
+        let inbound_sequence = Sequence::starting_with(first.seq)
+            .inspect_err(|_| self.metrics.out_of_sequence("gap"))?;
         let hello = match first.message {
             Some(In::Hello(h)) => h,
             _ => {

@@ -77,6 +77,16 @@ pub struct Sequence {
 }
 
 impl Sequence {
+    /// The check of a stream whose first message carries `first`: `None` when it is 0 (a peer
+    /// older than the numbers, whose stream is not checked), an error unless it is 1.
+    pub fn starting_with(first: u64) -> Result<Option<Sequence>, tonic::Status> {
+        match first {
+            0 => Ok(None),
+            1 => Ok(Some(Sequence { last: 1 })),
+            seq => Err(out_of_sequence(seq, 1)),
+        }
+    }
+
     /// Checks `seq`, and takes it as the last one when it is the next.
     pub fn observe(&mut self, seq: u64) -> InSequence {
         if seq != 0 && seq == self.last.saturating_add(1) {
@@ -144,6 +154,20 @@ mod tests {
             let got: Vec<InSequence> = numbers.iter().map(|n| sequence.observe(*n)).collect();
             assert_eq!(got, want, "{numbers:?}");
         }
+    }
+
+    #[test]
+    fn a_stream_is_checked_when_its_first_message_is_numbered_and_must_start_at_1() {
+        assert_eq!(Sequence::starting_with(0).unwrap(), None);
+        let mut started = Sequence::starting_with(1).unwrap().unwrap();
+        assert_eq!(started.observe(1), InSequence::Repeat);
+        assert_eq!(started.observe(2), InSequence::Next);
+        let refused = Sequence::starting_with(2).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Aborted);
+        assert!(
+            refused.message().contains("message 2 arrived where 1"),
+            "{refused:?}"
+        );
     }
 
     #[test]

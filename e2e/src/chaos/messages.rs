@@ -24,7 +24,7 @@ use rand::rngs::StdRng;
 use tokio::sync::{mpsc, watch};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::proxy::{ProxyTasks, bind};
+use super::proxy::{ProxyTasks, bind, loaded};
 use crate::Error;
 
 /// Which way a message goes.
@@ -128,13 +128,12 @@ pub struct MessageCounters {
 impl MessageCounters {
     /// Each counter with its name in the run's report.
     pub fn counts(&self) -> Vec<(&'static str, u64)> {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        vec![
-            ("streams", load(&self.streams)),
-            ("messages", load(&self.messages)),
-            ("repeated", load(&self.repeated)),
-            ("swapped", load(&self.swapped)),
-        ]
+        loaded(&[
+            ("streams", &self.streams),
+            ("messages", &self.messages),
+            ("repeated", &self.repeated),
+            ("swapped", &self.swapped),
+        ])
     }
 }
 
@@ -270,18 +269,13 @@ async fn relay<T: Clone>(
 ) {
     let counters = &shared.counters;
     // A swapped message, waiting for the next one to overtake it, and until when it waits.
-    let mut held: Option<(T, tokio::time::Instant)> = None;
+    let mut held: Option<T> = None;
+    let mut until = tokio::time::Instant::now();
     loop {
-        let deadline = held.as_ref().map(|(_, until)| *until);
         let next = tokio::select! {
             next = from.next() => next,
-            () = async {
-                match deadline {
-                    Some(until) => tokio::time::sleep_until(until).await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                if let Some((message, _)) = held.take()
+            () = tokio::time::sleep_until(until), if held.is_some() => {
+                if let Some(message) = held.take()
                     && to.send(Ok(message)).await.is_err()
                 {
                     return;
@@ -292,7 +286,7 @@ async fn relay<T: Clone>(
         let message = match next {
             Some(Ok(message)) => message,
             end => {
-                if let Some((message, _)) = held.take() {
+                if let Some(message) = held.take() {
                     let _ = to.send(Ok(message)).await;
                 }
                 if let Some(Err(status)) = end {
@@ -315,13 +309,14 @@ async fn relay<T: Clone>(
             }
             Some(MessageFault::Swap) if held.is_none() => {
                 counters.swapped.fetch_add(1, Ordering::Relaxed);
-                held = Some((message, tokio::time::Instant::now() + SWAP_WAIT));
+                held = Some(message);
+                until = tokio::time::Instant::now() + SWAP_WAIT;
             }
             _ => out.push(message),
         }
         // The held message goes after the one that overtook it.
         if !out.is_empty()
-            && let Some((message, _)) = held.take()
+            && let Some(message) = held.take()
         {
             out.push(message);
         }

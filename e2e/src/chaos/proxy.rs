@@ -141,16 +141,23 @@ pub struct Counters {
 impl Counters {
     /// Each counter with its name in the run's report.
     pub fn counts(&self) -> Vec<(&'static str, u64)> {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        vec![
-            ("connections", load(&self.connections)),
-            ("refused", load(&self.refused)),
-            ("cut", load(&self.cut)),
-            ("cut mid-chunk", load(&self.cut_mid_chunk)),
-            ("held chunks", load(&self.held_chunks)),
-            ("delayed chunks", load(&self.delayed_chunks)),
-        ]
+        loaded(&[
+            ("connections", &self.connections),
+            ("refused", &self.refused),
+            ("cut", &self.cut),
+            ("cut mid-chunk", &self.cut_mid_chunk),
+            ("held chunks", &self.held_chunks),
+            ("delayed chunks", &self.delayed_chunks),
+        ])
     }
+}
+
+/// The values of named counters, for the run's report.
+pub(crate) fn loaded(counters: &[(&'static str, &AtomicU64)]) -> Vec<(&'static str, u64)> {
+    counters
+        .iter()
+        .map(|(name, counter)| (*name, counter.load(Ordering::Relaxed)))
+        .collect()
 }
 
 struct Shared {
