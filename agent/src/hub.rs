@@ -599,6 +599,13 @@ impl Agent {
                     // Every message but the Welcome is numbered; a Welcome after the first is
                     // ignored.
                     let Some(message) = message.message else { continue };
+                    if let hub_message::Message::Progress(progress) = &message {
+                        if let Some(expected) = sequence.missing(progress.last_seq) {
+                            tracing::warn!(last_seq = progress.last_seq, expected, "the hub stream lost a message; reconnecting for a fresh snapshot");
+                            return Ok(SessionEnd::Dropped(Some(lost_message(expected, progress.last_seq))));
+                        }
+                        continue;
+                    }
                     let Some(seq) = message.seq() else { continue };
                     match sequence.observe(seq) {
                         InSequence::Next => {}
@@ -679,7 +686,7 @@ impl Agent {
                                 s.prune_hold = held;
                             });
                         }
-                        hub_message::Message::Welcome(_) => {}
+                        hub_message::Message::Welcome(_) | hub_message::Message::Progress(_) => {}
                     }
                     send(tx, agent_message::Message::Ack(v1::Ack { seq }).into()).await;
                 }
@@ -752,6 +759,13 @@ impl Agent {
             }
         }
     }
+}
+
+/// Why a stream ends when the hub has sent `last_sent` but `expected` never arrived.
+fn lost_message(expected: u64, last_sent: u64) -> tonic::Status {
+    tonic::Status::aborted(format!(
+        "the hub has sent up to message {last_sent}, but {expected} never arrived; reconnect"
+    ))
 }
 
 /// Applies `desc` in the background and sends its report to `done` (for Descriptions with

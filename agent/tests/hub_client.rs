@@ -296,20 +296,35 @@ async fn a_failed_description_is_applied_again_until_it_succeeds() {
     assert_eq!(value().await.as_deref(), Some("v"));
 }
 
+/// A child devcluster, a hub whose snapshot holds `default.web` (ConfigMap `web`), and an
+/// agent that has acked that snapshot (the upsert, 1, and its marker, 2); the agent runs until
+/// the last value is dropped.
+async fn agent_past_its_snapshot() -> (
+    devcluster::DevCluster,
+    Api<ConfigMap>,
+    TestHub,
+    (
+        tokio::sync::watch::Receiver<atoll_agent::hub::ConnectionState>,
+        tokio::sync::oneshot::Sender<()>,
+    ),
+) {
+    let child = devcluster::DevCluster::start_default().await.unwrap();
+    let client = child.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let hub = TestHub::with_description("default.web", vec![cm("web")]);
+    let url = serve(hub.clone()).await;
+    let agent = start_agent(client, &url);
+    eventually("the snapshot to be acked", WAIT, || async { hub.acked(2) }).await;
+    (child, cms, hub, agent)
+}
+
 /// The hub's stream is numbered (`seq` of every message after the Welcome): a repeat is
 /// dropped, and at a gap the agent applies nothing more from that stream, reconnects and takes
 /// the fresh snapshot, so an overtaken Description never rolls its objects back. The agent
 /// numbers its own messages 1, 2, 3, ... on each stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_hub_message_is_dropped_and_a_gap_ends_the_stream_for_a_fresh_snapshot() {
-    let child = devcluster::DevCluster::start_default().await.unwrap();
-    let client = child.client().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let hub = TestHub::with_description("default.web", vec![cm("web")]);
-    let url = serve(hub.clone()).await;
-    let (_state, _stop) = start_agent(client.clone(), &url);
-    // The snapshot: the upsert (1) and its marker (2).
-    eventually("the snapshot to be acked", WAIT, || async { hub.acked(2) }).await;
+    let (_child, cms, hub, _agent) = agent_past_its_snapshot().await;
 
     // A repeat of message 1 with other content: dropped, so never applied.
     hub.push(upsert(1, "default.repeat", 1, &[cm("repeat")], false))
@@ -342,4 +357,34 @@ async fn a_repeated_hub_message_is_dropped_and_a_gap_ends_the_stream_for_a_fresh
         let counted: Vec<u64> = (1..=numbers.len() as u64).collect();
         assert_eq!(numbers, &counted, "stream {stream}");
     }
+}
+
+/// A message lost at the end of a burst leaves no later number to show the gap: the hub's
+/// Progress (how far it has sent) does. The agent ends the stream when Progress names a number
+/// it never received, and takes a fresh snapshot; a Progress it is up to date with changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_naming_a_message_never_received_ends_the_stream_for_a_fresh_snapshot() {
+    let (_child, cms, hub, _agent) = agent_past_its_snapshot().await;
+    let progress = |last_seq| v1::HubMessage {
+        message: Some(hub_message::Message::Progress(v1::Progress { last_seq })),
+    };
+
+    // Up to date: the stream goes on, and the next message is still 3 (Progress has no number).
+    hub.push(progress(2)).await;
+    hub.push(upsert(3, "default.api", 1, &[cm("api")], false))
+        .await;
+    eventually("message 3 to be applied and acked", WAIT, || async {
+        hub.acked(3) && cms.get_opt("api").await.unwrap().is_some()
+    })
+    .await;
+    assert_eq!(hub.hellos.lock().unwrap().len(), 1);
+
+    // Message 4 was lost on the way; Progress says the hub sent it.
+    hub.push(progress(4)).await;
+    eventually("a second stream's snapshot", WAIT, || async {
+        hub.hellos.lock().unwrap().len() == 2 && cms.get_opt("api").await.unwrap().is_none()
+    })
+    .await;
+    assert!(cms.get_opt("web").await.unwrap().is_some());
 }

@@ -91,6 +91,8 @@ pub fn doubling_backoff(first: Duration, failures: u32, max: Duration) -> Durati
 pub struct Window {
     size: usize,
     in_flight: VecDeque<u64>,
+    /// The highest number acknowledged (of any message, windowed or not).
+    acked: u64,
 }
 
 impl Window {
@@ -100,6 +102,7 @@ impl Window {
         Window {
             size,
             in_flight: VecDeque::with_capacity(size.min(64)),
+            acked: 0,
         }
     }
 
@@ -115,11 +118,17 @@ impl Window {
 
     /// Applies a cumulative ack; returns how many messages it released.
     pub fn ack(&mut self, seq: u64) -> usize {
+        self.acked = self.acked.max(seq);
         let before = self.in_flight.len();
         while self.in_flight.front().is_some_and(|s| *s <= seq) {
             self.in_flight.pop_front();
         }
         before - self.in_flight.len()
+    }
+
+    /// The highest number acknowledged so far.
+    pub fn acked(&self) -> u64 {
+        self.acked
     }
 
     /// Number of unacknowledged messages.

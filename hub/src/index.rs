@@ -370,6 +370,7 @@ impl Index {
         let entry = Arc::new(entry);
         let previous = ns.descs.insert(entry.name.clone(), entry.clone());
         let deliver = previous.as_ref().is_none_or(|p| p.delivery_differs(&entry));
+        tracing::trace!(namespace = %entry.namespace, name = %entry.name, generation = entry.generation, deliver, streams = ns.subscribers.len(), "Description changed");
         if deliver {
             for s in &ns.subscribers {
                 s.push(&entry.name, entry.change());

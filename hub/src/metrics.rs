@@ -35,6 +35,9 @@ pub struct Metrics {
     /// Agent messages out of sequence on their stream: `repeat` (dropped) or `gap` (the
     /// stream ended).
     pub out_of_sequence: Family<ResultLabel, Counter>,
+    /// Agent heartbeats by outcome: `received`, `superseded` by the stream's next one while
+    /// waiting to be written (its write is the newer one's), `written`, `failed`.
+    pub heartbeats: Family<ResultLabel, Counter>,
 }
 
 impl Metrics {
@@ -69,7 +72,21 @@ impl Metrics {
             "Agent messages out of sequence on their stream, by kind",
             m.out_of_sequence.clone(),
         );
+        r.register(
+            "heartbeats",
+            "Agent heartbeats by outcome",
+            m.heartbeats.clone(),
+        );
         m
+    }
+
+    /// Counts a heartbeat outcome.
+    pub fn heartbeat(&self, result: &str) {
+        self.heartbeats
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// Counts a report outcome.

@@ -348,6 +348,7 @@ impl<B: Backend> HubService<B> {
             sent: HashSet::new(),
             reports: PendingQueue::default(),
             report_failures: 0,
+            heartbeat: None,
             credentials: CredentialChecks::new(
                 self.config.credentials_retry,
                 self.config.credentials_recheck,
@@ -387,12 +388,21 @@ impl<B: Backend> HubService<B> {
         // reports, and a Description's reports superseded while queued cost no write. A write
         // that failed for a passing reason hands its report back to be queued again.
         let mut writing: Option<ReportWrite<'_>> = None;
+        // The heartbeat being written, if any, the same way: while the parent is slow, the
+        // stream goes on delivering Descriptions and reading messages, and only the newest
+        // heartbeat waiting is written next.
+        let mut beating: Option<HeartbeatWrite<'_>> = None;
         loop {
             if writing.is_none()
                 && let Some((_, report)) = st.reports.pop()
             {
                 let retry_in = report_retry_delay(self.config.report_retry, st.report_failures);
                 writing = Some(Box::pin(self.write_report(session, report, retry_in)));
+            }
+            if beating.is_none()
+                && let Some(heartbeat) = st.heartbeat.take()
+            {
+                beating = Some(Box::pin(self.write_heartbeat(session, heartbeat)));
             }
             while st.window.can_send() {
                 let Some(next) = queue.next() else { break };
@@ -436,6 +446,7 @@ impl<B: Backend> HubService<B> {
                     }
                 };
                 self.metrics.messages_sent.inc();
+                tracing::trace!(namespace = %session.namespace, seq, "sending a message");
                 if tx
                     .send(Ok(Box::new(v1::HubMessage { message: Some(msg) })))
                     .await
@@ -446,24 +457,16 @@ impl<B: Backend> HubService<B> {
             }
             let credentials_due = st.credentials.next_due();
             tokio::select! {
-                () = async {
-                    match credentials_due {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                } => self.check_credentials(session, queue, st).await,
+                () = or_pending(credentials_due.map(tokio::time::sleep_until)) => {
+                    self.check_credentials(session, queue, st).await;
+                }
                 m = inbound.message() => match m {
-                    Ok(Some(m)) => self.handle(session, m, queue, st).await?,
+                    Ok(Some(m)) => self.handle(session, m, tx, queue, st).await?,
                     Ok(None) => return Ok(()),
                     Err(e) => return Err(inbound_error(&e)),
                 },
                 () = queue.notified() => {}
-                failed = async {
-                    match writing.as_mut() {
-                        Some(w) => w.await,
-                        None => std::future::pending().await,
-                    }
-                }, if writing.is_some() => {
+                failed = or_pending(writing.as_mut()), if writing.is_some() => {
                     writing = None;
                     match failed {
                         Some(report) => {
@@ -478,6 +481,7 @@ impl<B: Backend> HubService<B> {
                         None => st.report_failures = 0,
                     }
                 }
+                () = or_pending(beating.as_mut()), if beating.is_some() => beating = None,
                 () = ends.prune_confirmation.notified() => {
                     // The marker of a fresh snapshot carries the new confirmation.
                     self.index.resync(&session.namespace, queue);
@@ -526,6 +530,7 @@ impl<B: Backend> HubService<B> {
         &self,
         session: &Session,
         m: v1::AgentMessage,
+        tx: &Tx,
         queue: &Arc<StreamQueue>,
         st: &mut StreamState,
     ) -> Result<(), Status> {
@@ -554,17 +559,23 @@ impl<B: Backend> HubService<B> {
                     self.metrics.report("older_stream");
                     return Ok(());
                 }
-                // Boxed, like the report writes: the stream's task lives as long as the agent
-                // is connected, and an inline API call would make every idle task as big as the
-                // largest write future (several KiB per connected agent).
                 let (heartbeat, notes) =
                     ClusterHeartbeat::from(h).bounded(self.config.heartbeat_seconds);
                 if !notes.is_empty() {
                     tracing::warn!(cluster_id = %session.cluster_id, changes = %notes.join("; "), "bounded what an agent's heartbeat says");
                 }
-                if let Err(e) = Box::pin(self.backend.heartbeat(session, heartbeat)).await {
-                    self.metrics.error(&e);
-                    tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a heartbeat failed");
+                self.metrics.heartbeat("received");
+                if st.heartbeat.replace(heartbeat).is_some() {
+                    self.metrics.heartbeat("superseded");
+                }
+                // Something sent is not acknowledged: say how far the stream goes, so that an
+                // agent that lost its last messages finds out (a slow apply just acks later).
+                // Skipped when the stream's buffer is full: the agent has not read it all yet.
+                if st.window.acked() < st.seq {
+                    let progress = Out::Progress(v1::Progress { last_seq: st.seq });
+                    let _ = tx.try_send(Ok(Box::new(v1::HubMessage {
+                        message: Some(progress),
+                    })));
                 }
             }
             Some(In::Report(r)) => {
@@ -626,6 +637,19 @@ impl<B: Backend> HubService<B> {
         (decision, entry)
     }
 
+    /// Writes a heartbeat to the cluster's status; a failure is counted and logged, and the
+    /// stream's next heartbeat is written as usual.
+    async fn write_heartbeat(&self, session: &Session, heartbeat: ClusterHeartbeat) {
+        match self.backend.heartbeat(session, heartbeat).await {
+            Ok(()) => self.metrics.heartbeat("written"),
+            Err(e) => {
+                self.metrics.heartbeat("failed");
+                self.metrics.error(&e);
+                tracing::warn!(cluster_id = %session.cluster_id, error = %e, "writing a heartbeat failed");
+            }
+        }
+    }
+
     /// Writes a queued report, authorised again against the Description as it is now (it may
     /// have been deleted or replaced, or the stream superseded, while the report waited). It
     /// was on a Description sent on this stream, so one gone since is stale, not denied. When
@@ -679,6 +703,19 @@ fn report_retry_delay(first: Duration, failures: u32) -> Duration {
     crate::flow::doubling_backoff(first, failures, REPORT_RETRY_MAX)
 }
 
+/// `future`'s output, or never when there is none: an optional branch of `select!`.
+async fn or_pending<F: Future>(future: Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A heartbeat being written. Boxed, like the report writes: the stream's task lives as long
+/// as the agent is connected, and an inline API call would make every idle task as big as the
+/// largest write future (several KiB per connected agent).
+type HeartbeatWrite<'a> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// What ends a stream besides the agent: a revocation, or the renewal time of its token.
 struct StreamEnds {
     close: CloseSignal,
@@ -709,6 +746,8 @@ struct StreamState {
     reports: PendingQueue<v1::DescriptionReport>,
     /// Report writes failed in a row (for a passing reason) on this stream.
     report_failures: u32,
+    /// The newest heartbeat not written yet.
+    heartbeat: Option<ClusterHeartbeat>,
     /// When to look at each Description's chart pull Secrets again.
     credentials: CredentialChecks,
 }

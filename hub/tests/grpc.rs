@@ -54,6 +54,8 @@ struct Fake {
     rotated: std::sync::atomic::AtomicBool,
     /// When set, each report write waits for a permit of it (a slow parent API server).
     report_gate: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    /// The same for heartbeat writes.
+    heartbeat_gate: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     /// The observedGeneration of each report written, in order.
     written: Arc<Mutex<Vec<i64>>>,
     /// How many report writes fail (with a 503 from the parent) before they succeed.
@@ -112,7 +114,13 @@ impl Backend for Fake {
         self.events
             .lock()
             .push(Event::Heartbeat(s.cluster_id.clone()));
-        async { Ok(()) }
+        let gate = self.heartbeat_gate.lock().clone();
+        async move {
+            if let Some(gate) = gate {
+                gate.acquire().await.unwrap().forget();
+            }
+            Ok(())
+        }
     }
     fn report(
         &self,
@@ -386,6 +394,7 @@ fn upsert_name(m: &Out) -> String {
         Out::Withheld(w) => format!("withheld:{}", w.name),
         Out::SnapshotComplete(_) => "marker".into(),
         Out::Welcome(_) => "welcome".into(),
+        Out::Progress(p) => format!("progress:{}", p.last_seq),
     }
 }
 
@@ -430,6 +439,37 @@ async fn a_numbered_agent_stream_drops_repeats_and_ends_at_a_gap() {
             .contains("message 5 arrived where 3 was expected"),
         "{err:?}"
     );
+}
+
+/// While a message is unacknowledged, each heartbeat is answered with Progress (how far the hub
+/// has sent, so that an agent that lost the last messages finds out); once all are acked, a
+/// heartbeat gets no answer.
+#[tokio::test]
+async fn heartbeats_are_answered_with_progress_while_messages_are_unacknowledged() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    assert_eq!(upsert_name(&a.recv().await), "welcome");
+    assert_eq!(upsert_name(&a.recv().await), "up:apps.web:1");
+    assert_eq!(upsert_name(&a.recv().await), "marker");
+    let heartbeat = || In::Heartbeat(v1::Heartbeat::default());
+    a.send(heartbeat()).await;
+    assert_eq!(upsert_name(&a.recv().await), "progress:2");
+    a.ack(1).await;
+    a.send(heartbeat()).await;
+    assert_eq!(upsert_name(&a.recv().await), "progress:2");
+    a.ack(2).await;
+    a.send(heartbeat()).await;
+    assert!(
+        a.nothing_for(300).await,
+        "Progress with nothing unacknowledged"
+    );
+    // A change: unacknowledged again, and Progress names it.
+    h.index.apply(entry(&ns, "apps.web", 2));
+    assert_eq!(upsert_name(&a.recv().await), "up:apps.web:2");
+    a.send(heartbeat()).await;
+    assert_eq!(upsert_name(&a.recv().await), "progress:3");
 }
 
 #[tokio::test]
@@ -642,6 +682,8 @@ async fn heartbeats_pass_reports_waiting_on_a_slow_parent_and_only_the_latest_re
     for _ in 0..3 {
         a.recv().await;
     }
+    // The snapshot acknowledged: the heartbeat below gets no Progress.
+    a.ack(2).await;
     let report = |observed_generation: i64| {
         In::Report(v1::DescriptionReport {
             name: "apps.web".into(),
@@ -668,6 +710,57 @@ async fn heartbeats_pass_reports_waiting_on_a_slow_parent_and_only_the_latest_re
         .await;
     assert!(a.nothing_for(100).await);
     assert_eq!(*h.fake.written.lock(), [1, 3], "report 2 was superseded");
+}
+
+/// A heartbeat whose write waits on a slow parent holds nothing back: the stream delivers a
+/// changed Description meanwhile, and of the heartbeats that arrive while one is written only
+/// the newest is written next.
+#[tokio::test]
+async fn a_heartbeat_waiting_on_a_slow_parent_holds_no_description_back() {
+    let h = start(16, 4 << 20);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    *h.fake.heartbeat_gate.lock() = Some(gate.clone());
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    for _ in 0..3 {
+        a.recv().await;
+    }
+    a.ack(2).await;
+    let heartbeat = || In::Heartbeat(v1::Heartbeat::default());
+    a.send(heartbeat()).await;
+    h.wait_for(&Event::Heartbeat(ID_A.into())).await;
+    // Its write hangs; the next change still goes out.
+    h.index.apply(entry(&ns, "apps.web", 2));
+    assert_eq!(upsert_name(&a.recv().await), "up:apps.web:2");
+    a.ack(3).await;
+    for _ in 0..3 {
+        a.send(heartbeat()).await;
+    }
+    assert!(a.nothing_for(200).await);
+    let beats = || {
+        h.events()
+            .iter()
+            .filter(|e| matches!(e, Event::Heartbeat(_)))
+            .count()
+    };
+    assert_eq!(beats(), 1, "a second write began before the first ended");
+    gate.add_permits(10);
+    atoll_testkit::Poll::every(Duration::from_millis(10))
+        .eventually(
+            "the newest waiting heartbeat written",
+            Duration::from_secs(5),
+            || async {
+                if beats() == 2 {
+                    Ok(())
+                } else {
+                    Err(format!("{} written", beats()))
+                }
+            },
+        )
+        .await;
+    assert!(a.nothing_for(200).await);
+    assert_eq!(beats(), 2, "superseded heartbeats were written");
 }
 
 #[tokio::test]

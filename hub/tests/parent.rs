@@ -92,23 +92,26 @@ async fn connect(
 }
 
 impl Agent {
+    /// The next message, acknowledged; a Progress (the answer to a heartbeat sent while a
+    /// message was on its way) is passed over.
     async fn recv(&mut self) -> Out {
-        let m = tokio::time::timeout(Duration::from_secs(10), self.rx.message())
-            .await
-            .expect("timed out waiting for the hub")
-            .expect("stream error")
-            .expect("stream ended")
-            .message
-            .expect("empty message");
-        let seq = match &m {
-            Out::Upsert(u) => u.seq,
-            Out::Removed(r) => r.seq,
-            Out::SnapshotComplete(s) => s.seq,
-            Out::Withheld(w) => w.seq,
-            Out::Welcome(_) => 0,
-        };
-        self.send(In::Ack(v1::Ack { seq })).await;
-        m
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), self.rx.message())
+                .await
+                .expect("timed out waiting for the hub")
+                .expect("stream error")
+                .expect("stream ended")
+                .message
+                .expect("empty message");
+            let Some(seq) = m.seq() else {
+                if matches!(m, Out::Progress(_)) {
+                    continue;
+                }
+                return m;
+            };
+            self.send(In::Ack(v1::Ack { seq })).await;
+            return m;
+        }
     }
     async fn recv_until(&mut self, pred: impl Fn(&Out) -> bool) -> Out {
         loop {

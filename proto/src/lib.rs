@@ -28,11 +28,12 @@ pub use v1::ProtocolVersion;
 pub const PROTOCOL_VERSION: v1::ProtocolVersion = v1::ProtocolVersion::V1;
 
 impl v1::hub_message::Message {
-    /// The message's sequence number on its stream; `None` for the Welcome, which has none.
+    /// The message's sequence number on its stream; `None` for the Welcome and the Progress,
+    /// which have none.
     pub fn seq(&self) -> Option<u64> {
         use v1::hub_message::Message;
         match self {
-            Message::Welcome(_) => None,
+            Message::Welcome(_) | Message::Progress(_) => None,
             Message::Upsert(m) => Some(m.seq),
             Message::Removed(m) => Some(m.seq),
             Message::SnapshotComplete(m) => Some(m.seq),
@@ -99,6 +100,14 @@ impl Sequence {
                 expected: self.last.saturating_add(1),
             }
         }
+    }
+
+    /// Checks the sender's word that it has sent every message up to `last_sent`: the number
+    /// awaited when one of them has not arrived (lost, with no later message to show the gap).
+    /// Its word comes in the stream after those messages, so none of them can still be on its
+    /// way.
+    pub fn missing(&self, last_sent: u64) -> Option<u64> {
+        (last_sent > self.last).then(|| self.last.saturating_add(1))
     }
 }
 
@@ -168,6 +177,18 @@ mod tests {
             refused.message().contains("message 2 arrived where 1"),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn a_message_the_sender_says_it_sent_but_never_arrived_is_missing() {
+        let mut sequence = Sequence::default();
+        assert_eq!(sequence.missing(0), None);
+        assert_eq!(sequence.missing(1), Some(1));
+        sequence.observe(1);
+        sequence.observe(2);
+        assert_eq!(sequence.missing(1), None);
+        assert_eq!(sequence.missing(2), None);
+        assert_eq!(sequence.missing(4), Some(3));
     }
 
     #[test]

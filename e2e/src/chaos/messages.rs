@@ -1,13 +1,15 @@
 //! A message fault proxy: a gRPC `Hub` service in front of the hub that relays each agent's
-//! `Sync` stream message by message, and repeats or swaps messages as a seeded
+//! `Sync` stream message by message, and repeats, swaps or drops messages as a seeded
 //! [`MessageSchedule`] says.
 //!
 //! The byte proxy ([`super::proxy`]) cannot do this: a repeated or reordered byte range inside
 //! HTTP/2 is a corrupt stream, which the peer refuses at once. Here each message is decoded,
 //! so the faults are the ones a broken peer or intermediary could make: the same message twice
-//! ([`MessageFault::Repeat`]) or one message overtaken by the next ([`MessageFault::Swap`]). The
-//! hub and the agent number their messages (`seq` in `hub.proto`); the receiver drops a repeat
-//! and ends the stream at a gap, and the run's invariants check that nothing is rolled back.
+//! ([`MessageFault::Repeat`]), one message overtaken by the next ([`MessageFault::Swap`]), or
+//! a message lost while the stream goes on ([`MessageFault::Drop`]). The hub and the agent
+//! number their messages (`seq` in `hub.proto`); the receiver drops a repeat and ends the stream
+//! at a gap (for the hub's last messages, at the `Progress` that answers a heartbeat), and the
+//! run's invariants check that nothing is rolled back or left behind.
 //!
 //! It speaks plaintext HTTP/2 on both sides, as the chaos fleet's hub does.
 
@@ -24,7 +26,7 @@ use rand::rngs::StdRng;
 use tokio::sync::{mpsc, watch};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::proxy::{ProxyTasks, bind, loaded};
+use super::proxy::{ProxyTasks, bind, loaded, timed_steps};
 use crate::Error;
 
 /// Which way a message goes.
@@ -43,6 +45,8 @@ pub enum MessageFault {
     Repeat,
     /// Each message is held until the next one has gone (or [`SWAP_WAIT`] passed).
     Swap,
+    /// Each message is lost; the stream goes on.
+    Drop,
 }
 
 /// How long a swapped message waits for one to overtake it: a request waiting for its answer
@@ -70,6 +74,8 @@ impl MessageStep {
             (MessageFault::Repeat, Direction::ToAgent) => "repeat to-agent",
             (MessageFault::Swap, Direction::ToHub) => "swap to-hub",
             (MessageFault::Swap, Direction::ToAgent) => "swap to-agent",
+            (MessageFault::Drop, Direction::ToHub) => "drop to-hub",
+            (MessageFault::Drop, Direction::ToAgent) => "drop to-agent",
         }
     }
 }
@@ -86,28 +92,28 @@ impl MessageSchedule {
     /// 1-4 s (a stream carries a message a second or so, heartbeats mostly, so a step must last
     /// to meet some), each kind and direction equally likely.
     pub fn generate_with(rng: &mut StdRng, span: Duration) -> MessageSchedule {
-        let mut steps = Vec::new();
-        let mut at = Duration::from_millis(rng.random_range(1000..4000));
-        while at < span {
-            let lasting = Duration::from_millis(rng.random_range(1000..4000));
+        let draw = |rng: &mut StdRng| {
             let direction = if rng.random_bool(0.5) {
                 Direction::ToHub
             } else {
                 Direction::ToAgent
             };
-            let fault = if rng.random_bool(0.5) {
-                MessageFault::Repeat
-            } else {
-                MessageFault::Swap
+            let fault = match rng.random_range(0..3) {
+                0 => MessageFault::Repeat,
+                1 => MessageFault::Swap,
+                _ => MessageFault::Drop,
             };
-            steps.push(MessageStep {
+            (direction, fault)
+        };
+        let steps = timed_steps(rng, span, 1000..4000, 1000..4000, 1000..5000, draw)
+            .into_iter()
+            .map(|(at, lasting, (direction, fault))| MessageStep {
                 at,
                 lasting,
                 direction,
                 fault,
-            });
-            at += lasting + Duration::from_millis(rng.random_range(1000..5000));
-        }
+            })
+            .collect();
         MessageSchedule { steps }
     }
 }
@@ -123,6 +129,8 @@ pub struct MessageCounters {
     pub repeated: AtomicU64,
     /// Messages overtaken by the next one.
     pub swapped: AtomicU64,
+    /// Messages lost.
+    pub dropped: AtomicU64,
 }
 
 impl MessageCounters {
@@ -133,6 +141,7 @@ impl MessageCounters {
             ("messages", &self.messages),
             ("repeated", &self.repeated),
             ("swapped", &self.swapped),
+            ("dropped", &self.dropped),
         ])
     }
 }
@@ -203,15 +212,14 @@ impl MessageProxy {
     pub fn play(&mut self, schedule: MessageSchedule) {
         self.heal();
         let shared = self.shared.clone();
-        self.tasks.play(tokio::spawn(async move {
-            let start = tokio::time::Instant::now();
-            for step in schedule.steps {
-                tokio::time::sleep_until(start + step.at).await;
-                shared.mode.send_replace(Some((step.direction, step.fault)));
-                tokio::time::sleep(step.lasting).await;
-                shared.mode.send_replace(None);
-            }
-        }));
+        let steps = schedule
+            .steps
+            .iter()
+            .map(|s| (s.at, s.lasting, (s.direction, s.fault)))
+            .collect();
+        self.tasks.play_steps(steps, move |mode| {
+            shared.mode.send_replace(mode);
+        });
     }
 }
 
@@ -312,6 +320,9 @@ async fn relay<T: Clone>(
                 held = Some(message);
                 until = tokio::time::Instant::now() + SWAP_WAIT;
             }
+            Some(MessageFault::Drop) => {
+                counters.dropped.fetch_add(1, Ordering::Relaxed);
+            }
             _ => out.push(message),
         }
         // The held message goes after the one that overtook it.
@@ -331,24 +342,9 @@ async fn relay<T: Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
-
-    #[test]
-    fn a_message_schedule_is_a_function_of_its_seed_and_fits_its_span() {
-        let span = Duration::from_secs(120);
-        let draw = |seed| MessageSchedule::generate_with(&mut StdRng::seed_from_u64(seed), span);
-        assert_eq!(draw(7), draw(7));
-        assert_ne!(draw(7), draw(8));
-        let schedule = draw(7);
-        assert!(schedule.steps.len() >= 10, "{schedule:?}");
-        for pair in schedule.steps.windows(2) {
-            assert!(pair[0].at + pair[0].lasting < pair[1].at, "{pair:?}");
-        }
-        assert!(schedule.steps.iter().all(|s| s.at < span));
-    }
 
     /// Repeat sends twice; Swap lets the next message overtake; a held message with nothing
-    /// after it goes out after [`SWAP_WAIT`] or when the stream ends.
+    /// after it goes out after [`SWAP_WAIT`] or when the stream ends; Drop sends nothing.
     #[tokio::test]
     async fn relay_repeats_and_swaps_while_its_direction_is_faulted() {
         // (fault in force for ToAgent, messages in, messages out)
@@ -363,6 +359,11 @@ mod tests {
                 Some((Direction::ToAgent, MessageFault::Swap)),
                 vec![1, 2, 3, 4, 5],
                 vec![2, 1, 4, 3, 5],
+            ),
+            (
+                Some((Direction::ToAgent, MessageFault::Drop)),
+                vec![1, 2, 3],
+                vec![],
             ),
             // Another direction's fault changes nothing here.
             (
