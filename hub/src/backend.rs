@@ -11,7 +11,10 @@ use crate::index::DescEntry;
 use crate::metrics::Metrics;
 use crate::service::Backend;
 use crate::status;
-use crate::streams::{ANNOTATION_STREAM_EPOCH, newer_stream_recorded, recorded_epoch};
+use crate::streams::{
+    ANNOTATION_STREAM_EPOCH, ANNOTATION_STREAM_EPOCH_CLAIM, epoch_claimed_by,
+    newer_stream_recorded, recorded_epoch,
+};
 use crate::token::{
     self, ANNOTATION_ROTATE_TOKEN, BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, CLUSTER_TOKEN_SECRET,
     TokenMatch, TokenRecord, TokenRejection,
@@ -1018,26 +1021,39 @@ impl KubeBackend {
         let mut cached = self
             .inner
             .clusters
-            .get(&ObjectRef::new(name).within(namespace));
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|mc| (*mc).clone());
+        // The epoch this attempt wrote, and its mark: after a conflict, the object read again
+        // may show that the write landed after all.
+        let mut tried: Option<(u64, String)> = None;
         for _ in 0..EPOCH_CLAIM_ATTEMPTS {
             let mc = match cached.take() {
-                Some(mc) => (*mc).clone(),
+                Some(mc) => mc,
                 None => api
                     .get(name)
                     .await
                     .map_err(api_err("get ManagedCluster", &object))?,
             };
+            if let Some((epoch, claim)) = tried.take()
+                && epoch_claimed_by(&mc, epoch, &claim)
+            {
+                return Ok(epoch);
+            }
             let epoch = flow::next_epoch(recorded_epoch(&mc));
+            let claim = format!("{:016x}", rand::random::<u64>());
             let patch = json!({"metadata": {
                 "resourceVersion": mc.metadata.resource_version,
-                "annotations": { ANNOTATION_STREAM_EPOCH: epoch.to_string() },
+                "annotations": {
+                    ANNOTATION_STREAM_EPOCH: epoch.to_string(),
+                    ANNOTATION_STREAM_EPOCH_CLAIM: claim,
+                },
             }});
             match api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => return Ok(epoch),
-                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(kube::Error::Api(s)) if s.code == 409 => tried = Some((epoch, claim)),
                 Err(e) => {
                     return Err(api_err(
                         "record the stream epoch on ManagedCluster",

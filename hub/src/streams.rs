@@ -41,6 +41,20 @@ pub type CloseSignal = oneshot::Receiver<Status>;
 /// hub replica it is. Replicas ignore reports and heartbeats of older streams.
 pub const ANNOTATION_STREAM_EPOCH: &str = "hub.atoll.io/stream-epoch";
 
+/// Annotation on a ManagedCluster, written with [`ANNOTATION_STREAM_EPOCH`]: a random mark of
+/// the claim that wrote the epoch, so that a replica whose write landed but was answered with a
+/// conflict (its answer lost and the request sent again) knows the epoch is its own.
+pub const ANNOTATION_STREAM_EPOCH_CLAIM: &str = "hub.atoll.io/stream-epoch-claim";
+
+/// Whether `mc` records `epoch` as claimed by `claim` ([`ANNOTATION_STREAM_EPOCH_CLAIM`]).
+pub fn epoch_claimed_by(mc: &ManagedCluster, epoch: u64, claim: &str) -> bool {
+    recorded_epoch(mc) == Some(epoch)
+        && mc
+            .annotations()
+            .get(ANNOTATION_STREAM_EPOCH_CLAIM)
+            .is_some_and(|c| c == claim)
+}
+
 /// The newest stream epoch recorded on `mc` ([`ANNOTATION_STREAM_EPOCH`]), if readable.
 pub fn recorded_epoch(mc: &ManagedCluster) -> Option<u64> {
     mc.annotations()
@@ -366,6 +380,28 @@ mod tests {
         streams.end(&session("a", "ns-a", 3));
         streams.end(&session("b", "ns-b", 2));
         assert!(streams.is_empty());
+    }
+
+    /// An epoch is the claim's own only when both the epoch and the claim's mark are there: a
+    /// conflict answered to a write that landed, not another replica's claim of that epoch.
+    #[test]
+    fn an_epoch_is_claimed_by_the_write_whose_mark_it_carries() {
+        let (epoch, claim) = (ANNOTATION_STREAM_EPOCH, ANNOTATION_STREAM_EPOCH_CLAIM);
+        let cases = [
+            (mc("a", "ns", &[(epoch, "7"), (claim, "ours")]), true),
+            (mc("a", "ns", &[(epoch, "7"), (claim, "theirs")]), false),
+            (mc("a", "ns", &[(epoch, "8"), (claim, "ours")]), false),
+            (mc("a", "ns", &[(epoch, "7")]), false),
+            (mc("a", "ns", &[]), false),
+        ];
+        for (cluster, want) in cases {
+            assert_eq!(
+                epoch_claimed_by(&cluster, 7, "ours"),
+                want,
+                "{:?}",
+                cluster.metadata.annotations
+            );
+        }
     }
 
     #[test]

@@ -79,7 +79,10 @@ impl LeaderElection {
     /// One round: creates the Lease, renews it if held, or takes it over if it expired.
     /// Returns whether this contender holds the Lease afterwards.
     pub async fn try_acquire_or_renew(&self) -> Result<bool, Error> {
-        let now = MicroTime(Timestamp::now());
+        // At the precision the API server keeps (microseconds), so that the Lease read back can
+        // show this very write.
+        let now = Timestamp::now();
+        let now = MicroTime(Timestamp::from_microsecond(now.as_microsecond()).unwrap_or(now));
         let Some(mut lease) = self.read_lease().await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -91,14 +94,14 @@ impl LeaderElection {
                     holder_identity: Some(self.identity.clone()),
                     lease_duration_seconds: Some(self.lease_seconds()),
                     acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
+                    renew_time: Some(now.clone()),
                     lease_transitions: Some(0),
                     ..LeaseSpec::default()
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
-                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                Err(kube::Error::Api(status)) if status.code == 409 => self.landed(&now).await,
                 Err(e) => Err(self.lease_error(e)),
             };
         };
@@ -115,7 +118,7 @@ impl LeaderElection {
             spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
         }
         spec.lease_duration_seconds = Some(self.lease_seconds());
-        spec.renew_time = Some(now);
+        spec.renew_time = Some(now.clone());
         // The replace carries the resourceVersion we read: a racing contender gets a 409.
         match self
             .api
@@ -123,9 +126,23 @@ impl LeaderElection {
             .await
         {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(kube::Error::Api(status)) if status.code == 409 => self.landed(&now).await,
             Err(e) => Err(self.lease_error(e)),
         }
+    }
+
+    /// After a conflict: whether the Lease shows this contender's own write of `renew_time`
+    /// anyway (the write landed, and the conflict answered the same request sent again after
+    /// its answer was lost), so that the Lease is held rather than taken as lost.
+    async fn landed(&self, renew_time: &MicroTime) -> Result<bool, Error> {
+        let Some(lease) = self.read_lease().await? else {
+            return Ok(false);
+        };
+        let spec = lease.spec.unwrap_or_default();
+        Ok(
+            spec.holder_identity.as_deref() == Some(self.identity.as_str())
+                && spec.renew_time.as_ref() == Some(renew_time),
+        )
     }
 
     /// Whether another holder's Lease has gone unrenewed for a whole lease duration, as observed
