@@ -36,6 +36,42 @@ pub struct Helm {
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     home: PathBuf,
+    left_pending: LeftPending,
+    /// When this driver was made (the agent's start): a release that went pending before it
+    /// was left by an earlier agent process, whose helm runs ended with its pod.
+    started: k8s_openapi::jiff::Timestamp,
+}
+
+/// The pending revisions (namespace, release, revision) that this process's own helm runs left
+/// when they failed: those runs ended, so nothing will finish them, and they are freed without
+/// waiting for Helm's timeout.
+#[derive(Clone, Debug, Default)]
+struct LeftPending(
+    std::sync::Arc<std::sync::Mutex<std::collections::HashSet<(String, String, i64)>>>,
+);
+
+impl LeftPending {
+    fn key(release: &Release, revision: i64) -> (String, String, i64) {
+        (release.namespace.clone(), release.name.clone(), revision)
+    }
+
+    fn set(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String, i64)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn insert(&self, release: &Release, revision: i64) {
+        self.set().insert(Self::key(release, revision));
+    }
+
+    fn contains(&self, release: &Release, revision: i64) -> bool {
+        self.set().contains(&Self::key(release, revision))
+    }
+
+    fn remove(&self, release: &Release, revision: i64) {
+        self.set().remove(&Self::key(release, revision));
+    }
 }
 
 impl Helm {
@@ -53,6 +89,8 @@ impl Helm {
             kubeconfig,
             context,
             home: home.into(),
+            left_pending: LeftPending::default(),
+            started: k8s_openapi::jiff::Timestamp::now(),
         }
     }
 
@@ -173,6 +211,33 @@ impl Helm {
             Ok(_) => Ok(()),
             Err(Error::HelmFailed { message, .. }) if message.contains("not found") => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Frees a release an operation left pending ([`pending_remedy`]): a first install is
+    /// uninstalled, an upgrade or a rollback rolled back to the revision before it.
+    pub async fn release_pending(
+        &self,
+        name: &str,
+        namespace: &str,
+        remedy: PendingRemedy,
+    ) -> Result<(), Error> {
+        match remedy {
+            PendingRemedy::Uninstall => self.uninstall(name, namespace).await,
+            PendingRemedy::Rollback => {
+                let timeout = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
+                let args = vec![
+                    "rollback".to_owned(),
+                    name.to_owned(),
+                    "--namespace".to_owned(),
+                    namespace.to_owned(),
+                    "--timeout".to_owned(),
+                    format!("{}s", timeout.as_secs()),
+                ];
+                self.run(args, None, timeout + PROCESS_GRACE)
+                    .await
+                    .map(|_| ())
+            }
         }
     }
 
@@ -500,6 +565,96 @@ pub async fn sync_releases(
     }
 }
 
+/// How a release left pending is freed ([`pending_remedy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PendingRemedy {
+    /// A first install that never finished: uninstall what it made, and install again.
+    Uninstall,
+    /// An upgrade or a rollback: roll back to the revision before it, then upgrade again.
+    Rollback,
+}
+
+/// What to do about `status` when Helm says an operation holds the release (`pending-install`,
+/// `pending-upgrade`, `pending-rollback`), in which state Helm refuses every other operation
+/// ("another operation (install/upgrade/rollback) is in progress") forever: it has no lock that
+/// expires. `None` for a release not pending, and for one whose operation may still run: it
+/// began after `driver_started` and less than `may_run` (Helm's timeout and the process grace)
+/// before `now`, and is not `ours`. Stale: `ours`, the pending revision is one the caller's
+/// own helm run left when it failed (say after an answer of the API server was lost); begun
+/// before the driver started, by an earlier agent process, whose helm ended with its pod (one
+/// agent a cluster, `Recreate`); or older than any helm run may last.
+pub fn pending_remedy(
+    status: &ReleaseStatus,
+    ours: bool,
+    driver_started: k8s_openapi::jiff::Timestamp,
+    now: k8s_openapi::jiff::Timestamp,
+    may_run: Duration,
+) -> Option<PendingRemedy> {
+    let remedy = match status.phase.as_str() {
+        "pending-install" => PendingRemedy::Uninstall,
+        "pending-upgrade" | "pending-rollback" => PendingRemedy::Rollback,
+        _ => return None,
+    };
+    if ours {
+        return Some(remedy);
+    }
+    // Unreadable: taken as just begun, so that a running operation is never cut short.
+    let began = status
+        .last_deployed
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .unwrap_or(now);
+    let running = now.duration_since(began);
+    let overdue =
+        running > k8s_openapi::jiff::SignedDuration::try_from(may_run).unwrap_or_default();
+    (began < driver_started || overdue).then_some(remedy)
+}
+
+fn is_pending(status: &ReleaseStatus) -> bool {
+    status.phase.starts_with("pending-")
+}
+
+/// After a helm run of ours on `release` failed, `now` its status: when the release is pending
+/// at a revision after `before`, that revision is the run's, and nothing will finish it.
+fn mark_if_left_by_us(helm: &Helm, release: &Release, now: &ReleaseStatus, before: i64) {
+    if is_pending(now) && now.revision > before {
+        helm.left_pending.insert(release, now.revision);
+    }
+}
+
+/// Frees `release` when an operation left it pending ([`pending_remedy`]); `true` when it did.
+async fn free_if_pending(
+    helm: &Helm,
+    release: &Release,
+    status: Option<&ReleaseStatus>,
+) -> Result<bool, Error> {
+    let Some(status) = status else {
+        return Ok(false);
+    };
+    let ours = helm.left_pending.contains(release, status.revision);
+    let may_run = release.timeout() + PROCESS_GRACE;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let Some(remedy) = pending_remedy(status, ours, helm.started, now, may_run) else {
+        return Ok(false);
+    };
+    tracing::warn!(release = %release, phase = %status.phase, revision = status.revision, ?remedy, "an operation left the Helm release pending, which blocks every other; freeing it");
+    match helm
+        .release_pending(&release.name, &release.namespace, remedy)
+        .await
+    {
+        Ok(()) => {
+            helm.left_pending.remove(release, status.revision);
+            Ok(true)
+        }
+        Err(e) => {
+            // A rollback that failed half-way leaves a pending revision of its own.
+            if let Ok(Some(now)) = helm.status(&release.name, &release.namespace).await {
+                mark_if_left_by_us(helm, release, &now, status.revision);
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Installs or upgrades `release` unless Helm already runs what the Description recorded; the
 /// report, and whether Helm installed or upgraded it.
 async fn install_if_needed(
@@ -514,29 +669,59 @@ async fn install_if_needed(
         status,
         error,
     };
-    let current = match helm.status(&release.name, &release.namespace).await {
+    let mut current = match helm.status(&release.name, &release.namespace).await {
         Ok(current) => current,
         Err(e) => return (report(None, Some(e.to_string())), false),
     };
-    if let Some(status) = &current {
-        if recorded_digest.is_none() && !adopt {
-            let refused = report(
-                Some(status.clone()),
-                Some(format!(
-                    "Helm already has a release {} in {} that atoll did not install; uninstall \
-                     it, rename the HelmChart, or run the agent with --adopt-existing to take it \
-                     over",
-                    release.name, release.namespace
-                )),
-            );
-            return (refused, false);
+    if let Some(status) = &current
+        && recorded_digest.is_none()
+        && !adopt
+    {
+        let refused = report(
+            Some(status.clone()),
+            Some(format!(
+                "Helm already has a release {} in {} that atoll did not install; uninstall it, \
+                 rename the HelmChart, or run the agent with --adopt-existing to take it over",
+                release.name, release.namespace
+            )),
+        );
+        return (refused, false);
+    }
+    // Ours, and left pending by an operation that will not finish (an agent killed during it,
+    // or a run of ours that failed).
+    match free_if_pending(helm, release, current.as_ref()).await {
+        Ok(false) => {}
+        Ok(true) => match helm.status(&release.name, &release.namespace).await {
+            Ok(now) => current = now,
+            Err(e) => return (report(None, Some(e.to_string())), false),
+        },
+        Err(e) => return (report(current, Some(e.to_string())), false),
+    }
+    if let Some(status) = &current
+        && status.phase == "deployed"
+        && recorded_digest == Some(release.digest.as_str())
+    {
+        return (report(current, None), false);
+    }
+    let before = current.as_ref().map_or(0, |s| s.revision);
+    let installed = helm.install(release, current.is_some()).await;
+    let mut after = helm.status(&release.name, &release.namespace).await;
+    // Ours failed and left the release pending: free it now, or every retry fails too. (One
+    // pending because of someone else's run, which is why ours failed, waits for its timeout.)
+    if installed.is_err()
+        && let Ok(status) = &after
+    {
+        if let Some(status) = status {
+            mark_if_left_by_us(helm, release, status, before);
         }
-        if status.phase == "deployed" && recorded_digest == Some(release.digest.as_str()) {
-            return (report(current, None), false);
+        match free_if_pending(helm, release, status.as_ref()).await {
+            Ok(true) => after = helm.status(&release.name, &release.namespace).await,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(release = %release, error = %e, "freeing a pending Helm release failed; the next apply tries again");
+            }
         }
     }
-    let installed = helm.install(release, current.is_some()).await;
-    let after = helm.status(&release.name, &release.namespace).await;
     let report = match (installed, after) {
         (Ok(()), Ok(status)) => {
             tracing::info!(release = %release, "Helm release installed");
@@ -1044,6 +1229,70 @@ mod tests {
             orphaned.entries.is_empty(),
             "an orphaning Description lets go of its releases"
         );
+    }
+
+    #[test]
+    fn a_pending_release_is_freed_once_no_operation_can_still_run_on_it() {
+        let now: k8s_openapi::jiff::Timestamp = "2026-12-04T12:00:00Z".parse().unwrap();
+        let agent_started: k8s_openapi::jiff::Timestamp = "2026-12-04T11:58:00Z".parse().unwrap();
+        let before_the_agent = "2026-12-04T11:57:00Z";
+        let may_run = Duration::from_secs(330);
+        let status = |phase: &str, last_deployed: &str| ReleaseStatus {
+            phase: phase.into(),
+            last_deployed: last_deployed.into(),
+            ..ReleaseStatus::default()
+        };
+        let long_ago = "2026-12-04T11:50:00Z";
+        let just_now = "2026-12-04T11:59:00Z";
+        // (status, the pending revision is one the caller's own failed run left, remedy)
+        let cases = [
+            (status("deployed", long_ago), true, None),
+            (status("failed", long_ago), true, None),
+            (status("superseded", long_ago), false, None),
+            (
+                status("pending-install", long_ago),
+                false,
+                Some(PendingRemedy::Uninstall),
+            ),
+            (
+                status("pending-upgrade", long_ago),
+                false,
+                Some(PendingRemedy::Rollback),
+            ),
+            (
+                status("pending-rollback", long_ago),
+                false,
+                Some(PendingRemedy::Rollback),
+            ),
+            // Begun a minute ago: it may still be running, unless it was ours and ended.
+            (status("pending-upgrade", just_now), false, None),
+            // Begun before this agent started: by an earlier agent process, gone with its pod.
+            (
+                status("pending-upgrade", before_the_agent),
+                false,
+                Some(PendingRemedy::Rollback),
+            ),
+            (
+                status("pending-upgrade", just_now),
+                true,
+                Some(PendingRemedy::Rollback),
+            ),
+            (
+                status("pending-install", just_now),
+                true,
+                Some(PendingRemedy::Uninstall),
+            ),
+            // A time Helm did not give, or one unreadable: taken as just begun.
+            (status("pending-upgrade", ""), false, None),
+            (status("pending-upgrade", "yesterday"), false, None),
+        ];
+        for (status, ours, want) in cases {
+            assert_eq!(
+                pending_remedy(&status, ours, agent_started, now, may_run),
+                want,
+                "{status:?} ours={ours}"
+            );
+        }
     }
 
     #[test]

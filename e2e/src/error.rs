@@ -216,6 +216,14 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// The request proxy could not relay a request (the client's connection is closed).
+    #[error("the request proxy, {what}: {message}")]
+    RelayRequest {
+        /// The step that failed.
+        what: &'static str,
+        /// The cause.
+        message: String,
+    },
     /// A chaos run found its invariants broken once the faults stopped.
     #[error(
         "chaos run with seed {seed}: {count} invariant(s) violated after {seconds}s of \
@@ -290,6 +298,7 @@ impl Error {
             Error::ServeChartRepo { .. } => "serve_chart_repo",
             Error::StartRegistry { .. } => "start_registry",
             Error::StartProxy { .. } => "start_proxy",
+            Error::RelayRequest { .. } => "relay_request",
             Error::ChaosInvariants { .. } => "chaos_invariants",
             Error::ReadFile { .. } => "read_file",
             Error::StartRuntime(_) => "start_runtime",

@@ -588,6 +588,174 @@ async fn helm_installs_upgrades_and_uninstalls_charts_on_devcluster() {
     run_all(Target::new(Tier::Dev, kubeconfig, tools, tmp.path()).await).await;
 }
 
+/// A release whose storage write was answered twice (its answer lost, the request sent again:
+/// 409 AlreadyExists for a create that landed) is left pending by Helm, which then refuses every
+/// later operation on it. The agent's remedy frees it: a first install is uninstalled, an
+/// upgrade rolled back, and the next install or upgrade goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation() {
+    use atoll_applier::helm::PendingRemedy;
+    use atoll_e2e::chaos::requests::{RequestProxy, RequestSchedule, RequestStep};
+    let Some(tools) =
+        tools_or_skip("a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = devcluster::DevCluster::start_default().await.unwrap();
+    let direct = tmp.path().join("kubeconfig");
+    dev.write_kubeconfig(&direct).unwrap();
+    let mut proxy = RequestProxy::start(dev.addr()).await.unwrap();
+    let through_proxy = tmp.path().join("proxy.kubeconfig");
+    let yaml = dev
+        .kubeconfig_yaml()
+        .replace(&dev.addr().to_string(), &proxy.addr().to_string());
+    std::fs::write(&through_proxy, yaml).unwrap();
+    let helm = Helm::new(&tools.helm, tmp.path().join("helm-home"));
+    let repo = ChartRepo::start(
+        helm.clone(),
+        HELLO_CHART,
+        tmp.path().join("repo"),
+        &["0.1.0"],
+    )
+    .await
+    .unwrap();
+    repo.add_version("0.2.0").await.unwrap();
+    let url = repo.url().to_string();
+    let run = async |kubeconfig: &Path, verb: &str, version: &str| {
+        let mut args: Vec<String> = [verb, "hello", "hello", "--repo", &url, "--version", version]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        args.extend(["-n", "demo", "--create-namespace", "--kubeconfig"].map(String::from));
+        args.push(kubeconfig.display().to_string());
+        helm.run(&args).await
+    };
+    let phase = async || {
+        let out = helm
+            .run(&[
+                "status".into(),
+                "hello".into(),
+                "-n".into(),
+                "demo".into(),
+                "-o".into(),
+                "json".into(),
+                "--kubeconfig".into(),
+                direct.display().to_string(),
+            ])
+            .await
+            .unwrap();
+        let status: Value = serde_json::from_str(&out).unwrap();
+        (
+            status["info"]["status"].as_str().unwrap().to_string(),
+            status["version"].as_i64().unwrap(),
+        )
+    };
+    let agent_helm = atoll_applier::helm::Helm::new(
+        &tools.helm,
+        Some(direct.clone()),
+        None,
+        tmp.path().join("agent-helm-home"),
+    );
+    let repeating = || RequestSchedule {
+        steps: vec![RequestStep {
+            at: Duration::ZERO,
+            lasting: Duration::from_secs(600),
+        }],
+    };
+
+    // A first install whose release record's create is answered twice.
+    proxy.play(repeating());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    run(&through_proxy, "install", "0.1.0").await.unwrap_err();
+    proxy.heal();
+    assert_eq!(phase().await, ("pending-install".to_string(), 1));
+    let refused = run(&direct, "upgrade", "0.1.0").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("another operation"),
+        "{refused}"
+    );
+    agent_helm
+        .release_pending("hello", "demo", PendingRemedy::Uninstall)
+        .await
+        .unwrap();
+    run(&direct, "install", "0.1.0").await.unwrap();
+    assert_eq!(phase().await, ("deployed".to_string(), 1));
+
+    // An upgrade whose new revision's create is answered twice.
+    proxy.play(repeating());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    run(&through_proxy, "upgrade", "0.2.0").await.unwrap_err();
+    proxy.heal();
+    assert_eq!(phase().await, ("pending-upgrade".to_string(), 2));
+    let refused = run(&direct, "upgrade", "0.2.0").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("another operation"),
+        "{refused}"
+    );
+    agent_helm
+        .release_pending("hello", "demo", PendingRemedy::Rollback)
+        .await
+        .unwrap();
+    assert_eq!(phase().await, ("deployed".to_string(), 3));
+    run(&direct, "upgrade", "0.2.0").await.unwrap();
+    assert_eq!(phase().await, ("deployed".to_string(), 4));
+
+    // What the agent's apply does with a pending release: one atoll did not install is left
+    // alone, even by an agent started after it went pending; its own, left pending by a run that
+    // may still go on (begun after this agent started), waits; an agent started after it went
+    // pending frees it and installs.
+    helm.run(&[
+        "uninstall".to_string(),
+        "hello".into(),
+        "-n".into(),
+        "demo".into(),
+        "--kubeconfig".into(),
+        direct.display().to_string(),
+    ])
+    .await
+    .unwrap();
+    proxy.play(repeating());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    run(&through_proxy, "install", "0.1.0").await.unwrap_err();
+    proxy.heal();
+    assert_eq!(phase().await, ("pending-install".to_string(), 1));
+    let charts = [atoll_applier::model::ChartRelease {
+        chart: serde_json::json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+            "metadata": {"name": "hello", "namespace": "apps"},
+            "spec": {"repo": url, "chart": "hello", "version": "0.1.0", "targetNamespace": "demo"}
+        }),
+        values: serde_json::json!({}),
+        pull: atoll_applier::model::PullAuth::Anonymous,
+    }];
+    let ours = [atoll_applier::inventory::ReleaseEntry {
+        name: "hello".into(),
+        namespace: "demo".into(),
+        digest: String::new(),
+    }];
+    let apply = async |driver: &atoll_applier::helm::Helm, recorded: &[_]| {
+        let plan = atoll_applier::helm::plan_releases(&charts, recorded);
+        let synced =
+            atoll_applier::helm::sync_releases(Some(driver), plan, recorded, false, false).await;
+        synced.reports[0].error.clone().unwrap_or_default()
+    };
+    let restarted = atoll_applier::helm::Helm::new(
+        &tools.helm,
+        Some(direct.clone()),
+        None,
+        tmp.path().join("restarted-helm-home"),
+    );
+    let error = apply(&restarted, &[]).await;
+    assert!(error.contains("atoll did not install"), "{error}");
+    assert_eq!(phase().await, ("pending-install".to_string(), 1));
+    let error = apply(&agent_helm, &ours).await;
+    assert!(error.contains("another operation"), "{error}");
+    assert_eq!(phase().await, ("pending-install".to_string(), 1));
+    assert_eq!(apply(&restarted, &ours).await, "");
+    assert_eq!(phase().await, ("deployed".to_string(), 1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_upgrades_and_uninstalls_charts_on_kube_apiserver() {
     if support::backend() != Backend::Kube {

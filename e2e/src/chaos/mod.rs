@@ -1,7 +1,7 @@
 //! Chaos runs: a fleet whose agents reach the hub and their own child's API server, whose hub
 //! reaches its Push-mode children ([`push`]), and whose scheduler and hub reach the parent,
 //! through fault proxies ([`proxy`]), the agents' streams also through a message proxy that
-//! repeats and swaps gRPC messages ([`messages`]); a seeded plan that, for a bounded time,
+//! repeats, swaps and drops gRPC messages ([`messages`]); a seeded plan that, for a bounded time,
 //! injects proxy faults, SIGKILLs and restarts processes (agents, hub, scheduler, the parent and the children,
 //! which keep their objects in a data dir) while it edits Subscriptions, feeds, a Localization
 //! and cluster labels; then the faults stop and the invariants are checked until they hold or a
@@ -34,6 +34,7 @@
 pub mod messages;
 pub mod proxy;
 pub mod push;
+pub mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -59,6 +60,7 @@ use crate::scenario;
 use crate::state::FleetState;
 use messages::{MessageProxy, MessageSchedule};
 use proxy::{Proxy, Schedule};
+use requests::{RequestProxy, RequestSchedule};
 
 /// The field manager of the chaos run's own writes.
 pub const FIELD_MANAGER: &str = "atoll-chaos";
@@ -271,9 +273,12 @@ pub struct Plan {
     pub child_proxies: Vec<Schedule>,
     /// Kills and edits, at their offsets from the start.
     pub actions: Vec<(Duration, Action)>,
-    /// Repeated and swapped messages of the agents' streams (the message proxy, between the
-    /// agents and the hub's byte proxy).
+    /// Repeated, swapped and dropped messages of the agents' streams (the message proxy,
+    /// between the agents and the hub's byte proxy).
     pub messages: MessageSchedule,
+    /// Writes sent twice to the parent and the children (the request proxies, in front of
+    /// their byte proxies; devcluster tier only).
+    pub requests: RequestSchedule,
 }
 
 impl Plan {
@@ -347,12 +352,14 @@ impl Plan {
             .collect();
         // Last again, for the same reason.
         let messages = MessageSchedule::generate_with(&mut rng, span);
+        let requests = RequestSchedule::generate_with(&mut rng, span);
         Plan {
             hub_proxy,
             parent_proxy,
             child_proxies,
             actions,
             messages,
+            requests,
         }
     }
 }
@@ -456,6 +463,19 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         Backend::Devcluster => "http",
         Backend::Kube => "https",
     };
+    // In front of each API server's byte proxy, a request proxy that can send writes twice:
+    // devcluster speaks plain HTTP; kube-apiserver's TLS leaves it out on the real tier.
+    let mut request_proxies = Vec::new();
+    let mut url_in_front = async |proxy: &Proxy| -> Result<String, Error> {
+        if opts.backend == Backend::Kube {
+            return Ok(format!("{scheme}://{}", proxy.addr()));
+        }
+        let requests = RequestProxy::start(proxy.addr()).await?;
+        let url = format!("http://{}", requests.addr());
+        request_proxies.push(requests);
+        Ok(url)
+    };
+    let components_parent_url = url_in_front(&parent_proxy).await?;
     // One proxy in front of each child's API server, for its agent, or for the hub for a Push
     // child (the checks read the children directly). A child comes back on the same port after
     // a restart.
@@ -474,7 +494,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         }))
         .await?;
-        let url = format!("{scheme}://{}", proxy.addr());
+        let url = url_in_front(&proxy).await?;
         if child.index > opts.children {
             push_urls.push(url);
         } else {
@@ -495,7 +515,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         detours: Detours {
             hub_listen: Some(hub_addr),
             agents_hub_url: Some(format!("http://{}", message_proxy.addr())),
-            components_parent_url: Some(format!("{scheme}://{}", parent_proxy.addr())),
+            components_parent_url: Some(components_parent_url),
             persist_children: opts.backend == Backend::Devcluster,
             agents_child_urls,
         },
@@ -531,6 +551,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     let mut proxies = Proxies {
         hub: hub_proxy,
         messages: message_proxy,
+        requests: request_proxies,
         parent: parent_proxy,
         children: child_proxies,
     };
@@ -558,7 +579,13 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     );
     let counted = named
         .map(|(name, p)| (name, p.counters().counts()))
-        .chain([("message-proxy", proxies.messages.counters().counts())]);
+        .chain([("message-proxy", proxies.messages.counters().counts())])
+        .chain(
+            proxies
+                .requests
+                .iter()
+                .map(|p| ("request-proxy", p.counters().counts())),
+        );
     for (name, counts) in counted {
         for (what, n) in counts {
             // The agents' children's proxies are counted together, and so are the Push ones.
@@ -690,6 +717,9 @@ struct Proxies {
     hub: Proxy,
     /// Between the agents and `hub`, message by message.
     messages: MessageProxy,
+    /// In front of `parent` and each of `children`, request by request (devcluster tier
+    /// only).
+    requests: Vec<RequestProxy>,
     /// Between the scheduler and hubs and the parent's API server.
     parent: Proxy,
     /// Between each agent and its child's API server, in child order, then between the hub and
@@ -765,6 +795,12 @@ async fn run_on_fleet(
             .entry(format!("message-proxy {}", step.kind()))
             .or_default() += 1;
     }
+    if !proxies.requests.is_empty() {
+        *report
+            .faults
+            .entry("request-proxy repeat writes".to_string())
+            .or_default() += plan.requests.steps.len() as u64;
+    }
     let rss = RssSampler::start(layout.state());
     let (memory_now, memory_seen) = tokio::sync::watch::channel(memory.clone());
     let during = DuringChecker::start(
@@ -776,6 +812,9 @@ async fn run_on_fleet(
     );
     proxies.hub.play(plan.hub_proxy.clone());
     proxies.messages.play(plan.messages.clone());
+    for proxy in &mut proxies.requests {
+        proxy.play(plan.requests.clone());
+    }
     proxies.parent.play(plan.parent_proxy.clone());
     for (proxy, schedule) in proxies.children.iter_mut().zip(&plan.child_proxies) {
         proxy.play(schedule.clone());
@@ -870,6 +909,9 @@ async fn run_on_fleet(
     }
     proxies.hub.heal();
     proxies.messages.heal();
+    for proxy in &mut proxies.requests {
+        proxy.heal();
+    }
     proxies.parent.heal();
     for proxy in &mut proxies.children {
         proxy.heal();

@@ -210,6 +210,46 @@ impl ProxyTasks {
         self.stop_playing();
         self.player = Some(player);
     }
+
+    /// Plays timed steps ([`timed_steps`]) from now on, in place of the schedule being played:
+    /// `set(Some(fault))` when a step starts, `set(None)` when it ends.
+    pub(crate) fn play_steps<F: Send + 'static>(
+        &mut self,
+        steps: Vec<(Duration, Duration, F)>,
+        set: impl Fn(Option<F>) + Send + 'static,
+    ) {
+        self.play(tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            for (at, lasting, fault) in steps {
+                tokio::time::sleep_until(start + at).await;
+                set(Some(fault));
+                tokio::time::sleep(lasting).await;
+                set(None);
+            }
+        }));
+    }
+}
+
+/// Steps (start, length, what `draw` gave) over `span`: the first starts `first` ms in, each
+/// lasts `lasting` ms and the next starts `gap` ms after it ends, all drawn from `rng` in that
+/// order (so that a seed keeps its schedule).
+pub(crate) fn timed_steps<F>(
+    rng: &mut StdRng,
+    span: Duration,
+    first: std::ops::Range<u64>,
+    lasting: std::ops::Range<u64>,
+    gap: std::ops::Range<u64>,
+    mut draw: impl FnMut(&mut StdRng) -> F,
+) -> Vec<(Duration, Duration, F)> {
+    let mut steps = Vec::new();
+    let mut at = Duration::from_millis(rng.random_range(first));
+    while at < span {
+        let lasting = Duration::from_millis(rng.random_range(lasting.clone()));
+        let fault = draw(rng);
+        steps.push((at, lasting, fault));
+        at += lasting + Duration::from_millis(rng.random_range(gap.clone()));
+    }
+    steps
 }
 
 impl Drop for ProxyTasks {
@@ -490,6 +530,27 @@ pub fn prefix_len(len: usize, fraction: f64) -> usize {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    /// The message and request proxies' schedules: a function of the generator, in time order,
+    /// never overlapping, within the span.
+    #[test]
+    fn timed_steps_are_a_function_of_the_generator_and_fit_their_span() {
+        let span = Duration::from_secs(120);
+        let draw = |seed| {
+            let mut rng = StdRng::seed_from_u64(seed);
+            timed_steps(&mut rng, span, 1000..4000, 1000..4000, 1000..5000, |r| {
+                r.random_range(0..3u8)
+            })
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+        let steps = draw(7);
+        assert!(steps.len() >= 10, "{steps:?}");
+        for pair in steps.windows(2) {
+            assert!(pair[0].0 + pair[0].1 < pair[1].0, "{pair:?}");
+        }
+        assert!(steps.iter().all(|s| s.0 < span));
+    }
 
     /// An echo server on a free port: what it reads it writes back.
     async fn echo() -> SocketAddr {
