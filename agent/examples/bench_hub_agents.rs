@@ -63,6 +63,9 @@ const HEARTBEAT_SECONDS: u64 = 10;
 const AGENTS_PER_HOST: usize = 1000;
 /// How long every agent gets to connect (first registration, and after the restart).
 const CONNECT_DEADLINE: Duration = Duration::from_secs(1200);
+/// A change received later than this after its commit is listed in the log, one line an agent
+/// (p99 is 1-6 s at 2,000 agents on 2 cores).
+const LATE: Duration = Duration::from_secs(10);
 
 fn unix_nanos() -> u128 {
     SystemTime::now()
@@ -420,6 +423,17 @@ async fn start_hub(
     Hub { child, pid }
 }
 
+/// Each agent's count of streams opened so far.
+fn sessions_of(fleet: &Mutex<Fleet>) -> HashMap<usize, u64> {
+    fleet
+        .lock()
+        .unwrap()
+        .connection
+        .iter()
+        .map(|(i, (s, _))| (*i, *s))
+        .collect()
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
@@ -508,6 +522,14 @@ async fn coordinate(args: &[String]) {
         .tempdir()
         .unwrap();
     let d = dir.path().to_path_buf();
+    // BENCH_KEEP_DIR=1 keeps the processes' logs for a look after the run.
+    let _dir = if std::env::var("BENCH_KEEP_DIR").is_ok_and(|v| v == "1") {
+        println!("logs kept in {}", d.display());
+        drop(dir.keep());
+        None
+    } else {
+        Some(dir)
+    };
 
     // 1. The parent, in its own process.
     let kubeconfig = d.join("parent.kubeconfig");
@@ -678,6 +700,7 @@ async fn coordinate(args: &[String]) {
     );
 
     // 6. One change per cluster namespace, patched in a burst (32 at a time).
+    let sessions_before_burst = sessions_of(&fleet);
     let committed: Arc<Mutex<HashMap<usize, u128>>> = Arc::default();
     let burst = Instant::now();
     let burst_unix = unix_nanos();
@@ -731,17 +754,53 @@ async fn coordinate(args: &[String]) {
             row(&delivery)
         ),
     );
+    // The agents that got their change late, and whether their stream was opened again
+    // meanwhile (a reconnection's backoff) or not (a starved process or a held message).
+    {
+        let f = fleet.lock().unwrap();
+        let c = committed.lock().unwrap();
+        let mut late: Vec<(Duration, usize)> = namespaces
+            .iter()
+            .map(|(i, _)| {
+                let at = f.received[&(*i, 2)];
+                (Duration::from_nanos(at.saturating_sub(c[i]) as u64), *i)
+            })
+            .filter(|(d, _)| *d > LATE)
+            .collect();
+        late.sort();
+        let reconnected = late
+            .iter()
+            .filter(|(_, i)| {
+                f.connection.get(i).map(|c| c.0) != sessions_before_burst.get(i).copied()
+            })
+            .count();
+        log(
+            started,
+            &format!(
+                "burst: {} agents received their change over {LATE:?} after its commit, {reconnected} of them on a stream opened since the burst began",
+                late.len()
+            ),
+        );
+        for (delay, i) in late.iter().rev().take(10) {
+            log(
+                started,
+                &format!(
+                    "  late: agent {i} ({}) after {} (committed {} into the burst, at {} Unix ns), sessions {:?} before the burst, {:?} now",
+                    f.namespace.get(i).map_or("", String::as_str),
+                    ms(*delay),
+                    ms(Duration::from_nanos(c[i].saturating_sub(burst_unix) as u64)),
+                    c[i],
+                    sessions_before_burst.get(i),
+                    f.connection.get(i).map(|c| c.0)
+                ),
+            );
+        }
+    }
 
     // 7. Hub restart: the hub stops (SIGTERM: it closes its streams), a new one starts on the
     // same ports at once, and every agent reconnects with its own backoff and jitter.
     tokio::time::sleep(Duration::from_secs(HEARTBEAT_SECONDS)).await;
-    let sessions_before: HashMap<usize, u64> = fleet
-        .lock()
-        .unwrap()
-        .connection
-        .iter()
-        .map(|(i, (s, _))| (*i, *s))
-        .collect();
+    let sessions_before = sessions_of(&fleet);
     let load_restart = loadavg();
     let stop_at = Instant::now();
     let _ = std::process::Command::new("kill")
