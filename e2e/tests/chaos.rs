@@ -60,16 +60,15 @@ async fn a_fleet_converges_to_its_descriptions_after_seeded_faults_kills_and_edi
                 relayed > 0,
                 "no agent stream went through the message proxy"
             );
-            // On devcluster a request proxy stands in front of every API server; the first of
-            // its steps starts 1-4 s into the faults, while the components write all the time.
-            if opts.backend == atoll_e2e::plan::Backend::Devcluster {
-                let repeated = report
-                    .effects
-                    .get("request-proxy repeated")
-                    .copied()
-                    .unwrap_or(0);
-                assert!(repeated > 0, "no write was sent twice by a request proxy");
-            }
+            // A request proxy stands in front of the parent and every agent's child (on both
+            // tiers); the first of its steps starts 1-4 s into the faults, while the
+            // components write all the time.
+            let repeated = report
+                .effects
+                .get("request-proxy repeated")
+                .copied()
+                .unwrap_or(0);
+            assert!(repeated > 0, "no write was sent twice by a request proxy");
         }
         Err(e) => {
             // Keep the fleet's logs past the temporary directory.

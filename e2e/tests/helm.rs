@@ -595,7 +595,7 @@ async fn helm_installs_upgrades_and_uninstalls_charts_on_devcluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation() {
     use atoll_applier::helm::PendingRemedy;
-    use atoll_e2e::chaos::requests::{RequestProxy, RequestSchedule, RequestStep};
+    use atoll_e2e::chaos::requests::{RequestFault, RequestProxy, RequestSchedule};
     let Some(tools) =
         tools_or_skip("a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation")
     else {
@@ -605,7 +605,7 @@ async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation
     let dev = devcluster::DevCluster::start_default().await.unwrap();
     let direct = tmp.path().join("kubeconfig");
     dev.write_kubeconfig(&direct).unwrap();
-    let mut proxy = RequestProxy::start(dev.addr()).await.unwrap();
+    let mut proxy = RequestProxy::start(dev.addr(), None).await.unwrap();
     let through_proxy = tmp.path().join("proxy.kubeconfig");
     let yaml = dev
         .kubeconfig_yaml()
@@ -657,12 +657,7 @@ async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation
         None,
         tmp.path().join("agent-helm-home"),
     );
-    let repeating = || RequestSchedule {
-        steps: vec![RequestStep {
-            at: Duration::ZERO,
-            lasting: Duration::from_secs(600),
-        }],
-    };
+    let repeating = || RequestSchedule::from_now(RequestFault::Repeat, Duration::from_secs(600));
 
     // A first install whose release record's create is answered twice.
     proxy.play(repeating());

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use atoll_e2e::chaos::requests::{RequestProxy, RequestSchedule, RequestStep};
+use atoll_e2e::chaos::requests::{RequestFault, RequestProxy, RequestSchedule};
 use atoll_runtime::leader::LeaderElection;
 
 /// A Lease renewal answered 409 for its own landed write (the repeat's answer) is a renewal,
@@ -12,7 +12,7 @@ use atoll_runtime::leader::LeaderElection;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_write_answered_by_its_own_repeat_is_held() {
     let server = devcluster::DevCluster::start_default().await.unwrap();
-    let mut proxy = RequestProxy::start(server.addr()).await.unwrap();
+    let mut proxy = RequestProxy::start(server.addr(), None).await.unwrap();
     let config = kube::Config::new(format!("http://{}", proxy.addr()).parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let election = LeaderElection::new(
@@ -22,12 +22,10 @@ async fn a_lease_write_answered_by_its_own_repeat_is_held() {
         "replica-a",
         Duration::from_secs(15),
     );
-    proxy.play(RequestSchedule {
-        steps: vec![RequestStep {
-            at: Duration::ZERO,
-            lasting: Duration::from_secs(600),
-        }],
-    });
+    proxy.play(RequestSchedule::from_now(
+        RequestFault::Repeat,
+        Duration::from_secs(600),
+    ));
     tokio::time::sleep(Duration::from_millis(50)).await;
     // The create lands, its repeat is answered 409 AlreadyExists; then renewals, each landing
     // and answered 409 Conflict.

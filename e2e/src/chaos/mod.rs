@@ -10,6 +10,7 @@
 //!
 //! Invariants ([`check`]), once the faults stopped:
 //!
+//! - every ConfigMap a Description renders carries its feed's current data;
 //! - every child holds exactly the objects its Descriptions list (by kind, namespace, name; the
 //!   owner annotation names the right Description; ConfigMap data and Deployment replicas are
 //!   the rendered ones), nothing missing, nothing extra, and a bystander ConfigMap that atoll
@@ -60,7 +61,7 @@ use crate::scenario;
 use crate::state::FleetState;
 use messages::{MessageProxy, MessageSchedule};
 use proxy::{Proxy, Schedule};
-use requests::{RequestProxy, RequestSchedule};
+use requests::{RequestProxy, RequestSchedule, ServerTls};
 
 /// The field manager of the chaos run's own writes.
 pub const FIELD_MANAGER: &str = "atoll-chaos";
@@ -277,7 +278,7 @@ pub struct Plan {
     /// between the agents and the hub's byte proxy).
     pub messages: MessageSchedule,
     /// Writes sent twice to the parent and the children (the request proxies, in front of
-    /// their byte proxies; devcluster tier only).
+    /// their byte proxies; on the real tier, all but the Push children's).
     pub requests: RequestSchedule,
 }
 
@@ -464,18 +465,36 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         Backend::Kube => "https",
     };
     // In front of each API server's byte proxy, a request proxy that can send writes twice:
-    // devcluster speaks plain HTTP; kube-apiserver's TLS leaves it out on the real tier.
+    // plain HTTP to devcluster, TLS on both sides with kube-apiserver's own certificate on the
+    // real tier. There the hub's Push connections, which authenticate with the child's admin
+    // certificate (which no proxy can present for them), go to the byte proxy alone.
     let mut request_proxies = Vec::new();
-    let mut url_in_front = async |proxy: &Proxy| -> Result<String, Error> {
-        if opts.backend == Backend::Kube {
-            return Ok(format!("{scheme}://{}", proxy.addr()));
-        }
-        let requests = RequestProxy::start(proxy.addr()).await?;
-        let url = format!("http://{}", requests.addr());
+    // `cluster` names the real cluster whose certificate the proxy presents; `None` for a
+    // client that authenticates with a certificate.
+    let mut url_in_front = async |proxy: &Proxy, cluster: Option<&str>| -> Result<String, Error> {
+        let tls = match (opts.backend, cluster) {
+            (Backend::Devcluster, _) => None,
+            (Backend::Kube, None) => return Ok(format!("{scheme}://{}", proxy.addr())),
+            (Backend::Kube, Some(cluster)) => {
+                let files = crate::control_plane::ClusterFiles::new(
+                    &layout.dir,
+                    cluster,
+                    std::path::PathBuf::new(),
+                );
+                let (cert, key) = files.serving();
+                Some(ServerTls {
+                    cert,
+                    key,
+                    ca: files.ca_cert(),
+                })
+            }
+        };
+        let requests = RequestProxy::start(proxy.addr(), tls).await?;
+        let url = format!("{scheme}://{}", requests.addr());
         request_proxies.push(requests);
         Ok(url)
     };
-    let components_parent_url = url_in_front(&parent_proxy).await?;
+    let components_parent_url = url_in_front(&parent_proxy, Some("parent")).await?;
     // One proxy in front of each child's API server, for its agent, or for the hub for a Push
     // child (the checks read the children directly). A child comes back on the same port after
     // a restart.
@@ -494,8 +513,9 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         }))
         .await?;
-        let url = url_in_front(&proxy).await?;
-        if child.index > opts.children {
+        let is_push = child.index > opts.children;
+        let url = url_in_front(&proxy, (!is_push).then_some(child.name.as_str())).await?;
+        if is_push {
             push_urls.push(url);
         } else {
             agents_child_urls.insert(child.name, url);
@@ -717,8 +737,8 @@ struct Proxies {
     hub: Proxy,
     /// Between the agents and `hub`, message by message.
     messages: MessageProxy,
-    /// In front of `parent` and each of `children`, request by request (devcluster tier
-    /// only).
+    /// In front of `parent` and each of `children`, request by request (on the real tier, the
+    /// Push children's left out).
     requests: Vec<RequestProxy>,
     /// Between the scheduler and hubs and the parent's API server.
     parent: Proxy,
@@ -796,10 +816,12 @@ async fn run_on_fleet(
             .or_default() += 1;
     }
     if !proxies.requests.is_empty() {
-        *report
-            .faults
-            .entry("request-proxy repeat writes".to_string())
-            .or_default() += plan.requests.steps.len() as u64;
+        for step in &plan.requests.steps {
+            *report
+                .faults
+                .entry(format!("request-proxy {}", step.fault.kind()))
+                .or_default() += 1;
+        }
     }
     let rss = RssSampler::start(layout.state());
     let (memory_now, memory_seen) = tokio::sync::watch::channel(memory.clone());
@@ -1562,6 +1584,47 @@ async fn converge(
     }
 }
 
+/// Each ConfigMap rendered in a Description carries its feed's data as the parent holds it now
+/// (no override of the runs touches ConfigMap data): a Description left at an older rendering
+/// (an apply of the scheduler's landing late, after a newer one) would pass the children's
+/// checks, which compare them with their Descriptions.
+async fn descriptions_render_feeds(
+    parent: &Client,
+    descriptions: &[Description],
+) -> Result<Vec<String>, Error> {
+    let feeds: BTreeMap<String, Value> = Api::<ConfigMap>::namespaced(parent.clone(), "chaos-a")
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("listing the ConfigMap feeds"))?
+        .items
+        .into_iter()
+        .map(|cm| (cm.name_any(), json!(cm.data)))
+        .collect();
+    let mut out = Vec::new();
+    for d in descriptions {
+        for raw in d
+            .spec
+            .raw
+            .iter()
+            .filter(|r| r["kind"] == "ConfigMap" && r["metadata"]["namespace"] == "chaos-a")
+        {
+            let name = raw["metadata"]["name"].as_str().unwrap_or("");
+            let Some(feed) = feeds.get(name) else {
+                continue;
+            };
+            if &raw["data"] != feed {
+                out.push(format!(
+                    "Description {}/{} renders ConfigMap chaos-a/{name} with data {} but the feed has {feed}",
+                    d.namespace().unwrap_or_default(),
+                    d.name_any(),
+                    raw["data"]
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Every invariant of the module docs, once; what is violated (empty: all hold).
 async fn check(
     parent: &Client,
@@ -1588,6 +1651,7 @@ async fn check(
         .iter()
         .filter_map(|c| Some((c.name_any(), c.namespace()?)))
         .collect();
+    out.extend(descriptions_render_feeds(parent, &descriptions).await?);
     let mut actual_by_child = BTreeMap::new();
     for (name, child) in children {
         let Some(ns) = dedicated.get(name) else {

@@ -1,17 +1,29 @@
 //! A request fault proxy: an HTTP/1.1 relay in front of an API server's byte proxy that, while
-//! a step of its seeded [`RequestSchedule`] lasts, sends each write (POST, PUT, PATCH, DELETE)
-//! twice and answers with the second response.
+//! a step of its seeded [`RequestSchedule`] lasts, does one of two things to each write (POST,
+//! PUT, PATCH, DELETE):
 //!
-//! That is what a client sees when its request landed but the answer was lost and the request
-//! went again (a retrying client library, proxy or load balancer): a create answered 409
-//! AlreadyExists, a delete 404 NotFound, an update with the old resourceVersion 409 Conflict,
-//! and whatever the first one did done twice. The byte proxy cannot do this, for the reason the
-//! message proxy exists ([`super::messages`]): a repeated byte range is a corrupt stream.
+//! - [`RequestFault::Repeat`]: sends it twice and answers with the second response. That is
+//!   what a client sees when its request landed but the answer was lost and the request went
+//!   again (a retrying client library, proxy or load balancer): a create answered 409
+//!   AlreadyExists, a delete 404 NotFound, an update with the old resourceVersion 409 Conflict,
+//!   and whatever the first one did done twice.
+//! - [`RequestFault::ReplayLate`]: sends it once, answers, and sends it again seconds later on a
+//!   connection of its own, dropping that answer: a request held up in the network while its
+//!   client went on, landing after newer writes (an apply without a resourceVersion undoes them
+//!   until someone notices).
 //!
-//! It speaks plaintext HTTP/1.1 on both sides, as devcluster does; on the real tier the
-//! components reach kube-apiserver over TLS, and the run leaves this proxy out.
+//! The byte proxy cannot do this, for the reason the message proxy exists ([`super::messages`]):
+//! a repeated byte range is a corrupt stream.
+//!
+//! It speaks plaintext HTTP/1.1 on both sides to devcluster. In front of kube-apiserver (the
+//! real tier) it ends the client's TLS with the API server's own serving certificate, so the
+//! components' kubeconfigs (the cluster's CA, a ServiceAccount token) work unchanged, and opens
+//! its own TLS connection upstream, trusting that CA; the token travels in the relayed headers.
+//! A client certificate cannot be relayed: clients that authenticate with one (the hub's Push
+//! connections, as the child's administrator) are left out on the real tier.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,20 +33,48 @@ use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use rand::Rng;
 use rand::rngs::StdRng;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Mutex, watch};
 
 use super::proxy::{ProxyTasks, bind, loaded, timed_steps};
 use crate::Error;
 
-/// One step of a request schedule: writes are sent twice from `at` for `lasting`.
+/// What a step does to each write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestFault {
+    /// Sent twice at once; the client gets the second answer.
+    Repeat,
+    /// Sent once and answered; sent again `after` that, its answer dropped.
+    ReplayLate {
+        /// How long the copy is held.
+        after: Duration,
+    },
+}
+
+impl RequestFault {
+    /// Its name in the run's report.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RequestFault::Repeat => "repeat writes",
+            RequestFault::ReplayLate { .. } => "replay writes late",
+        }
+    }
+}
+
+/// One step of a request schedule: `fault` done to writes from `at` for `lasting`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestStep {
     /// When it starts, from the start of the schedule.
     pub at: Duration,
     /// How long it lasts.
     pub lasting: Duration,
+    /// What it does.
+    pub fault: RequestFault,
 }
 
 /// Repeated writes over time, drawn from a seed.
@@ -46,13 +86,34 @@ pub struct RequestSchedule {
 
 impl RequestSchedule {
     /// A schedule of `span` from a caller's generator: steps of 1-4 s, 2-8 s apart (the
-    /// components write in bursts when something changes; a step must last to meet some).
+    /// components write in bursts when something changes; a step must last to meet some), each
+    /// repeating writes or, one in three, replaying them 1-5 s late.
     pub fn generate_with(rng: &mut StdRng, span: Duration) -> RequestSchedule {
-        let steps = timed_steps(rng, span, 1000..4000, 1000..4000, 2000..8000, |_| ())
+        let draw = |rng: &mut StdRng| {
+            if rng.random_ratio(1, 3) {
+                RequestFault::ReplayLate {
+                    after: Duration::from_millis(rng.random_range(1000..5000)),
+                }
+            } else {
+                RequestFault::Repeat
+            }
+        };
+        let steps = timed_steps(rng, span, 1000..4000, 1000..4000, 2000..8000, draw)
             .into_iter()
-            .map(|(at, lasting, ())| RequestStep { at, lasting })
+            .map(|(at, lasting, fault)| RequestStep { at, lasting, fault })
             .collect();
         RequestSchedule { steps }
+    }
+
+    /// One step from now on for `lasting`, doing `fault` (for tests).
+    pub fn from_now(fault: RequestFault, lasting: Duration) -> RequestSchedule {
+        RequestSchedule {
+            steps: vec![RequestStep {
+                at: Duration::ZERO,
+                lasting,
+                fault,
+            }],
+        }
     }
 }
 
@@ -67,6 +128,10 @@ pub struct RequestCounters {
     pub repeated: AtomicU64,
     /// Of those, the ones whose second answer was not the first's status (a 409 after a 201).
     pub answered_otherwise: AtomicU64,
+    /// Writes sent again late.
+    pub replayed_late: AtomicU64,
+    /// Of those, the ones the server took again (a 2xx answer): a late apply or create landed.
+    pub replayed_late_taken: AtomicU64,
 }
 
 impl RequestCounters {
@@ -77,13 +142,72 @@ impl RequestCounters {
             ("requests", &self.requests),
             ("repeated", &self.repeated),
             ("answered otherwise", &self.answered_otherwise),
+            ("replayed late", &self.replayed_late),
+            ("replayed late and taken", &self.replayed_late_taken),
         ])
+    }
+}
+
+/// The files of an API server that speaks TLS, read at each new client connection: they are
+/// written when the cluster starts, after the proxy is up.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    /// Its serving certificate (PEM), which the proxy presents as its own.
+    pub cert: PathBuf,
+    /// That certificate's key (PEM).
+    pub key: PathBuf,
+    /// The CA (PEM) that signed it, which the proxy trusts upstream.
+    pub ca: PathBuf,
+}
+
+/// The two TLS ends of one client connection.
+struct TlsEnds {
+    accept: tokio_rustls::TlsAcceptor,
+    connect: tokio_rustls::TlsConnector,
+}
+
+impl ServerTls {
+    fn load(&self) -> Result<TlsEnds, Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certs = CertificateDer::pem_file_iter(&self.cert)
+            .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| relay_error("reading the serving certificate", e))?;
+        let key = PrivateKeyDer::from_pem_file(&self.key)
+            .map_err(|e| relay_error("reading the serving key", e))?;
+        let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| relay_error("the TLS versions", e))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| relay_error("the serving certificate", e))?;
+        // HTTP/1.1 only: the relay speaks it upstream, one request at a time.
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in
+            CertificateDer::pem_file_iter(&self.ca).map_err(|e| relay_error("reading the CA", e))?
+        {
+            let ca = ca.map_err(|e| relay_error("reading the CA", e))?;
+            roots
+                .add(ca)
+                .map_err(|e| relay_error("trusting the CA", e))?;
+        }
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| relay_error("the TLS versions", e))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(TlsEnds {
+            accept: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+            connect: tokio_rustls::TlsConnector::from(Arc::new(client)),
+        })
     }
 }
 
 struct Shared {
     upstream: SocketAddr,
-    repeating: watch::Sender<bool>,
+    tls: Option<ServerTls>,
+    /// The fault of the step in force, if any.
+    fault: watch::Sender<Option<RequestFault>>,
     counters: RequestCounters,
 }
 
@@ -96,13 +220,17 @@ pub struct RequestProxy {
 }
 
 impl RequestProxy {
-    /// Serves on `127.0.0.1:<free port>`, relaying to the HTTP server at `upstream`, passing
-    /// everything once until a schedule is played.
-    pub async fn start(upstream: SocketAddr) -> Result<RequestProxy, Error> {
+    /// Serves on `127.0.0.1:<free port>`, relaying to the server at `upstream` (plain HTTP, or
+    /// HTTPS on both sides with `tls`), passing everything once until a schedule is played.
+    pub async fn start(
+        upstream: SocketAddr,
+        tls: Option<ServerTls>,
+    ) -> Result<RequestProxy, Error> {
         let (listener, addr) = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let shared = Arc::new(Shared {
             upstream,
-            repeating: watch::channel(false).0,
+            tls,
+            fault: watch::channel(None).0,
             counters: RequestCounters::default(),
         });
         let server = tokio::spawn(accept(listener, shared.clone()));
@@ -113,7 +241,7 @@ impl RequestProxy {
         })
     }
 
-    /// Where clients connect (`http://` it).
+    /// Where clients connect (`http://` it, or `https://` with TLS).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -126,7 +254,7 @@ impl RequestProxy {
     /// Back to sending everything once, now (also ends a schedule being played).
     pub fn heal(&mut self) {
         self.tasks.stop_playing();
-        self.shared.repeating.send_replace(false);
+        self.shared.fault.send_replace(None);
     }
 
     /// Plays `schedule` from now on, in the background (replacing one being played).
@@ -136,10 +264,10 @@ impl RequestProxy {
         let steps = schedule
             .steps
             .iter()
-            .map(|s| (s.at, s.lasting, ()))
+            .map(|s| (s.at, s.lasting, s.fault))
             .collect();
-        self.tasks.play_steps(steps, move |step| {
-            shared.repeating.send_replace(step.is_some());
+        self.tasks.play_steps(steps, move |fault| {
+            shared.fault.send_replace(fault);
         });
     }
 }
@@ -150,7 +278,20 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         };
         shared.counters.connections.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(serve(client, shared.clone()));
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let Some(tls) = &shared.tls else {
+                return serve(client, None, shared.clone()).await;
+            };
+            // Until the cluster has written its certificates, or when its TLS handshake fails,
+            // the client's connection ends, as an API server not yet up would end it.
+            let Ok(ends) = tls.load() else {
+                return;
+            };
+            if let Ok(client) = ends.accept.accept(client).await {
+                serve(client, Some(ends.connect), shared.clone()).await;
+            }
+        });
     }
 }
 
@@ -159,12 +300,17 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
 /// failure (the byte proxy behind may cut it).
 type Upstream = Arc<Mutex<Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>>>;
 
-async fn serve(client: TcpStream, shared: Arc<Shared>) {
+async fn serve(
+    client: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    tls: Option<tokio_rustls::TlsConnector>,
+    shared: Arc<Shared>,
+) {
     let upstream: Upstream = Arc::default();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let shared = shared.clone();
         let upstream = upstream.clone();
-        async move { relay(request, &shared, &upstream).await }
+        let tls = tls.clone();
+        async move { relay(request, &shared, tls.as_ref(), &upstream).await }
     });
     // An error here is the client's or the upstream's connection ending: the client sees what
     // a cut would show it.
@@ -173,11 +319,13 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
         .await;
 }
 
-/// Sends `request` upstream, twice when it is a write and a step is in force, and answers with
-/// the last answer. A failure closes the client's connection.
+/// Sends `request` upstream, twice when it is a write and a step repeats writes (answering
+/// with the last answer), or once and again later when a step replays them late. A failure
+/// closes the client's connection.
 async fn relay(
     request: Request<Incoming>,
-    shared: &Shared,
+    shared: &Arc<Shared>,
+    tls: Option<&tokio_rustls::TlsConnector>,
     upstream: &Upstream,
 ) -> Result<Response<Incoming>, Error> {
     let counters = &shared.counters;
@@ -192,7 +340,11 @@ async fn relay(
         parts.method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
-    let twice = is_write && *shared.repeating.borrow();
+    let fault = if is_write {
+        *shared.fault.borrow()
+    } else {
+        None
+    };
     let copy = || {
         let mut request = Request::new(Full::new(body.clone()));
         *request.method_mut() = parts.method.clone();
@@ -204,18 +356,44 @@ async fn relay(
     let mut sender = upstream.lock().await;
     let sender = &mut *sender;
     let mut first_status = None;
-    if twice {
-        counters.repeated.fetch_add(1, Ordering::Relaxed);
-        let first = send(sender, shared.upstream, copy()).await?;
-        first_status = Some(first.status());
-        // The connection carries the next request only once this answer is read.
-        first
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| relay_error("reading a repeated request's answer", e))?;
+    match fault {
+        None => {}
+        Some(RequestFault::Repeat) => {
+            counters.repeated.fetch_add(1, Ordering::Relaxed);
+            let first = send(sender, shared.upstream, tls, copy()).await?;
+            first_status = Some(first.status());
+            // The connection carries the next request only once this answer is read.
+            first
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| relay_error("reading a repeated request's answer", e))?;
+        }
+        Some(RequestFault::ReplayLate { after }) => {
+            let late = copy();
+            let shared = shared.clone();
+            let tls = tls.cloned();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                shared
+                    .counters
+                    .replayed_late
+                    .fetch_add(1, Ordering::Relaxed);
+                let mut own = None;
+                // A failure here is a replay the network lost after all: nothing to report.
+                if let Ok(answer) = send(&mut own, shared.upstream, tls.as_ref(), late).await {
+                    if answer.status().is_success() {
+                        shared
+                            .counters
+                            .replayed_late_taken
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = answer.into_body().collect().await;
+                }
+            });
+        }
     }
-    let answer = send(sender, shared.upstream, copy()).await?;
+    let answer = send(sender, shared.upstream, tls, copy()).await?;
     if first_status.is_some_and(|s| s != answer.status()) {
         counters.answered_otherwise.fetch_add(1, Ordering::Relaxed);
     }
@@ -227,6 +405,7 @@ async fn relay(
 async fn send(
     sender: &mut Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
     upstream: SocketAddr,
+    tls: Option<&tokio_rustls::TlsConnector>,
     request: Request<Full<Bytes>>,
 ) -> Result<Response<Incoming>, Error> {
     let open = match sender.take() {
@@ -235,11 +414,18 @@ async fn send(
             let stream = TcpStream::connect(upstream)
                 .await
                 .map_err(|e| relay_error("connecting upstream", e))?;
-            let (s, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| relay_error("the upstream handshake", e))?;
-            tokio::spawn(connection);
-            s
+            match tls {
+                None => handshake(stream).await?,
+                Some(tls) => {
+                    // The serving certificate names 127.0.0.1, where the byte proxy is.
+                    let name = ServerName::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST).into());
+                    let stream = tls
+                        .connect(name, stream)
+                        .await
+                        .map_err(|e| relay_error("the upstream TLS handshake", e))?;
+                    handshake(stream).await?
+                }
+            }
         }
     };
     let mut open = open;
@@ -249,6 +435,17 @@ async fn send(
         .map_err(|e| relay_error("relaying a request", e))?;
     *sender = Some(open);
     Ok(answer)
+}
+
+/// An HTTP/1.1 client connection over `stream`, driven in the background.
+async fn handshake(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, Error> {
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| relay_error("the upstream handshake", e))?;
+    tokio::spawn(connection);
+    Ok(sender)
 }
 
 fn relay_error(what: &'static str, e: impl std::fmt::Display) -> Error {
@@ -266,13 +463,107 @@ mod tests {
     /// answered 409, a delete 404); reads and, outside a step, writes go once.
     #[tokio::test]
     async fn writes_go_twice_while_a_step_lasts_and_the_client_gets_the_second_answer() {
+        let server = devcluster::DevCluster::start_default().await.unwrap();
+        let proxy = RequestProxy::start(server.addr(), None).await.unwrap();
+        let config = kube::Config::new(format!("http://{}", proxy.addr()).parse().unwrap());
+        writes_go_twice(proxy, kube::Client::try_from(config).unwrap()).await;
+    }
+
+    /// In front of a server that speaks TLS, the proxy ends the client's TLS with that
+    /// server's certificate (the client trusts the same CA, unchanged) and speaks TLS upstream.
+    #[tokio::test]
+    async fn in_front_of_a_tls_server_the_client_keeps_its_ca_and_writes_still_go_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = crate::control_plane::ClusterFiles::new(
+            dir.path(),
+            "server",
+            dir.path().join("kubeconfig"),
+        );
+        std::fs::create_dir_all(files.ca_cert().parent().unwrap()).unwrap();
+        let pki = crate::control_plane::write_pki(&files).unwrap();
+        let (cert, key) = files.serving();
+        let tls = ServerTls {
+            cert,
+            key,
+            ca: files.ca_cert(),
+        };
+        // The TLS server: devcluster behind a TLS front with the same certificate.
+        let server = devcluster::DevCluster::start_default().await.unwrap();
+        let plain = server.addr();
+        let (front, front_addr) = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let accept = tls.load().unwrap().accept;
+        tokio::spawn(async move {
+            while let Ok((client, _)) = front.accept().await {
+                let accept = accept.clone();
+                tokio::spawn(async move {
+                    let mut client = accept.accept(client).await.unwrap();
+                    let mut upstream = TcpStream::connect(plain).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                });
+            }
+        });
+        let proxy = RequestProxy::start(front_addr, Some(tls)).await.unwrap();
+        let mut config = kube::Config::new(format!("https://{}", proxy.addr()).parse().unwrap());
+        let ca = CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).unwrap();
+        config.root_cert = Some(vec![ca.to_vec()]);
+        writes_go_twice(proxy, kube::Client::try_from(config).unwrap()).await;
+    }
+
+    /// While a late-replay step lasts, a write is answered once and lands again later, after a
+    /// newer write, undoing it.
+    #[tokio::test]
+    async fn a_write_replayed_late_lands_after_a_newer_one() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::{Api, Patch, PatchParams};
+
+        let server = devcluster::DevCluster::start_default().await.unwrap();
+        let mut proxy = RequestProxy::start(server.addr(), None).await.unwrap();
+        let through_proxy = kube::Config::new(format!("http://{}", proxy.addr()).parse().unwrap());
+        let direct = kube::Config::new(format!("http://{}", server.addr()).parse().unwrap());
+        let cms = |config| {
+            Api::<ConfigMap>::namespaced(kube::Client::try_from(config).unwrap(), "default")
+        };
+        let (late, now) = (cms(through_proxy), cms(direct));
+        let apply = |value: &str| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "late"}, "data": {"k": value}
+            })
+        };
+        let params = PatchParams::apply("replay-test").force();
+        proxy.play(RequestSchedule::from_now(
+            RequestFault::ReplayLate {
+                after: Duration::from_millis(500),
+            },
+            Duration::from_secs(600),
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        late.patch("late", &params, &Patch::Apply(apply("old")))
+            .await
+            .unwrap();
+        now.patch("late", &params, &Patch::Apply(apply("new")))
+            .await
+            .unwrap();
+        proxy.heal();
+        let data = |cm: ConfigMap| cm.data.unwrap_or_default()["k"].clone();
+        assert_eq!(data(now.get("late").await.unwrap()), "new");
+        atoll_testkit::eventually(
+            "the late replay to land",
+            Duration::from_secs(10),
+            || async { data(now.get("late").await.unwrap()) == "old" },
+        )
+        .await;
+        let counts: std::collections::BTreeMap<_, _> =
+            proxy.counters().counts().into_iter().collect();
+        assert_eq!(counts["replayed late"], 1, "{counts:?}");
+        assert_eq!(counts["replayed late and taken"], 1, "{counts:?}");
+        assert_eq!(counts["repeated"], 0, "{counts:?}");
+    }
+
+    async fn writes_go_twice(mut proxy: RequestProxy, client: kube::Client) {
         use k8s_openapi::api::core::v1::ConfigMap;
         use kube::api::{Api, DeleteParams, PostParams};
 
-        let server = devcluster::DevCluster::start_default().await.unwrap();
-        let mut proxy = RequestProxy::start(server.addr()).await.unwrap();
-        let config = kube::Config::new(format!("http://{}", proxy.addr()).parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
         let cms: Api<ConfigMap> = Api::namespaced(client, "default");
         let cm = |name: &str| {
             serde_json::from_value::<ConfigMap>(serde_json::json!({
@@ -284,12 +575,10 @@ mod tests {
         cms.create(&PostParams::default(), &cm("once"))
             .await
             .unwrap();
-        proxy.play(RequestSchedule {
-            steps: vec![RequestStep {
-                at: Duration::ZERO,
-                lasting: Duration::from_secs(600),
-            }],
-        });
+        proxy.play(RequestSchedule::from_now(
+            RequestFault::Repeat,
+            Duration::from_secs(600),
+        ));
         tokio::time::sleep(Duration::from_millis(50)).await;
         let created = cms.create(&PostParams::default(), &cm("twice")).await;
         assert!(
