@@ -33,6 +33,28 @@ pub struct DescriptionRecord {
     /// Someone other than the scheduler changed what the scheduler writes in its spec
     /// (`spec.deployer` or `spec.raw`): their field manager owns some of it now.
     pub edited: bool,
+    /// Fingerprint ([`hash_fingerprint`]) of the render hash of this process's last write of
+    /// it, kept across its watch events; `None` until this process writes it.
+    pub written: Option<u64>,
+}
+
+/// Fingerprint of a render hash, kept per Description in place of a second copy of the string.
+pub fn hash_fingerprint(render_hash: Option<&str>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    render_hash.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl DescriptionRecord {
+    /// Whether this process wrote the Description last with another render hash than this
+    /// record shows: an older write of its own landed after the newer one (a request held up in
+    /// the network and delivered late, or sent again), and nothing else would write it again
+    /// until the Subscription's next pass. The watch event of an earlier write arriving after a
+    /// later write was sent looks the same; it costs one write that changes nothing.
+    fn behind_own_write(&self) -> bool {
+        self.written
+            .is_some_and(|w| w != hash_fingerprint(self.render_hash.as_deref()))
+    }
 }
 
 /// The spec fields the scheduler writes, as they appear in managedFields (`fieldsV1`).
@@ -126,6 +148,7 @@ fn record_of(
             labels: labels_fingerprint(labels),
             deleting: description.metadata.deletion_timestamp.is_some(),
             edited: edited_by_someone_else(description),
+            written: None,
         },
     ))
 }
@@ -150,10 +173,11 @@ impl DescriptionIndex {
             Event::Apply(d) => {
                 let key = (d.namespace().unwrap_or_default(), d.name_any());
                 match record_of(d) {
-                    Some((key, record)) => {
-                        let edited = record.edited;
+                    Some((key, mut record)) => {
+                        record.written = inner.maps.records.get(&key).and_then(|r| r.written);
+                        let rewrite = record.edited || record.behind_own_write();
                         inner.maps.insert(key, record);
-                        return edited;
+                        return rewrite;
                     }
                     None => inner.maps.remove(&key),
                 }
@@ -166,9 +190,11 @@ impl DescriptionIndex {
             }
             Event::Init => inner.relisting = Some(Maps::default()),
             Event::InitApply(d) => {
-                if let (Some(maps), Some((key, record))) = (inner.relisting.as_mut(), record_of(d))
-                {
-                    maps.insert(key, record);
+                if let Some((key, mut record)) = record_of(d) {
+                    record.written = inner.maps.records.get(&key).and_then(|r| r.written);
+                    if let Some(maps) = inner.relisting.as_mut() {
+                        maps.insert(key, record);
+                    }
                 }
             }
             Event::InitDone => {
@@ -247,6 +273,7 @@ mod tests {
             labels: 0,
             deleting: false,
             edited: false,
+            written: Some(hash_fingerprint(Some(hash))),
         };
         index.record_write(key("c1", "default.web"), written("h1"));
         assert_eq!(index.get("c1", "default.web"), Some(written("h1")));
@@ -272,6 +299,35 @@ mod tests {
                 .as_deref(),
             Some("h9")
         );
+    }
+
+    /// An older write of the scheduler's own landing after its newer one (a late replay) asks
+    /// for a rewrite; the event of the newer write, or a Description this process never wrote,
+    /// does not.
+    #[test]
+    fn an_own_older_write_landing_late_asks_for_a_rewrite() {
+        let index = DescriptionIndex::default();
+        let written = |hash: &str| DescriptionRecord {
+            subscription_uid: "u1".to_owned(),
+            render_hash: Some(hash.to_owned()),
+            labels: 0,
+            deleting: false,
+            edited: false,
+            written: Some(hash_fingerprint(Some(hash))),
+        };
+        assert!(!index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h1"))));
+        index.record_write(key("c1", "default.web"), written("h2"));
+        assert!(!index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h2"))));
+        assert!(index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h1"))));
+        // Still behind until the rewrite's event shows h2 again; a relist keeps what was written.
+        index.observe(&Event::Init);
+        index.observe(&Event::InitApply(desc("c1", "default.web", "u1", "h1")));
+        index.observe(&Event::InitDone);
+        assert!(index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h1"))));
+        assert!(!index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h2"))));
+        let record = index.get("c1", "default.web").unwrap();
+        assert_eq!(record.render_hash.as_deref(), Some("h2"));
+        assert_eq!(record.written, Some(hash_fingerprint(Some("h2"))));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! parent should hold, and writes Descriptions and status with server-side apply.
 
 use super::feeds::{FeedProblem, FeedWatches};
-use super::index::DescriptionRecord;
+use super::index::{self, DescriptionRecord};
 use super::metrics::{ErrorLabels, Metrics};
 use super::plan::{self, Plan, PlannedCondition, Rendered, ResolvedFeed, Unresolved};
 use crate::Error;
@@ -489,6 +489,7 @@ async fn write_descriptions(
             .patch_metadata(&name, &params, &Patch::Apply(&description));
         let written = DescriptionRecord {
             subscription_uid: sub.uid().unwrap_or_default(),
+            written: Some(index::hash_fingerprint(Some(&hash))),
             render_hash: Some(hash.clone()),
             labels: labels_print,
             deleting: false,
@@ -912,6 +913,7 @@ mod tests {
             labels: 7,
             deleting: false,
             edited: false,
+            written: None,
         };
         // (index hash, labels, fresh read, want up to date)
         let cases = [
