@@ -30,6 +30,11 @@ use tokio::sync::Notify;
 /// Finalizer writes in flight at once.
 const FINALIZER_WRITES: usize = 8;
 
+/// Attempts at writing back a Description status taken back to an older generation, one
+/// [`STATUS_RESTORE_RETRY`] apart, while the parent does not answer.
+const STATUS_RESTORE_ATTEMPTS: usize = 10;
+const STATUS_RESTORE_RETRY: Duration = Duration::from_secs(1);
+
 /// Keys (`namespace`, `name`) of objects with work due, each queued once however often it is
 /// marked, and a wake-up for the loop that does the work: memory stays proportional to the
 /// objects, never to the events about them.
@@ -337,6 +342,11 @@ impl Controllers {
                 self.aggregation_due.mark(ns, name);
             }
         }
+        if let (Some(c), Some(p)) = (&u.current, &u.previous)
+            && let Some(before) = status::status_taken_back(p, c)
+        {
+            self.restore_status(c, before);
+        }
         if let Some(c) = &u.current {
             self.reconcile_finalizer(c);
             if let Some(reason) = &c.rejected {
@@ -418,6 +428,39 @@ impl Controllers {
                 tracing::warn!(error = %e, "updating a Description finalizer failed");
             }
         }
+    }
+
+    /// Writes `status` back on `e`, whose status went back to an older generation
+    /// ([`status::status_taken_back`]); nothing else would until the cluster reports again.
+    /// Tried again while the parent does not answer, and given up once the Description changed
+    /// (409): its own watch event decides then.
+    fn restore_status(&self, e: &Arc<DescEntry>, status: &DescriptionStatus) {
+        tracing::info!(namespace = %e.namespace, name = %e.name, was = ?status.observed_generation, now = ?e.status.as_ref().and_then(|s| s.observed_generation), "a Description's status went back to an older generation; writing the newer one again");
+        let api: Api<Description> = Api::namespaced(self.client.clone(), &e.namespace);
+        let name = e.name.clone();
+        let obj = format!("{}/{}", e.namespace, e.name);
+        let patch = status::status_restore_patch(status, &e.resource_version);
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            for _ in 0..STATUS_RESTORE_ATTEMPTS {
+                let r = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                match r {
+                    Ok(_) => {
+                        metrics.write("description_status");
+                        return;
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return,
+                    Err(source) => {
+                        let e = api_err("restore Description status", &obj)(source);
+                        metrics.error(&e);
+                        tracing::warn!(error = %e, "restoring a Description status failed; retrying");
+                        tokio::time::sleep(STATUS_RESTORE_RETRY).await;
+                    }
+                }
+            }
+        });
     }
 
     fn write_rejection(&self, e: &Arc<DescEntry>, reason: &str) {

@@ -487,6 +487,40 @@ pub fn description_status_patch(status: &DescriptionStatus) -> Value {
     })
 }
 
+/// The status `previous` showed when `current` (the same Description, by uid) shows one of an
+/// older generation: every writer of a Description's status reports the newest generation its
+/// cluster applied, so a status going back in generation is an older write landing late (a
+/// request held up in the network) and must be written again as it was. `None` otherwise.
+pub fn status_taken_back<'a>(
+    previous: &'a DescEntry,
+    current: &DescEntry,
+) -> Option<&'a DescriptionStatus> {
+    if previous.uid != current.uid {
+        return None;
+    }
+    let before = previous.status.as_ref()?;
+    let now = current.status.as_ref()?.observed_generation?;
+    (before.observed_generation? > now).then_some(before)
+}
+
+/// A merge patch that puts `status` back on a Description still at `resource_version` (the
+/// API server answers 409 once anything changed it since), clearing what `status` lacks.
+pub fn status_restore_patch(status: &DescriptionStatus, resource_version: &str) -> Value {
+    let mut fields = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
+    if let Some(map) = fields.as_object_mut() {
+        for key in [
+            "phase",
+            "reason",
+            "manifestStatuses",
+            "observedGeneration",
+            "conditions",
+        ] {
+            map.entry(key).or_insert(Value::Null);
+        }
+    }
+    json!({"metadata": {"resourceVersion": resource_version}, "status": fields})
+}
+
 /// The server-side apply body of a ManagedCluster status.
 pub fn managed_cluster_status_patch(status: &ManagedClusterStatus) -> Value {
     json!({
@@ -1116,6 +1150,51 @@ mod tests {
                 "case {i}"
             );
         }
+    }
+
+    #[test]
+    fn a_status_taken_back_to_an_older_generation_is_found_and_restored_whole() {
+        let entry = |uid: &str, generation: Option<i64>, phase: DescriptionPhase| DescEntry {
+            namespace: "ns".into(),
+            name: "d".into(),
+            uid: uid.into(),
+            resource_version: "7".into(),
+            generation: 5,
+            objects: Vec::new(),
+            charts: Vec::new(),
+            deleting: false,
+            labels: BTreeMap::new(),
+            finalizers: Vec::new(),
+            status: Some(DescriptionStatus {
+                phase: Some(phase),
+                observed_generation: generation,
+                ..DescriptionStatus::default()
+            }),
+            rejected: None,
+        };
+        let newer = entry("u", Some(5), DescriptionPhase::Success);
+        let older = entry("u", Some(4), DescriptionPhase::Pending);
+        assert_eq!(
+            status_taken_back(&newer, &older),
+            newer.status.as_ref(),
+            "back from 5 to 4"
+        );
+        assert_eq!(status_taken_back(&older, &newer), None, "forward");
+        assert_eq!(
+            status_taken_back(&newer, &entry("u", Some(5), DescriptionPhase::Failure)),
+            None,
+            "the same generation"
+        );
+        assert_eq!(
+            status_taken_back(&newer, &entry("other", Some(1), DescriptionPhase::Pending)),
+            None,
+            "another Description of the same name"
+        );
+        let patch = status_restore_patch(newer.status.as_ref().unwrap(), "7");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["status"]["observedGeneration"], 5);
+        assert_eq!(patch["status"]["phase"], "Success");
+        assert_eq!(patch["status"]["reason"], Value::Null, "cleared");
     }
 
     #[test]

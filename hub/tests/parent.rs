@@ -13,7 +13,9 @@ use atoll_proto::v1::agent_message::Message as In;
 use atoll_proto::v1::hub_client::HubClient;
 use atoll_proto::v1::hub_message::Message as Out;
 use atoll_runtime::admin::Readiness;
-use atoll_testkit::{BOOTSTRAP_TOKEN, Parent, bootstrap_secret, eventually, put_description};
+use atoll_testkit::{
+    BOOTSTRAP_TOKEN, Parent, bootstrap_secret, create_namespace, eventually, put_description,
+};
 use devcluster::DevCluster;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -1758,4 +1760,53 @@ async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats()
         codes.len()
     );
     beats.abort();
+}
+
+/// A Description's status taken back to an older generation (a late copy of an older status
+/// write landing after the newer one) is written again as it was; a status that moves forward,
+/// or stays at its generation, is left as written.
+#[tokio::test]
+async fn a_description_status_taken_back_to_an_older_generation_is_written_again() {
+    let p = Parent::for_agents().await;
+    let _h = hub(&p.client, |_| {}).await;
+    create_namespace(&p.client, "clusternet-late").await;
+    description(&p.client, "clusternet-late", "apps.web", "v1").await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), "clusternet-late");
+    let write = |generation: i64, phase: &str| {
+        let descs = descs.clone();
+        let patch = json!({"status": {"observedGeneration": generation, "phase": phase}});
+        async move {
+            descs
+                .patch_status("apps.web", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    let status_is = |generation: i64, phase: DescriptionPhase| {
+        let descs = descs.clone();
+        async move {
+            let s = descs
+                .get("apps.web")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            s.observed_generation == Some(generation) && s.phase == Some(phase)
+        }
+    };
+    write(3, "Success").await;
+    eventually("generation 3", WAIT, || {
+        status_is(3, DescriptionPhase::Success)
+    })
+    .await;
+    write(2, "Pending").await;
+    eventually("generation 3 written again", WAIT, || {
+        status_is(3, DescriptionPhase::Success)
+    })
+    .await;
+    // Forward, and at the same generation: nothing is written back.
+    write(4, "Pending").await;
+    write(4, "Failure").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(status_is(4, DescriptionPhase::Failure).await);
 }
