@@ -26,7 +26,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response};
@@ -167,6 +167,16 @@ struct TlsEnds {
 }
 
 impl ServerTls {
+    /// The files of a real cluster's kube-apiserver.
+    pub fn of(cluster: &crate::control_plane::ClusterFiles) -> ServerTls {
+        let (cert, key) = cluster.serving();
+        ServerTls {
+            cert,
+            key,
+            ca: cluster.ca_cert(),
+        }
+    }
+
     fn load(&self) -> Result<TlsEnds, Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let certs = CertificateDer::pem_file_iter(&self.cert)
@@ -203,8 +213,45 @@ impl ServerTls {
     }
 }
 
+/// Where and when the late copies a server took landed (request path, time), the last
+/// [`LATE_COPIES_KEPT`]: a check that meets a state a late copy brought back can tell it from
+/// one its writer made.
+#[derive(Clone, Default)]
+pub struct LateCopies(Arc<std::sync::Mutex<std::collections::VecDeque<(String, Instant)>>>);
+
+/// How many landings [`LateCopies`] keeps.
+const LATE_COPIES_KEPT: usize = 1000;
+
+impl LateCopies {
+    fn landed(&self, path: &str) {
+        let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if log.len() == LATE_COPIES_KEPT {
+            log.pop_front();
+        }
+        log.push_back((path.to_owned(), Instant::now()));
+    }
+
+    /// One line per landing, oldest first: how long ago, and the path.
+    pub fn lines(&self) -> Vec<String> {
+        let log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter()
+            .map(|(path, at)| format!("{:.3}s ago {path}", at.elapsed().as_secs_f64()))
+            .collect()
+    }
+
+    /// Whether a late copy of a write to a path ending in `suffix` landed in the last `within`.
+    pub fn landed_within(&self, suffix: &str, within: Duration) -> bool {
+        let log = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter()
+            .rev()
+            .take_while(|(_, at)| at.elapsed() <= within)
+            .any(|(path, _)| path.ends_with(suffix))
+    }
+}
+
 struct Shared {
     upstream: SocketAddr,
+    late_copies: LateCopies,
     tls: Option<ServerTls>,
     /// The fault of the step in force, if any.
     fault: watch::Sender<Option<RequestFault>>,
@@ -229,6 +276,7 @@ impl RequestProxy {
         let (listener, addr) = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let shared = Arc::new(Shared {
             upstream,
+            late_copies: LateCopies::default(),
             tls,
             fault: watch::channel(None).0,
             counters: RequestCounters::default(),
@@ -249,6 +297,11 @@ impl RequestProxy {
     /// What it has done so far.
     pub fn counters(&self) -> &RequestCounters {
         &self.shared.counters
+    }
+
+    /// The log of the late copies the server took.
+    pub fn late_copies(&self) -> LateCopies {
+        self.shared.late_copies.clone()
     }
 
     /// Back to sending everything once, now (also ends a schedule being played).
@@ -371,6 +424,7 @@ async fn relay(
         }
         Some(RequestFault::ReplayLate { after }) => {
             let late = copy();
+            let path = parts.uri.path().to_owned();
             let shared = shared.clone();
             let tls = tls.cloned();
             tokio::spawn(async move {
@@ -387,6 +441,7 @@ async fn relay(
                             .counters
                             .replayed_late_taken
                             .fetch_add(1, Ordering::Relaxed);
+                        shared.late_copies.landed(&path);
                     }
                     let _ = answer.into_body().collect().await;
                 }
@@ -481,12 +536,7 @@ mod tests {
         );
         std::fs::create_dir_all(files.ca_cert().parent().unwrap()).unwrap();
         let pki = crate::control_plane::write_pki(&files).unwrap();
-        let (cert, key) = files.serving();
-        let tls = ServerTls {
-            cert,
-            key,
-            ca: files.ca_cert(),
-        };
+        let tls = ServerTls::of(&files);
         // The TLS server: devcluster behind a TLS front with the same certificate.
         let server = devcluster::DevCluster::start_default().await.unwrap();
         let plain = server.addr();
@@ -555,6 +605,9 @@ mod tests {
         .await;
         let counts: std::collections::BTreeMap<_, _> =
             proxy.counters().counts().into_iter().collect();
+        let copies = proxy.late_copies();
+        assert!(copies.landed_within("/configmaps/late", Duration::from_secs(60)));
+        assert!(!copies.landed_within("/configmaps/other", Duration::from_secs(60)));
         assert_eq!(counts["replayed late"], 1, "{counts:?}");
         assert_eq!(counts["replayed late and taken"], 1, "{counts:?}");
         assert_eq!(counts["repeated"], 0, "{counts:?}");
