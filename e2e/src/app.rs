@@ -132,6 +132,10 @@ pub enum Command {
         /// A HelmChart feed in the workload, when `make k8s` built `helm`.
         #[arg(long, env = "CHAOS_HELM", default_value_t = true, action = clap::ArgAction::Set)]
         helm: bool,
+        /// Request-proxy steps that send writes again late, after newer ones (one in three);
+        /// `false` makes them steps that repeat writes at once.
+        #[arg(long, env = "CHAOS_LATE_COPIES", default_value_t = true, action = clap::ArgAction::Set)]
+        late_copies: bool,
     },
     /// Print the dedicated namespace of a cluster (where its Localizations go).
     DedicatedNamespace {
@@ -230,6 +234,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             rss_limit_mib,
             hubs,
             helm,
+            late_copies,
         } => {
             let bin_dir = bin_dir_or_own(bin_dir)?;
             let dir = std::path::absolute(&dir).map_err(|source| Error::ResolvePath {
@@ -249,6 +254,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
                     rss_limit_mib,
                     hubs,
                     helm,
+                    late_copies,
                 };
                 let report = crate::chaos::run(&opts).await?;
                 print!("{}", report.summary());

@@ -102,6 +102,9 @@ pub struct Options {
     /// by the agents with the `helm` of `make k8s`; its version changes during the run), when
     /// `make k8s` built `helm` (otherwise the run goes on without it and says so).
     pub helm: bool,
+    /// Whether request-proxy steps may send writes again late (`RequestFault::ReplayLate`);
+    /// without, those steps repeat writes at once.
+    pub late_copies: bool,
 }
 
 /// What a run did and found.
@@ -788,7 +791,7 @@ async fn run_on_fleet(
     memory.bystanders = bystanders(&children).await?;
     let bound_before = bound_descriptions(&parent).await?;
 
-    let plan = Plan::generate(
+    let mut plan = Plan::generate(
         opts.seed,
         opts.chaos,
         opts.children,
@@ -797,6 +800,9 @@ async fn run_on_fleet(
         opts.backend,
         chart_repo.is_some(),
     );
+    if !opts.late_copies {
+        plan.requests = plan.requests.without_late_copies();
+    }
     let schedules = [
         ("hub-proxy", &plan.hub_proxy),
         ("parent-proxy", &plan.parent_proxy),

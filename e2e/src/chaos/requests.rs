@@ -105,6 +105,14 @@ impl RequestSchedule {
         RequestSchedule { steps }
     }
 
+    /// The same steps, those that would send writes again late repeating them at once instead.
+    pub fn without_late_copies(mut self) -> RequestSchedule {
+        for step in &mut self.steps {
+            step.fault = RequestFault::Repeat;
+        }
+        self
+    }
+
     /// One step from now on for `lasting`, doing `fault` (for tests).
     pub fn from_now(fault: RequestFault, lasting: Duration) -> RequestSchedule {
         RequestSchedule {
