@@ -645,6 +645,7 @@ async fn coordinate(args: &[String]) {
         v.sort();
         v
     };
+    let creating = Instant::now();
     futures::stream::iter(namespaces.iter())
         .map(|(i, ns)| {
             let api: Api<Description> = Api::namespaced(pc.clone(), ns);
@@ -659,7 +660,8 @@ async fn coordinate(args: &[String]) {
         .buffer_unordered(16)
         .collect::<Vec<_>>()
         .await;
-    let created = wait_fleet(
+    let created_in = creating.elapsed();
+    let received = wait_fleet(
         &fleet,
         started,
         "generation 1 received",
@@ -671,7 +673,9 @@ async fn coordinate(args: &[String]) {
     .expect("generation 1 delivered");
     log(
         started,
-        &format!("{n} Descriptions created and received in {created:?}"),
+        &format!(
+            "{n} Descriptions created in {created_in:?} (16 at a time), all received {received:?} after the last was created"
+        ),
     );
 
     // 5. Idle: settle (the agents' reports of generation 1), then heartbeat CPU and RSS.
