@@ -489,7 +489,7 @@ async fn write_descriptions(
             .patch_metadata(&name, &params, &Patch::Apply(&description));
         let written = DescriptionRecord {
             subscription_uid: sub.uid().unwrap_or_default(),
-            written: Some(index::hash_fingerprint(Some(&hash))),
+            written: Some(index::hash_fingerprint(Some(hash))),
             render_hash: Some(hash.clone()),
             labels: labels_print,
             deleting: false,
