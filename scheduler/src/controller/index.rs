@@ -264,17 +264,21 @@ mod tests {
         (ns.to_owned(), name.to_owned())
     }
 
-    #[test]
-    fn a_write_is_known_before_its_watch_event_and_survives_a_relist_in_progress() {
-        let index = DescriptionIndex::default();
-        let written = |hash: &str| DescriptionRecord {
+    /// The record of the scheduler's own write of Subscription `u1`'s Description with `hash`.
+    fn written(hash: &str) -> DescriptionRecord {
+        DescriptionRecord {
             subscription_uid: "u1".to_owned(),
             render_hash: Some(hash.to_owned()),
             labels: 0,
             deleting: false,
             edited: false,
             written: Some(hash_fingerprint(Some(hash))),
-        };
+        }
+    }
+
+    #[test]
+    fn a_write_is_known_before_its_watch_event_and_survives_a_relist_in_progress() {
+        let index = DescriptionIndex::default();
         index.record_write(key("c1", "default.web"), written("h1"));
         assert_eq!(index.get("c1", "default.web"), Some(written("h1")));
         assert_eq!(index.of("u1"), vec![key("c1", "default.web")]);
@@ -307,14 +311,6 @@ mod tests {
     #[test]
     fn an_own_older_write_landing_late_asks_for_a_rewrite() {
         let index = DescriptionIndex::default();
-        let written = |hash: &str| DescriptionRecord {
-            subscription_uid: "u1".to_owned(),
-            render_hash: Some(hash.to_owned()),
-            labels: 0,
-            deleting: false,
-            edited: false,
-            written: Some(hash_fingerprint(Some(hash))),
-        };
         assert!(!index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h1"))));
         index.record_write(key("c1", "default.web"), written("h2"));
         assert!(!index.observe(&Event::Apply(desc("c1", "default.web", "u1", "h2"))));
