@@ -615,14 +615,23 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
     })
     .await;
 
-    let repaired = applier
-        .metrics()
-        .drift_repairs
-        .get_or_create(&atoll_applier::metrics::ResultLabel {
-            result: "repaired".into(),
-        })
-        .get();
-    assert!(repaired >= 2, "{repaired} repairs counted");
+    // The repair loop counts a repair once its write has returned, which can be after the
+    // object read above already shows it (CI once read 1 here).
+    eventually("both repairs counted", WAIT, || async {
+        let repaired = applier
+            .metrics()
+            .drift_repairs
+            .get_or_create(&atoll_applier::metrics::ResultLabel {
+                result: "repaired".into(),
+            })
+            .get();
+        if repaired >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{repaired} repairs counted"))
+        }
+    })
+    .await;
 
     // An object someone else created is not touched by drift repair.
     let mut foreign: ConfigMap = serde_json::from_value(cm("default", "foreign", "x")).unwrap();
