@@ -658,18 +658,28 @@ async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation
         tmp.path().join("agent-helm-home"),
     );
     let repeating = || RequestSchedule::from_now(RequestFault::Repeat, Duration::from_secs(600));
+    // `verb` at `version` through the proxy while writes are answered twice: Helm gives up on
+    // its own create answered 409, leaving the release `pending` at `revision`, and refuses the
+    // next operation.
+    let left_pending = async |proxy: &mut RequestProxy,
+                              verb: &str,
+                              version: &str,
+                              pending: &str,
+                              revision: i64| {
+        proxy.play(repeating());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        run(&through_proxy, verb, version).await.unwrap_err();
+        proxy.heal();
+        assert_eq!(phase().await, (pending.to_string(), revision));
+        let refused = run(&direct, "upgrade", version).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("another operation"),
+            "{refused}"
+        );
+    };
 
     // A first install whose release record's create is answered twice.
-    proxy.play(repeating());
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    run(&through_proxy, "install", "0.1.0").await.unwrap_err();
-    proxy.heal();
-    assert_eq!(phase().await, ("pending-install".to_string(), 1));
-    let refused = run(&direct, "upgrade", "0.1.0").await.unwrap_err();
-    assert!(
-        refused.to_string().contains("another operation"),
-        "{refused}"
-    );
+    left_pending(&mut proxy, "install", "0.1.0", "pending-install", 1).await;
     agent_helm
         .release_pending("hello", "demo", PendingRemedy::Uninstall)
         .await
@@ -678,16 +688,7 @@ async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation
     assert_eq!(phase().await, ("deployed".to_string(), 1));
 
     // An upgrade whose new revision's create is answered twice.
-    proxy.play(repeating());
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    run(&through_proxy, "upgrade", "0.2.0").await.unwrap_err();
-    proxy.heal();
-    assert_eq!(phase().await, ("pending-upgrade".to_string(), 2));
-    let refused = run(&direct, "upgrade", "0.2.0").await.unwrap_err();
-    assert!(
-        refused.to_string().contains("another operation"),
-        "{refused}"
-    );
+    left_pending(&mut proxy, "upgrade", "0.2.0", "pending-upgrade", 2).await;
     agent_helm
         .release_pending("hello", "demo", PendingRemedy::Rollback)
         .await

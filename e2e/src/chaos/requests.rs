@@ -168,7 +168,8 @@ pub struct ServerTls {
     pub ca: PathBuf,
 }
 
-/// The two TLS ends of one client connection.
+/// The two TLS ends of the proxy's connections.
+#[derive(Clone)]
 struct TlsEnds {
     accept: tokio_rustls::TlsAcceptor,
     connect: tokio_rustls::TlsConnector,
@@ -261,6 +262,9 @@ struct Shared {
     upstream: SocketAddr,
     late_copies: LateCopies,
     tls: Option<ServerTls>,
+    /// `tls` loaded, once its files could be read (the cluster writes them after the proxy
+    /// starts, and keeps them over restarts).
+    tls_ends: std::sync::Mutex<Option<TlsEnds>>,
     /// The fault of the step in force, if any.
     fault: watch::Sender<Option<RequestFault>>,
     counters: RequestCounters,
@@ -286,6 +290,7 @@ impl RequestProxy {
             upstream,
             late_copies: LateCopies::default(),
             tls,
+            tls_ends: std::sync::Mutex::default(),
             fault: watch::channel(None).0,
             counters: RequestCounters::default(),
         });
@@ -346,13 +351,26 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>) {
             };
             // Until the cluster has written its certificates, or when its TLS handshake fails,
             // the client's connection ends, as an API server not yet up would end it.
-            let Ok(ends) = tls.load() else {
+            let Ok(ends) = shared.tls_ends(tls) else {
                 return;
             };
             if let Ok(client) = ends.accept.accept(client).await {
                 serve(client, Some(ends.connect), shared.clone()).await;
             }
         });
+    }
+}
+
+impl Shared {
+    /// The TLS ends of `tls`, read from its files the first time they can be.
+    fn tls_ends(&self, tls: &ServerTls) -> Result<TlsEnds, Error> {
+        let mut cached = self.tls_ends.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(ends) = cached.as_ref() {
+            return Ok(ends.clone());
+        }
+        let ends = tls.load()?;
+        *cached = Some(ends.clone());
+        Ok(ends)
     }
 }
 
