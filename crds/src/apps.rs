@@ -716,6 +716,38 @@ pub struct DescriptionStatus {
     /// The latest observations of the Description's state, keyed by `type`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// Where this status stands among the hub's writes of reports from the cluster. A write
+    /// held up in the network can land after a newer one; at the same `observedGeneration`,
+    /// only this order tells the two apart, and the hub writes the newer status again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_order: Option<ReportOrder>,
+}
+
+/// The order of the hub's writes of a cluster's reports: by stream epoch, then by sequence.
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportOrder {
+    /// The epoch of the agent stream the report came on: each new stream of a cluster has a
+    /// higher one, whichever hub replica serves it (0 for a cluster the hub pushes to).
+    pub epoch: i64,
+    /// The writing hub's sequence number within the epoch; it never goes back within a hub
+    /// process, and starts past the last one of an earlier process (it starts at the wall
+    /// clock's microseconds).
+    pub sequence: i64,
 }
 
 /// The deployment phase of a Description.

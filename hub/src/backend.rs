@@ -124,6 +124,8 @@ struct Inner {
     helm_owners: tokio::sync::Mutex<Option<HashSet<(String, String)>>>,
     /// What this hub last wrote to each Description's status, until the watch shows it.
     written_statuses: WrittenStatuses,
+    /// The sequence number of this process's last report write ([`status::next_report_sequence`]).
+    report_sequence: std::sync::atomic::AtomicI64,
 }
 
 /// The fingerprint of the status last written to each Description (`namespace`, `name`), kept
@@ -318,8 +320,28 @@ impl KubeBackend {
                 heartbeat_calls: tokio::sync::Semaphore::new(HEARTBEAT_CALLS_IN_FLIGHT),
                 helm_owners: tokio::sync::Mutex::new(None),
                 written_statuses: WrittenStatuses::default(),
+                report_sequence: std::sync::atomic::AtomicI64::new(0),
             }),
         }
+    }
+
+    /// The next report sequence number of this process.
+    fn next_report_sequence(&self) -> i64 {
+        use std::sync::atomic::Ordering;
+        let now = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_micros(),
+        )
+        .unwrap_or(i64::MAX);
+        let step = |last| Some(status::next_report_sequence(last, now));
+        let last = self
+            .inner
+            .report_sequence
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, step)
+            .unwrap_or_else(|last| last);
+        status::next_report_sequence(last, now)
     }
 
     /// A permit for API calls on behalf of a stream (see `Inner::calls`). The semaphore is
@@ -1433,6 +1455,11 @@ impl Backend for KubeBackend {
             let api: Api<atoll_crds::apps::Description> =
                 Api::namespaced(this.client(), &session.namespace);
             let _permit = this.permit().await;
+            // Numbered as it leaves: of two writes to a Description, the later one is higher.
+            st.report_order = Some(atoll_crds::apps::ReportOrder {
+                epoch: i64::try_from(session.epoch).unwrap_or(i64::MAX),
+                sequence: this.next_report_sequence(),
+            });
             api.patch_status(
                 &entry.name,
                 &mgr(),

@@ -7,7 +7,7 @@ use crate::aggregation::{self, ClusterRef, DescriptionReport};
 use crate::domain::ClusterHeartbeat;
 use crate::index::{ChartEntry, ChartRelease, DescEntry};
 use atoll_applier::model::{ReleaseReport, Report};
-use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, Subscription};
+use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, ReportOrder, Subscription};
 use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
 use atoll_crds::helm::{HelmReleaseSpec, HelmReleaseStatus};
 use atoll_crds::{conditions, known};
@@ -279,14 +279,55 @@ pub fn with_unschedulable_taint(taints: &[Taint], reason: Option<&str>) -> Optio
     }
 }
 
-/// A fingerprint of a Description status, for remembering what was written without keeping it.
+/// A fingerprint of what a Description status says (its report order left out), for
+/// remembering what was written without keeping it.
 pub fn status_fingerprint(status: &DescriptionStatus) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_vec(status)
-        .unwrap_or_default()
-        .hash(&mut hasher);
+    let bytes = if status.report_order.is_some() {
+        let mut content = status.clone();
+        content.report_order = None;
+        serde_json::to_vec(&content)
+    } else {
+        serde_json::to_vec(status)
+    };
+    bytes.unwrap_or_default().hash(&mut hasher);
     hasher.finish()
+}
+
+/// Whether two Description statuses say the same, whatever their report orders.
+pub fn same_status(a: &DescriptionStatus, b: &DescriptionStatus) -> bool {
+    // Destructured so that a new field cannot be left out of the comparison unnoticed.
+    let DescriptionStatus {
+        phase,
+        reason,
+        manifest_statuses,
+        observed_generation,
+        conditions,
+        report_order: _,
+    } = a;
+    *phase == b.phase
+        && *reason == b.reason
+        && *observed_generation == b.observed_generation
+        && *manifest_statuses == b.manifest_statuses
+        && *conditions == b.conditions
+}
+
+/// The next report sequence number of this hub process after `last`: one more, and never below
+/// the wall clock's microseconds, so that a restarted hub goes on past its earlier process.
+pub fn next_report_sequence(last: i64, now_micros: i64) -> i64 {
+    last.saturating_add(1).max(now_micros)
+}
+
+/// Whether a status written at `before` was replaced by a write of an earlier report, `now`.
+/// Orders compare only within one kind of connection: epochs of agent streams (1 and up) among
+/// themselves, and pushed clusters (epoch 0) among themselves, by sequence. A cluster moved
+/// from one mode to the other starts a new order.
+pub fn report_order_went_back(before: Option<ReportOrder>, now: Option<ReportOrder>) -> bool {
+    match (before, now) {
+        (Some(b), Some(n)) => (b.epoch == 0) == (n.epoch == 0) && n < b,
+        _ => false,
+    }
 }
 
 /// Whether status `wanted` must be written, given the status the watch last showed and the
@@ -299,7 +340,7 @@ pub fn description_status_write_needed(
     last_written: Option<u64>,
     wanted: &DescriptionStatus,
 ) -> bool {
-    if watched != Some(wanted) {
+    if !watched.is_some_and(|w| same_status(w, wanted)) {
         return true;
     }
     last_written.is_some_and(|written| written != status_fingerprint(wanted))
@@ -346,6 +387,7 @@ pub fn description_status(
             .collect(),
         observed_generation: Some(report.observed_generation),
         conditions: existing.map(|e| e.conditions.clone()).unwrap_or_default(),
+        report_order: None,
     }
 }
 
@@ -488,8 +530,9 @@ pub fn description_status_patch(status: &DescriptionStatus) -> Value {
 }
 
 /// The status `previous` showed when `current` (the same Description, by uid) shows one of an
-/// older generation: every writer of a Description's status reports the newest generation its
-/// cluster applied, so a status going back in generation is an older write landing late (a
+/// older generation, or of the same generation from an earlier report: every writer of a
+/// Description's status reports the newest generation its cluster applied, and the hub orders
+/// its report writes ([`ReportOrder`]), so such a status is an older write landing late (a
 /// request held up in the network) and must be written again as it was. `None` otherwise.
 pub fn status_taken_back<'a>(
     previous: &'a DescEntry,
@@ -499,8 +542,11 @@ pub fn status_taken_back<'a>(
         return None;
     }
     let before = previous.status.as_ref()?;
-    let now = current.status.as_ref()?.observed_generation?;
-    (before.observed_generation? > now).then_some(before)
+    let now = current.status.as_ref()?;
+    let (was, is) = (before.observed_generation?, now.observed_generation?);
+    let back =
+        was > is || (was == is && report_order_went_back(before.report_order, now.report_order));
+    back.then_some(before)
 }
 
 /// A merge patch that puts `status` back on a Description still at `resource_version` (the
@@ -514,6 +560,7 @@ pub fn status_restore_patch(status: &DescriptionStatus, resource_version: &str) 
             "manifestStatuses",
             "observedGeneration",
             "conditions",
+            "reportOrder",
         ] {
             map.entry(key).or_insert(Value::Null);
         }
@@ -678,6 +725,39 @@ mod tests {
             written,
             &ready
         ));
+        // The watch shows the order of the last write; a report saying the same (not yet
+        // numbered) needs no write, whatever the order.
+        let mut ordered = ready.clone();
+        ordered.report_order = Some(ReportOrder {
+            epoch: 3,
+            sequence: 7,
+        });
+        assert!(!description_status_write_needed(
+            Some(&ordered),
+            None,
+            &ready
+        ));
+        assert!(!description_status_write_needed(
+            Some(&ordered),
+            Some(status_fingerprint(&ordered)),
+            &ready
+        ));
+    }
+
+    #[test]
+    fn report_sequence_numbers_grow_and_start_past_an_earlier_process() {
+        assert_eq!(next_report_sequence(0, 1_000), 1_000, "a new process");
+        assert_eq!(
+            next_report_sequence(1_000, 1_000),
+            1_001,
+            "the same microsecond"
+        );
+        assert_eq!(
+            next_report_sequence(5_000, 1_000),
+            5_001,
+            "the clock went back"
+        );
+        assert_eq!(next_report_sequence(1_001, 9_000), 9_000);
     }
 
     fn ts(s: &str) -> Timestamp {
@@ -1153,7 +1233,7 @@ mod tests {
     }
 
     #[test]
-    fn a_status_taken_back_to_an_older_generation_is_found_and_restored_whole() {
+    fn a_status_taken_back_to_an_older_generation_or_report_is_found_and_restored_whole() {
         let entry = |uid: &str, generation: Option<i64>, phase: DescriptionPhase| DescEntry {
             namespace: "ns".into(),
             name: "d".into(),
@@ -1190,11 +1270,43 @@ mod tests {
             None,
             "another Description of the same name"
         );
+        let ordered = |phase: DescriptionPhase, epoch: i64, sequence: i64| {
+            let mut e = entry("u", Some(5), phase);
+            if let Some(s) = e.status.as_mut() {
+                s.report_order = Some(ReportOrder { epoch, sequence });
+            }
+            e
+        };
+        let late = ordered(DescriptionPhase::Pending, 2, 10);
+        for (was, is, back) in [
+            (ordered(DescriptionPhase::Success, 2, 11), &late, true),
+            (ordered(DescriptionPhase::Success, 3, 1), &late, true),
+            (ordered(DescriptionPhase::Success, 2, 9), &late, false),
+            (ordered(DescriptionPhase::Success, 1, 99), &late, false),
+            // A cluster moved between pushed (epoch 0) and pulled starts a new order.
+            (ordered(DescriptionPhase::Success, 0, 99), &late, false),
+            (
+                ordered(DescriptionPhase::Success, 2, 11),
+                &ordered(DescriptionPhase::Pending, 0, 1),
+                false,
+            ),
+            (
+                ordered(DescriptionPhase::Success, 0, 11),
+                &ordered(DescriptionPhase::Pending, 0, 10),
+                true,
+            ),
+            // A status without an order (a rejection the hub wrote) is not compared.
+            (ordered(DescriptionPhase::Success, 2, 11), &newer, false),
+        ] {
+            let got = status_taken_back(&was, is).is_some();
+            assert_eq!(got, back, "{:?} then {:?}", was.status, is.status);
+        }
         let patch = status_restore_patch(newer.status.as_ref().unwrap(), "7");
         assert_eq!(patch["metadata"]["resourceVersion"], "7");
         assert_eq!(patch["status"]["observedGeneration"], 5);
         assert_eq!(patch["status"]["phase"], "Success");
         assert_eq!(patch["status"]["reason"], Value::Null, "cleared");
+        assert_eq!(patch["status"]["reportOrder"], Value::Null, "cleared");
     }
 
     #[test]

@@ -1762,9 +1762,9 @@ async fn ten_thousand_bad_hellos_do_not_make_a_healthy_cluster_miss_heartbeats()
     beats.abort();
 }
 
-/// A Description's status taken back to an older generation (a late copy of an older status
-/// write landing after the newer one) is written again as it was; a status that moves forward,
-/// or stays at its generation, is left as written.
+/// A Description's status taken back to an older generation, or to an earlier report at its
+/// generation (a late copy of an older status write landing after the newer one), is written
+/// again as it was; a status that moves forward is left as written.
 #[tokio::test]
 async fn a_description_status_taken_back_to_an_older_generation_is_written_again() {
     let p = Parent::for_agents().await;
@@ -1804,9 +1804,35 @@ async fn a_description_status_taken_back_to_an_older_generation_is_written_again
         status_is(3, DescriptionPhase::Success)
     })
     .await;
-    // Forward, and at the same generation: nothing is written back.
+    // Forward, and at the same generation without report orders: nothing is written back.
     write(4, "Pending").await;
     write(4, "Failure").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(status_is(4, DescriptionPhase::Failure).await);
+    // At the same generation, a write of an earlier report (a lower order) is taken back; a
+    // later one stays.
+    let ordered = |phase: &str, sequence: i64| {
+        let descs = descs.clone();
+        let patch = json!({"status": {"observedGeneration": 5, "phase": phase,
+            "reportOrder": {"epoch": 2, "sequence": sequence}}});
+        async move {
+            descs
+                .patch_status("apps.web", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    ordered("Success", 20).await;
+    eventually("report 20", WAIT, || {
+        status_is(5, DescriptionPhase::Success)
+    })
+    .await;
+    ordered("Pending", 10).await;
+    eventually("report 20 written again", WAIT, || {
+        status_is(5, DescriptionPhase::Success)
+    })
+    .await;
+    ordered("Failure", 30).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(status_is(5, DescriptionPhase::Failure).await);
 }
