@@ -5,7 +5,8 @@
 //! Built so that many agents can share one process: no global state, no threads of its own (a
 //! few tokio tasks per agent), and only the Descriptions' objects in memory.
 
-use crate::identity::{self, Credentials};
+use crate::child::{ChildCluster, KubeChild};
+use crate::identity::Credentials;
 use crate::{Error, VERSION};
 use atoll_applier::heartbeat;
 use atoll_applier::model::{
@@ -229,32 +230,55 @@ enum SessionEnd {
     Refused(tonic::Status),
 }
 
-/// One agent: the child cluster's client, its applier and the hub connection settings.
-pub struct Agent {
-    child: kube::Client,
+/// One agent: its child cluster (by default a real one, [`KubeChild`]) and the hub connection
+/// settings.
+pub struct Agent<C: ChildCluster = KubeChild> {
+    child: Arc<C>,
     config: AgentConfig,
-    applier: Arc<Applier>,
     metrics: Arc<crate::metrics::Metrics>,
     notices: mpsc::UnboundedReceiver<Notice>,
+    /// Keeps `notices` open for a child that sends none.
+    _notices_open: mpsc::UnboundedSender<Notice>,
     state: watch::Sender<ConnectionState>,
     cluster_id: Option<String>,
     /// The last Hello presented the stored cluster token (not the bootstrap token).
     presented_stored: bool,
 }
 
-impl Agent {
+impl Agent<KubeChild> {
     /// An agent for the child cluster `child`. The applier's notices are routed to this agent,
     /// and its drift repair is started.
     pub fn new(child: kube::Client, config: AgentConfig, applier: Arc<Applier>) -> Self {
         let (tx, notices) = mpsc::unbounded_channel();
-        applier.set_notifier(tx);
-        atoll_applier::start_drift_repair(&applier);
+        let child = KubeChild::new(child, applier, tx.clone());
+        Self::with_notices(child, config, tx, notices)
+    }
+
+    /// The applier.
+    pub fn applier(&self) -> &Arc<Applier> {
+        self.child.applier()
+    }
+}
+
+impl<C: ChildCluster> Agent<C> {
+    /// An agent for a child cluster of another kind (see [`crate::child`]).
+    pub fn with_child(child: C, config: AgentConfig) -> Self {
+        let (tx, notices) = mpsc::unbounded_channel();
+        Self::with_notices(child, config, tx, notices)
+    }
+
+    fn with_notices(
+        child: C,
+        config: AgentConfig,
+        tx: mpsc::UnboundedSender<Notice>,
+        notices: mpsc::UnboundedReceiver<Notice>,
+    ) -> Self {
         Self {
-            child,
+            child: Arc::new(child),
             config,
-            applier,
             metrics: Arc::default(),
             notices,
+            _notices_open: tx,
             state: watch::channel(ConnectionState::default()).0,
             cluster_id: None,
             presented_stored: false,
@@ -276,11 +300,6 @@ impl Agent {
     /// Follows the connection state.
     pub fn subscribe(&self) -> watch::Receiver<ConnectionState> {
         self.state.subscribe()
-    }
-
-    /// The applier.
-    pub fn applier(&self) -> &Arc<Applier> {
-        &self.applier
     }
 
     /// Runs until `shutdown` completes: connects, syncs, and reconnects with backoff and jitter.
@@ -383,13 +402,12 @@ impl Agent {
         let cluster_id = match &self.cluster_id {
             Some(id) => id.clone(),
             None => {
-                let id = identity::cluster_id(&self.child).await?;
+                let id = self.child.cluster_id().await?;
                 self.cluster_id = Some(id.clone());
                 id
             }
         };
-        let state_namespace = self.applier.state_namespace().to_owned();
-        let stored = identity::load(&self.child, &state_namespace).await?;
+        let stored = self.child.load_credentials().await?;
         let (token, using_stored) = match (&stored, choice) {
             (Some(creds), TokenChoice::Stored)
                 if creds.cluster_id == cluster_id || creds.cluster_id.is_empty() =>
@@ -467,17 +485,11 @@ impl Agent {
                     cluster_id: cluster_id.clone(),
                     previous_namespaces: previous.clone(),
                 };
-                identity::store(
-                    &self.child,
-                    &state_namespace,
-                    &creds,
-                    self.applier.field_manager(),
-                )
-                .await?;
-                tracing::info!(namespace = %welcome.namespace, ?previous, secret = %format!("{state_namespace}/{}", identity::PARENT_SECRET), "stored the cluster token");
+                self.child.store_credentials(&creds).await?;
+                tracing::info!(namespace = %welcome.namespace, ?previous, secret = %self.child.credentials_location(), "stored the cluster token");
             }
         }
-        self.applier.set_scope(atoll_applier::scope::Scope::new(
+        self.child.set_scope(atoll_applier::scope::Scope::new(
             &welcome.namespace,
             previous,
         ));
@@ -533,7 +545,7 @@ impl Agent {
         keep: &HashSet<String>,
         confirmed: &str,
     ) -> Option<PruneHold> {
-        let plan = match self.applier.prune_plan(keep).await {
+        let plan = match self.child.prune_plan(keep).await {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::warn!(error = %e, "prune after snapshot failed");
@@ -555,7 +567,7 @@ impl Agent {
             return Some(held);
         }
         self.metrics.prune_held.set(0);
-        let pruned = self.applier.prune(&plan).await;
+        let pruned = self.child.prune(&plan).await;
         if !pruned.is_empty() {
             tracing::info!(?pruned, "pruned Descriptions the hub no longer has");
         }
@@ -627,7 +639,7 @@ impl Agent {
                             newest.insert(key.clone(), up.generation);
                             if up.deleting {
                                 lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
-                                let report = self.applier.delete(namespace, &up.name, &up.uid).await;
+                                let report = self.child.delete(namespace, &up.name, &up.uid).await;
                                 if report.deleted {
                                     lock(current).remove(&key);
                                     pending_deletions.remove(&key);
@@ -640,11 +652,11 @@ impl Agent {
                                 lock(current).insert(key.clone(), (up.name.clone(), up.uid.clone()));
                                 if !desc.charts.is_empty() {
                                     background.insert(key.clone(), desc.generation);
-                                    spawn_apply(&self.applier, &applied_tx, key, desc);
+                                    spawn_apply(&self.child, &applied_tx, key, desc);
                                     send(tx, agent_message::Message::Ack(v1::Ack { seq }).into()).await;
                                     continue;
                                 }
-                                let report = self.applier.apply(&desc).await;
+                                let report = self.child.apply(&desc).await;
                                 if report.phase == Phase::Failure {
                                     failed.insert(key, desc);
                                 }
@@ -664,7 +676,7 @@ impl Agent {
                             lock(current).remove(&key);
                             pending_deletions.remove(&key);
                             failed.remove(&key);
-                            let report = self.applier.delete(namespace, &removed.name, &removed.uid).await;
+                            let report = self.child.delete(namespace, &removed.name, &removed.uid).await;
                             if !report.deleted {
                                 tracing::warn!(description = %key, reason = %report.reason, "pruning a removed Description is incomplete; it stays in the inventory");
                             }
@@ -694,7 +706,7 @@ impl Agent {
                     match notice {
                         Some(Notice::ReportChanged(key)) => {
                             let known = lock(current).contains_key(&key);
-                            if known && let Some(report) = self.applier.report(&key) {
+                            if known && let Some(report) = self.child.report(&key) {
                                 send(tx, report_message(&report)).await;
                             }
                         }
@@ -732,11 +744,11 @@ impl Agent {
                         if !desc.charts.is_empty() {
                             if !background.contains_key(&key) {
                                 background.insert(key.clone(), desc.generation);
-                                spawn_apply(&self.applier, &applied_tx, key, desc);
+                                spawn_apply(&self.child, &applied_tx, key, desc);
                             }
                             continue;
                         }
-                        let report = self.applier.apply(&desc).await;
+                        let report = self.child.apply(&desc).await;
                         if report.phase == Phase::Success {
                             failed.remove(&key);
                         }
@@ -748,7 +760,7 @@ impl Agent {
                 _ = retry.tick(), if !pending_deletions.is_empty() => {
                     let batch: Vec<(String, (String, String))> = pending_deletions.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                     for (key, (name, uid)) in batch {
-                        let report = self.applier.delete(namespace, &name, &uid).await;
+                        let report = self.child.delete(namespace, &name, &uid).await;
                         if report.deleted {
                             pending_deletions.remove(&key);
                             lock(current).remove(&key);
@@ -771,8 +783,8 @@ fn lost_message(expected: u64, last_sent: u64) -> tonic::Status {
 /// Applies `desc` in the background and sends its report to `done` (for Descriptions with
 /// charts, whose Helm runs may take minutes; applies of one Description still run one at a
 /// time, in order, under its lock in the applier).
-fn spawn_apply(
-    applier: &Arc<Applier>,
+fn spawn_apply<C: ChildCluster>(
+    applier: &Arc<C>,
     done: &mpsc::UnboundedSender<(String, Description, Report)>,
     key: String,
     desc: Description,
@@ -806,8 +818,8 @@ async fn send(tx: &mpsc::Sender<v1::AgentMessage>, message: v1::AgentMessage) {
 /// Sends a heartbeat every `period`. Reports are not repeated here: each is sent once, when it
 /// changes (the hub retries a failed write), and a new stream gets all of them again, as the
 /// snapshot is applied.
-async fn heartbeat_loop(
-    child: kube::Client,
+async fn heartbeat_loop<C: ChildCluster>(
+    child: Arc<C>,
     tx: mpsc::Sender<v1::AgentMessage>,
     state: watch::Receiver<ConnectionState>,
     period: Duration,
@@ -816,7 +828,7 @@ async fn heartbeat_loop(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        match heartbeat::collect(&child).await {
+        match child.heartbeat().await {
             Ok(hb) => {
                 let hold = state.borrow().prune_hold.clone();
                 send(&tx, heartbeat_message(&hb, period, hold.as_ref())).await;

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod child;
 mod error;
 pub mod hub;
 pub mod identity;

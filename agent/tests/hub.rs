@@ -429,3 +429,78 @@ async fn an_agent_that_could_not_store_its_cluster_token_registers_again_without
     .await;
     agent.stop().await;
 }
+
+/// The hub client runs unchanged over a child that does nothing (the benchmarks' light agents):
+/// it registers, keeps its cluster Ready, reports each generation it is sent as applied, and its
+/// deletion report releases a deleted Description.
+#[tokio::test]
+async fn an_agent_whose_child_does_nothing_registers_reports_and_releases_deletions() {
+    use atoll_agent::child::NoopChild;
+    use atoll_agent::hub::Backoff;
+    use atoll_agent::{Agent, AgentConfig};
+    let p = Parent::for_agents().await;
+    let h = hub(&p.client, |_| {}).await;
+    let mut config = AgentConfig::new(&format!("http://{}", h.addr), BOOTSTRAP_TOKEN, "light-1");
+    config.backoff = Backoff {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(500),
+    };
+    config.default_heartbeat = Duration::from_secs(1);
+    let agent = Agent::with_child(
+        NoopChild::new("00000000-0000-4000-8000-000000000001"),
+        config,
+    );
+    let state = agent.subscribe();
+    let running = tokio::spawn(agent.run(std::future::pending()));
+    let ns = eventually("the agent's snapshot", WAIT, || async {
+        let s = state.borrow().clone();
+        if let Some(e) = &s.last_error {
+            eprintln!("agent: {e}");
+        }
+        (s.connected && s.snapshots > 0).then_some(s.namespace)
+    })
+    .await;
+    let mcs: Api<ManagedCluster> = Api::namespaced(p.client.clone(), &ns);
+    eventually("Ready=True from the agent's heartbeat", WAIT, || async {
+        (ready(&mcs.get("light-1").await.unwrap()) == Some("True")).then_some(())
+    })
+    .await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    for size in [4, 8] {
+        description_of_size(&p.client, &ns, "apps.web", size).await;
+        let generation = descs.get("apps.web").await.unwrap().metadata.generation;
+        eventually("Description Success at its generation", WAIT, || async {
+            let s = descs
+                .get("apps.web")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            (s.phase == Some(DescriptionPhase::Success) && s.observed_generation == generation)
+                .then_some(())
+        })
+        .await;
+    }
+    eventually("the finalizer", WAIT, || async {
+        let d = descs.get("apps.web").await.unwrap();
+        d.finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    descs
+        .delete("apps.web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Description gone", WAIT, || async {
+        descs
+            .get_opt("apps.web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    running.abort();
+}
