@@ -91,13 +91,15 @@ bench:
 ## bench-hub-agents: one hub holding BENCH_HUB_AGENTS_N real agents spread over host processes
 ## (BENCH_HUB_AGENTS_HOSTS, default one per 1,000): connect, RSS per idle agent, heartbeat CPU,
 ## one change per namespace to all, a hub restart with every agent reconnecting, and a raw gRPC
-## fan-out baseline in the same run (docs/bench/hub_agents.md).
+## fan-out baseline in the same run (docs/bench/hub_agents.md). BENCH_HUB_AGENTS_NOOP=1 gives
+## the agents a child that does nothing (the same hub client, no child API server behind it).
 .PHONY: bench-hub-agents
 BENCH_HUB_AGENTS_N ?= 10000
 BENCH_HUB_AGENTS_HOSTS ?=
+BENCH_HUB_AGENTS_NOOP ?=
 bench-hub-agents:
 	$(CARGO) build --release -p atoll-hub -p atoll-agent --example bench_hub_agents
-	target/release/examples/bench_hub_agents $(if $(BENCH_HUB_AGENTS_HOSTS),--hosts $(BENCH_HUB_AGENTS_HOSTS)) $(BENCH_HUB_AGENTS_N)
+	target/release/examples/bench_hub_agents $(if $(BENCH_HUB_AGENTS_HOSTS),--hosts $(BENCH_HUB_AGENTS_HOSTS)) $(if $(filter 1,$(BENCH_HUB_AGENTS_NOOP)),--noop-children) $(BENCH_HUB_AGENTS_N)
 
 ## bench-fleet: propagation end to end on a fleet of real processes (parent, scheduler, hub, N
 ## child devclusters, N agents): feed edit -> every child, first placement, raw API-server

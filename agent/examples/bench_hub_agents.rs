@@ -7,7 +7,10 @@
 //! - K agent hosts (this example in role `agents`), each with one child devcluster shared by its
 //!   agents (each agent keeps its state in a namespace of its own and applies into `default`),
 //!   and N/K real agents (`atoll_agent::Agent`, the agent binary's hub client, default backoff
-//!   with jitter, default settings), which report what they see on stdout;
+//!   with jitter, default settings), which report what they see on stdout. With
+//!   `--noop-children`, the agents' child does nothing (`atoll_agent::child::NoopChild`: the
+//!   same hub client, every Description applied at once with no objects, no API server): the
+//!   issue's light agents, for the hub's figures at N that real children do not fit;
 //! - a raw gRPC fan-out server for the baseline (this example in role `raw-server`): the same
 //!   `Hub` service and messages, answering each Hello with a Welcome and sending one message to
 //!   every open stream on request, nothing else; its N clients run in this process.
@@ -22,12 +25,14 @@
 //!
 //! ```text
 //! cargo build --release -p atoll-hub -p atoll-agent --example bench_hub_agents
-//! target/release/examples/bench_hub_agents [--hosts K] [N]     # default N 10000, K = N/1000
+//! target/release/examples/bench_hub_agents [--hosts K] [--noop-children] [N]
+//!                                                   # default N 10000, K = N/1000
 //! ```
 //!
 //! `ATOLL_HUB_BIN` overrides the hub binary's path (default: `target/release/atoll-hub`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use atoll_agent::child::{ChildCluster, NoopChild};
 use atoll_agent::hub::ConnectionState;
 use atoll_agent::{Agent, AgentConfig};
 use atoll_applier::Applier;
@@ -90,7 +95,16 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("parent") => parent(Path::new(&args[1])).await,
-        Some("agents") => host(&args[1], args[2].parse().unwrap(), args[3].parse().unwrap()).await,
+        Some("agents") => {
+            let noop = args.get(4).is_some_and(|c| c == "noop");
+            host(
+                &args[1],
+                args[2].parse().unwrap(),
+                args[3].parse().unwrap(),
+                noop,
+            )
+            .await
+        }
         Some("raw-server") => raw_server(args[1].parse().unwrap()).await,
         _ => coordinate(&args).await,
     }
@@ -143,30 +157,41 @@ async fn parent(kubeconfig: &Path) {
 // ----- role `agents` -------------------------------------------------------------------------
 
 /// Hosts agents `first..first + count`: one child devcluster, one kube client shared by the
-/// agents (one connection pool), each agent with its own state namespace. Prints `CONN`
-/// (connection changes) and `RECV` (a bench Description received) lines; `diag` on stdin prints
-/// the last error of every agent not connected.
-async fn host(hub_url: &str, first: usize, count: usize) {
-    let child = OwnRuntimeCluster::start(
-        "child",
-        devcluster::Config {
-            nodes: 1,
-            ..devcluster::Config::default()
-        },
-    );
-    let client = child.client().await;
+/// agents (one connection pool), each agent with its own state namespace; or, with `noop`,
+/// agents whose child does nothing (`atoll_agent::child::NoopChild`: the same hub client,
+/// no API server behind it). Prints `CONN` (connection changes) and `RECV` (a bench Description
+/// received) lines; `diag` on stdin prints the last error of every agent not connected.
+async fn host(hub_url: &str, first: usize, count: usize, noop: bool) {
+    let child = (!noop).then(|| {
+        OwnRuntimeCluster::start(
+            "child",
+            devcluster::Config {
+                nodes: 1,
+                ..devcluster::Config::default()
+            },
+        )
+    });
+    let client = match &child {
+        Some(c) => Some(c.client().await),
+        None => None,
+    };
     let lines = stdout_printer();
     let mut states = Vec::with_capacity(count);
     for i in first..first + count {
         let config = AgentConfig::new(hub_url, BOOTSTRAP_TOKEN, &format!("sim-{i}"));
-        let applier = Arc::new(
-            Applier::new(client.clone(), "atoll-agent").with_state_namespace(&format!("agent-{i}")),
-        );
-        let agent = Agent::new(client.clone(), config, applier)
-            .with_cluster_id(&format!("00000000-0000-4000-8000-{i:012}"));
-        let mut rx = agent.subscribe();
+        let cluster_id = format!("00000000-0000-4000-8000-{i:012}");
+        let rx = match &client {
+            Some(client) => {
+                let applier = Arc::new(
+                    Applier::new(client.clone(), "atoll-agent")
+                        .with_state_namespace(&format!("agent-{i}")),
+                );
+                launch(Agent::new(client.clone(), config, applier).with_cluster_id(&cluster_id))
+            }
+            None => launch(Agent::with_child(NoopChild::new(&cluster_id), config)),
+        };
         states.push((i, rx.clone()));
-        tokio::spawn(agent.run(std::future::pending::<()>()));
+        let mut rx = rx;
         let lines = lines.clone();
         tokio::spawn(async move {
             let (mut connected, mut sessions, mut received) = (false, 0u64, 0i64);
@@ -211,6 +236,13 @@ async fn host(hub_url: &str, first: usize, count: usize) {
         }
     }
     drop(child);
+}
+
+/// Runs `agent` until the process ends; returns its connection state.
+fn launch<C: ChildCluster>(agent: Agent<C>) -> tokio::sync::watch::Receiver<ConnectionState> {
+    let rx = agent.subscribe();
+    tokio::spawn(agent.run(std::future::pending::<()>()));
+    rx
 }
 
 // ----- role `raw-server` ---------------------------------------------------------------------
@@ -493,14 +525,16 @@ async fn coordinate(args: &[String]) {
     let started = Instant::now();
     let mut hosts: Option<usize> = None;
     let mut n = 10_000usize;
+    let mut noop = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--hosts" => hosts = it.next().and_then(|h| h.parse().ok()),
+            "--noop-children" => noop = true,
             other => {
                 n = other
                     .parse()
-                    .expect("usage: bench_hub_agents [--hosts K] [N]")
+                    .expect("usage: bench_hub_agents [--hosts K] [--noop-children] [N]")
             }
         }
     }
@@ -515,7 +549,14 @@ async fn coordinate(args: &[String]) {
     let load_before = loadavg();
     log(
         started,
-        &format!("{n} agents in {hosts} hosts; {cores} cores; load {load_before}"),
+        &format!(
+            "{n} agents in {hosts} hosts ({}); {cores} cores; load {load_before}",
+            if noop {
+                "children that do nothing"
+            } else {
+                "one child devcluster a host"
+            }
+        ),
     );
     let dir = tempfile::Builder::new()
         .prefix("bench-hub-agents-")
@@ -579,6 +620,7 @@ async fn coordinate(args: &[String]) {
                 url.clone(),
                 first.to_string(),
                 count.to_string(),
+                if noop { "noop" } else { "devcluster" }.into(),
             ],
             &d.join(format!("host-{h}.err")),
         );
