@@ -293,7 +293,7 @@ pub struct Plan {
     /// between the agents and the hub's byte proxy).
     pub messages: MessageSchedule,
     /// Writes sent twice to the parent and the children (the request proxies, in front of
-    /// their byte proxies; on the real tier, all but the Push children's).
+    /// their byte proxies).
     pub requests: RequestSchedule,
 }
 
@@ -480,26 +480,34 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         Backend::Kube => "https",
     };
     // In front of each API server's byte proxy, a request proxy that repeats writes or sends
-    // them again late: plain HTTP to devcluster, TLS on both sides with kube-apiserver's own certificate on the
-    // real tier. There the hub's Push connections, which authenticate with the child's admin
-    // certificate (which no proxy can present for them), go to the byte proxy alone.
+    // them again late: plain HTTP to devcluster, TLS on both sides with kube-apiserver's own
+    // certificate on the real tier. There the hub's Push connections, which authenticate with
+    // the child's admin certificate, meet a proxy that presents that certificate upstream.
     let mut request_proxies = Vec::new();
-    // `cluster` names the real cluster whose certificate the proxy presents; `None` for a
-    // client that authenticates with a certificate.
-    let mut url_in_front = async |proxy: &Proxy, cluster: Option<&str>| -> Result<String, Error> {
-        let tls = match (opts.backend, cluster) {
-            (Backend::Devcluster, _) => None,
-            (Backend::Kube, None) => return Ok(format!("{scheme}://{}", proxy.addr())),
-            (Backend::Kube, Some(cluster)) => Some(ServerTls::of(
-                &crate::control_plane::ClusterFiles::new(&layout.dir, cluster, PathBuf::new()),
-            )),
+    // `cluster` names the real cluster whose serving certificate the proxy presents;
+    // `client_identity`, the kubeconfig whose client certificate it presents upstream.
+    let mut url_in_front = async |proxy: &Proxy,
+                                  cluster: &str,
+                                  client_identity: Option<PathBuf>|
+           -> Result<String, Error> {
+        let tls = match opts.backend {
+            Backend::Devcluster => None,
+            Backend::Kube => {
+                let files =
+                    crate::control_plane::ClusterFiles::new(&layout.dir, cluster, PathBuf::new());
+                let tls = ServerTls::of(&files);
+                Some(match client_identity {
+                    Some(kubeconfig) => tls.presenting(kubeconfig),
+                    None => tls,
+                })
+            }
         };
         let requests = RequestProxy::start(proxy.addr(), tls).await?;
         let url = format!("{scheme}://{}", requests.addr());
         request_proxies.push(requests);
         Ok(url)
     };
-    let components_parent_url = url_in_front(&parent_proxy, Some("parent")).await?;
+    let components_parent_url = url_in_front(&parent_proxy, "parent", None).await?;
     // One proxy in front of each child's API server, for its agent, or for the hub for a Push
     // child (the checks read the children directly). A child comes back on the same port after
     // a restart.
@@ -512,6 +520,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         .chain(push_specs.iter().cloned())
     {
         let kubeconfig = layout.child_kubeconfig(child.index);
+        let admin_kubeconfig = kubeconfig.clone();
         let proxy = Proxy::start_resolving(Arc::new(move || {
             let text = std::fs::read_to_string(&kubeconfig).ok()?;
             let port = scenario::kubeconfig_port(&text)?;
@@ -519,7 +528,8 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         }))
         .await?;
         let is_push = child.index > opts.children;
-        let url = url_in_front(&proxy, (!is_push).then_some(child.name.as_str())).await?;
+        let client_identity = is_push.then_some(admin_kubeconfig);
+        let url = url_in_front(&proxy, &child.name, client_identity).await?;
         if is_push {
             push_urls.push(url);
         } else {
@@ -1986,7 +1996,7 @@ fn check_subscription(
             agg.feed.namespace.as_deref().unwrap_or(""),
             &agg.feed.name,
         );
-        for cluster in bound.values() {
+        for (dns, cluster) in &bound {
             let real = actual
                 .get(cluster)
                 .and_then(|h| h.get(&key))
@@ -1998,8 +2008,27 @@ fn check_subscription(
                 .and_then(|d| d.replica_status.replicas)
                 .map(i64::from);
             if real.is_some() && reported.unwrap_or(0) != real.unwrap_or(0) {
+                // What the cluster's Description says, to tell a stale Description status from
+                // a stale aggregation.
+                let described = descriptions
+                    .iter()
+                    .filter(|d| d.name_any() == desc_name && d.namespace().as_ref() == Some(dns))
+                    .filter_map(|d| d.status.as_ref())
+                    .map(|s| {
+                        let replicas = s
+                            .manifest_statuses
+                            .iter()
+                            .find(|m| m.feed.kind == "Deployment" && m.feed.name == agg.feed.name)
+                            .and_then(|m| m.observed_status.as_ref())
+                            .and_then(|o| o["replicas"].as_i64());
+                        format!(
+                            "{replicas:?} at generation {:?}, report {:?}",
+                            s.observed_generation, s.report_order
+                        )
+                    })
+                    .next();
                 out.push(format!(
-                    "{name}: aggregated status says {cluster} runs {reported:?} replicas of {key}, it runs {real:?}"
+                    "{name}: aggregated status says {cluster} runs {reported:?} replicas of {key}, it runs {real:?} (its Description's status says {described:?})"
                 ));
             }
         }

@@ -19,8 +19,9 @@
 //! real tier) it ends the client's TLS with the API server's own serving certificate, so the
 //! components' kubeconfigs (the cluster's CA, a ServiceAccount token) work unchanged, and opens
 //! its own TLS connection upstream, trusting that CA; the token travels in the relayed headers.
-//! A client certificate cannot be relayed: clients that authenticate with one (the hub's Push
-//! connections, as the child's administrator) are left out on the real tier.
+//! A client certificate cannot be relayed: for clients that authenticate with one (the hub's
+//! Push connections, as the child's administrator), the proxy presents the same identity
+//! upstream itself, read from the cluster's admin kubeconfig ([`ServerTls::presenting`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -166,6 +167,11 @@ pub struct ServerTls {
     pub key: PathBuf,
     /// The CA (PEM) that signed it, which the proxy trusts upstream.
     pub ca: PathBuf,
+    /// A kubeconfig whose client certificate the proxy presents upstream, for clients that
+    /// authenticate with one (a client certificate cannot pass through a proxy that ends TLS):
+    /// the proxy then acts with that identity for whoever connects. `None`: no certificate
+    /// (clients send bearer tokens, which pass through).
+    pub client_identity: Option<PathBuf>,
 }
 
 /// The two TLS ends of the proxy's connections.
@@ -183,7 +189,14 @@ impl ServerTls {
             cert,
             key,
             ca: cluster.ca_cert(),
+            client_identity: None,
         }
+    }
+
+    /// Presents the client certificate of `kubeconfig` upstream (see `client_identity`).
+    pub fn presenting(mut self, kubeconfig: PathBuf) -> ServerTls {
+        self.client_identity = Some(kubeconfig);
+        self
     }
 
     fn load(&self) -> Result<TlsEnds, Error> {
@@ -213,13 +226,46 @@ impl ServerTls {
         let client = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| relay_error("the TLS versions", e))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let client = match &self.client_identity {
+            None => client.with_no_client_auth(),
+            Some(kubeconfig) => {
+                let (certs, key) = client_certificate(kubeconfig)?;
+                client
+                    .with_client_auth_cert(certs, key)
+                    .map_err(|e| relay_error("the client certificate", e))?
+            }
+        };
         Ok(TlsEnds {
             accept: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
             connect: tokio_rustls::TlsConnector::from(Arc::new(client)),
         })
     }
+}
+
+/// The client certificate chain and key of the user of `kubeconfig`
+/// (`client-certificate-data`, `client-key-data`; a kubeconfig of the fleet's, one user).
+fn client_certificate(
+    kubeconfig: &std::path::Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
+    use base64::Engine;
+    let text = std::fs::read_to_string(kubeconfig)
+        .map_err(|e| relay_error("reading the client kubeconfig", e))?;
+    let field = |name: &str| -> Result<Vec<u8>, Error> {
+        let data = text
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+            .ok_or_else(|| relay_error("reading the client kubeconfig", format!("no {name}")))?;
+        base64::engine::general_purpose::STANDARD
+            .decode(data.trim().trim_matches('"'))
+            .map_err(|e| relay_error("decoding the client certificate", e))
+    };
+    let certs = CertificateDer::pem_slice_iter(&field("client-certificate-data")?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| relay_error("reading the client certificate", e))?;
+    let key = PrivateKeyDer::from_pem_slice(&field("client-key-data")?)
+        .map_err(|e| relay_error("reading the client key", e))?;
+    Ok((certs, key))
 }
 
 /// Where and when the late copies a server took landed (request path, time), the last
@@ -554,25 +600,49 @@ mod tests {
     /// server's certificate (the client trusts the same CA, unchanged) and speaks TLS upstream.
     #[tokio::test]
     async fn in_front_of_a_tls_server_the_client_keeps_its_ca_and_writes_still_go_twice() {
+        behind_tls(false).await;
+    }
+
+    /// In front of a server that requires a client certificate, the proxy presents the one of
+    /// the kubeconfig it was given (a client's own cannot pass a proxy that ends TLS).
+    #[tokio::test]
+    async fn in_front_of_a_server_requiring_a_client_certificate_the_proxy_presents_one() {
+        behind_tls(true).await;
+    }
+
+    /// `writes_go_twice` through a request proxy in front of devcluster behind a TLS front with
+    /// a real cluster's PKI, which requires the admin client certificate when `mutual`.
+    async fn behind_tls(mutual: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let files = crate::control_plane::ClusterFiles::new(
-            dir.path(),
-            "server",
-            dir.path().join("kubeconfig"),
-        );
+        let kubeconfig = dir.path().join("kubeconfig");
+        let files =
+            crate::control_plane::ClusterFiles::new(dir.path(), "server", kubeconfig.clone());
         std::fs::create_dir_all(files.ca_cert().parent().unwrap()).unwrap();
         let pki = crate::control_plane::write_pki(&files).unwrap();
-        let tls = ServerTls::of(&files);
+        let admin = crate::control_plane::Credential::Certificate {
+            cert_pem: &pki.admin_cert_pem,
+            key_pem: &pki.admin_key_pem,
+        };
+        let text = crate::control_plane::kubeconfig("server", 1, &pki.ca_pem, &admin);
+        std::fs::write(&kubeconfig, text).unwrap();
+        let mut tls = ServerTls::of(&files);
+        let mut accept = tls.load().unwrap().accept;
+        if mutual {
+            tls = tls.presenting(kubeconfig);
+            accept = mutual_acceptor(&files);
+        }
         // The TLS server: devcluster behind a TLS front with the same certificate.
         let server = devcluster::DevCluster::start_default().await.unwrap();
         let plain = server.addr();
         let (front, front_addr) = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
-        let accept = tls.load().unwrap().accept;
         tokio::spawn(async move {
             while let Ok((client, _)) = front.accept().await {
                 let accept = accept.clone();
                 tokio::spawn(async move {
-                    let mut client = accept.accept(client).await.unwrap();
+                    // Refused without a client certificate when `mutual`.
+                    let Ok(mut client) = accept.accept(client).await else {
+                        return;
+                    };
                     let mut upstream = TcpStream::connect(plain).await.unwrap();
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
                 });
@@ -583,6 +653,36 @@ mod tests {
         let ca = CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).unwrap();
         config.root_cert = Some(vec![ca.to_vec()]);
         writes_go_twice(proxy, kube::Client::try_from(config).unwrap()).await;
+    }
+
+    /// A TLS acceptor with the cluster's serving certificate that requires a client certificate
+    /// signed by its CA.
+    fn mutual_acceptor(files: &crate::control_plane::ClusterFiles) -> tokio_rustls::TlsAcceptor {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let (cert, key) = files.serving();
+        let certs = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(key).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_file_iter(files.ca_cert()).unwrap() {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let mut server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .unwrap();
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        tokio_rustls::TlsAcceptor::from(Arc::new(server))
     }
 
     /// While a late-replay step lasts, a write is answered once and lands again later, after a
