@@ -430,12 +430,13 @@ impl Controllers {
         }
     }
 
-    /// Writes `status` back on `e`, whose status went back to an older generation
+    /// Writes `status` back on `e`, whose status went back to an older generation or report
     /// ([`status::status_taken_back`]); nothing else would until the cluster reports again.
     /// Tried again while the parent does not answer, and given up once the Description changed
     /// (409): its own watch event decides then.
     fn restore_status(&self, e: &Arc<DescEntry>, status: &DescriptionStatus) {
-        tracing::info!(namespace = %e.namespace, name = %e.name, was = ?status.observed_generation, now = ?e.status.as_ref().and_then(|s| s.observed_generation), "a Description's status went back to an older generation; writing the newer one again");
+        let now = e.status.as_ref();
+        tracing::info!(namespace = %e.namespace, name = %e.name, was = ?status.observed_generation, now = ?now.and_then(|s| s.observed_generation), was_report = ?status.report_order, now_report = ?now.and_then(|s| s.report_order), "a Description's status went back to an older generation or report; writing the newer one again");
         let api: Api<Description> = Api::namespaced(self.client.clone(), &e.namespace);
         let name = e.name.clone();
         let obj = format!("{}/{}", e.namespace, e.name);
