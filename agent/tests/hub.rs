@@ -135,35 +135,30 @@ async fn a_real_agent_registers_applies_reports_and_deletes_through_the_hub() {
         (d.status.as_ref().and_then(|s| s.phase) == Some(DescriptionPhase::Success)).then_some(())
     })
     .await;
-    eventually("the finalizer", WAIT, || async {
-        descs
-            .get("apps.web")
-            .await
-            .unwrap()
-            .finalizers()
-            .iter()
-            .any(|f| f == known::FINALIZER)
-            .then_some(())
-    })
-    .await;
-    descs
-        .delete("apps.web", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the Description gone", WAIT, || async {
-        descs
-            .get_opt("apps.web")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    deleted_once_released(&descs, "apps.web").await;
     assert!(
         cms.get_opt("web").await.unwrap().is_none(),
         "the child object survived"
     );
     agent.stop().await;
+}
+
+/// Waits for the hub's finalizer on Description `name`, deletes it, and waits until it is gone
+/// (the finalizer released by the agent's deletion report).
+async fn deleted_once_released(descs: &Api<Description>, name: &str) {
+    eventually("the finalizer", WAIT, || async {
+        let d = descs.get(name).await.unwrap();
+        d.finalizers()
+            .iter()
+            .any(|f| f == known::FINALIZER)
+            .then_some(())
+    })
+    .await;
+    descs.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually("the Description gone", WAIT, || async {
+        descs.get_opt(name).await.unwrap().is_none().then_some(())
+    })
+    .await;
 }
 
 /// A Description of `size` bytes of data in one ConfigMap named after it.
@@ -481,26 +476,6 @@ async fn an_agent_whose_child_does_nothing_registers_reports_and_releases_deleti
         })
         .await;
     }
-    eventually("the finalizer", WAIT, || async {
-        let d = descs.get("apps.web").await.unwrap();
-        d.finalizers()
-            .iter()
-            .any(|f| f == known::FINALIZER)
-            .then_some(())
-    })
-    .await;
-    descs
-        .delete("apps.web", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the Description gone", WAIT, || async {
-        descs
-            .get_opt("apps.web")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    deleted_once_released(&descs, "apps.web").await;
     running.abort();
 }
