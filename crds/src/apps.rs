@@ -717,9 +717,11 @@ pub struct DescriptionStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 
-    /// Where this status stands among the hub's writes of reports from the cluster. A write
-    /// held up in the network can land after a newer one; at the same `observedGeneration`,
-    /// only this order tells the two apart, and the hub writes the newer status again.
+    /// Where this status stands among the hub's writes of reports from the cluster's agent. A
+    /// write held up in the network can land after a newer one; at the same
+    /// `observedGeneration`, only this order tells the two apart, and the hub writes the newer
+    /// status again. (A cluster the hub pushes to is written by every hub replica from its own
+    /// view; its orders are not compared.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_order: Option<ReportOrder>,
 }

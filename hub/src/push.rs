@@ -485,8 +485,8 @@ impl PushManager {
         }
     }
 
-    /// What failed and is tried again each tick: deletions the child has not finished, applies,
-    /// and report writes.
+    /// What is tried again each tick: deletions the child has not finished, applies, report
+    /// writes that failed, and any report the Description's status does not show.
     async fn retry(&self, session: &Session, applier: &Applier, st: &mut SessionState) {
         let deletions: Vec<(String, String)> = st
             .pending_deletions
@@ -502,6 +502,19 @@ impl PushManager {
         }
         let reports: Vec<model::Report> = st.unwritten.values().cloned().collect();
         for r in reports {
+            self.write(session, &r, &mut st.unwritten).await;
+        }
+        // Every report checked against the status the watch shows, written where they differ:
+        // every hub replica writes this cluster's statuses from its own view, so no order of
+        // writes says which is newer, and a write of one replica's older view (or a late copy
+        // of one) would otherwise stay until the child changes again.
+        let current: Vec<model::Report> = st
+            .keep
+            .iter()
+            .filter_map(|key| applier.report(key))
+            .filter(|r| !st.unwritten.contains_key(&r.name) && !st.failed.contains_key(&r.name))
+            .collect();
+        for r in current {
             self.write(session, &r, &mut st.unwritten).await;
         }
         let again: Vec<model::Description> = st.failed.values().cloned().collect();

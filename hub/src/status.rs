@@ -320,12 +320,13 @@ pub fn next_report_sequence(last: i64, now_micros: i64) -> i64 {
 }
 
 /// Whether a status written at `before` was replaced by a write of an earlier report, `now`.
-/// Orders compare only within one kind of connection: epochs of agent streams (1 and up) among
-/// themselves, and pushed clusters (epoch 0) among themselves, by sequence. A cluster moved
-/// from one mode to the other starts a new order.
+/// Only agent streams' orders (epoch 1 and up) compare: one stream's reports reach one hub
+/// process, in the order the agent saw its cluster. A pushed cluster (epoch 0) has every hub
+/// replica writing from its own view of the child, so a higher number there is not a newer
+/// view; its writers check their reports against the status instead (`push`).
 pub fn report_order_went_back(before: Option<ReportOrder>, now: Option<ReportOrder>) -> bool {
     match (before, now) {
-        (Some(b), Some(n)) => (b.epoch == 0) == (n.epoch == 0) && n < b,
+        (Some(b), Some(n)) => b.epoch > 0 && n.epoch > 0 && n < b,
         _ => false,
     }
 }
@@ -1283,17 +1284,18 @@ mod tests {
             (ordered(DescriptionPhase::Success, 3, 1), &late, true),
             (ordered(DescriptionPhase::Success, 2, 9), &late, false),
             (ordered(DescriptionPhase::Success, 1, 99), &late, false),
-            // A cluster moved between pushed (epoch 0) and pulled starts a new order.
+            // Nor across a cluster moved between pushed (epoch 0) and pulled.
             (ordered(DescriptionPhase::Success, 0, 99), &late, false),
             (
                 ordered(DescriptionPhase::Success, 2, 11),
                 &ordered(DescriptionPhase::Pending, 0, 1),
                 false,
             ),
+            // Pushed clusters' writes are not compared (every replica writes from its view).
             (
                 ordered(DescriptionPhase::Success, 0, 11),
                 &ordered(DescriptionPhase::Pending, 0, 10),
-                true,
+                false,
             ),
             // A status without an order (a rejection the hub wrote) is not compared.
             (ordered(DescriptionPhase::Success, 2, 11), &newer, false),

@@ -1140,6 +1140,47 @@ async fn a_push_cluster_applies_a_failed_description_again_once_the_child_answer
     drop(h);
 }
 
+/// A Push cluster's Description status taken back to an older report at its generation (a
+/// late copy of an older write, or another hub replica's momentarily stale view: every replica
+/// writes a Push cluster's statuses) is written again from the child's state within a
+/// heartbeat period, though the child does not change.
+#[tokio::test]
+async fn a_push_cluster_description_status_taken_back_is_written_again_from_the_child() {
+    let p = Parent::for_agents().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let ns = "clusternet-push5";
+    let id = "eeeeeeee-0000-4000-8000-00000000000e";
+    push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
+    register_push_cluster(&p.client, id, ns, "pushed").await;
+    description(&p.client, ns, "apps.web", "pushed").await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
+    let phase = || async {
+        descs
+            .get("apps.web")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.phase)
+    };
+    eventually("Success", WAIT, || async {
+        (phase().await == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    let generation = descs.get("apps.web").await.unwrap().metadata.generation;
+    let older = json!({"status": {"observedGeneration": generation, "phase": "Pending",
+        "reportOrder": {"epoch": 0, "sequence": 1}}});
+    descs
+        .patch_status("apps.web", &PatchParams::default(), &Patch::Merge(&older))
+        .await
+        .unwrap();
+    eventually("Success written again", WAIT, || async {
+        (phase().await == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    drop(h);
+}
+
 /// A TCP relay to the parent that can be cut: the hub's view of a parent it cannot reach for
 /// a while, with the parent itself (and what it stores) untouched.
 struct Relay {
