@@ -1094,6 +1094,25 @@ async fn a_push_cluster_reports_its_objects_status_as_it_changes_after_the_apply
     drop(h);
 }
 
+/// A registered Push cluster `pushed` in `ns` (id `id`, its child at `kubeconfig`) with
+/// Description `apps.web`; the Descriptions of `ns`.
+async fn pushed_web(client: &Client, ns: &str, id: &str, kubeconfig: String) -> Api<Description> {
+    push_cluster(client, ns, id, kubeconfig).await;
+    register_push_cluster(client, id, ns, "pushed").await;
+    description(client, ns, "apps.web", "pushed").await;
+    Api::namespaced(client.clone(), ns)
+}
+
+/// The phase in Description `apps.web`'s status.
+async fn web_phase(descs: &Api<Description>) -> Option<DescriptionPhase> {
+    descs
+        .get("apps.web")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.phase)
+}
+
 /// After a chaos run (e2e/src/chaos) saw a Push child's Description fail on a fault of its
 /// proxy: an apply that failed (the child unreachable for a moment) stayed failed until the
 /// Description changed. An agent applies a failed Description again; the hub's Push mode did
@@ -1108,18 +1127,8 @@ async fn a_push_cluster_applies_a_failed_description_again_once_the_child_answer
     let h = hub(&p.client, |_| {}).await;
     let ns = "clusternet-push4";
     let id = "ffffffff-0000-4000-8000-00000000000f";
-    push_cluster(&p.client, ns, id, kubeconfig).await;
-    register_push_cluster(&p.client, id, ns, "pushed").await;
-    description(&p.client, ns, "apps.web", "pushed").await;
-    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
-    let phase = || async {
-        descs
-            .get("apps.web")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.phase)
-    };
+    let descs = pushed_web(&p.client, ns, id, kubeconfig).await;
+    let phase = || web_phase(&descs);
     eventually("the apply to fail, the child down", WAIT, || async {
         (phase().await == Some(DescriptionPhase::Failure)).then_some(())
     })
@@ -1151,18 +1160,8 @@ async fn a_push_cluster_description_status_taken_back_is_written_again_from_the_
     let h = hub(&p.client, |_| {}).await;
     let ns = "clusternet-push5";
     let id = "eeeeeeee-0000-4000-8000-00000000000e";
-    push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
-    register_push_cluster(&p.client, id, ns, "pushed").await;
-    description(&p.client, ns, "apps.web", "pushed").await;
-    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
-    let phase = || async {
-        descs
-            .get("apps.web")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.phase)
-    };
+    let descs = pushed_web(&p.client, ns, id, child.kubeconfig_yaml()).await;
+    let phase = || web_phase(&descs);
     eventually("Success", WAIT, || async {
         (phase().await == Some(DescriptionPhase::Success)).then_some(())
     })
