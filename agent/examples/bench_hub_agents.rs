@@ -162,26 +162,27 @@ async fn parent(kubeconfig: &Path) {
 /// no API server behind it). Prints `CONN` (connection changes) and `RECV` (a bench Description
 /// received) lines; `diag` on stdin prints the last error of every agent not connected.
 async fn host(hub_url: &str, first: usize, count: usize, noop: bool) {
-    let child = (!noop).then(|| {
-        OwnRuntimeCluster::start(
+    // The child devcluster (kept until the host ends) and its client; none with `noop`.
+    let child = if noop {
+        None
+    } else {
+        let cluster = OwnRuntimeCluster::start(
             "child",
             devcluster::Config {
                 nodes: 1,
                 ..devcluster::Config::default()
             },
-        )
-    });
-    let client = match &child {
-        Some(c) => Some(c.client().await),
-        None => None,
+        );
+        let client = cluster.client().await;
+        Some((cluster, client))
     };
     let lines = stdout_printer();
     let mut states = Vec::with_capacity(count);
     for i in first..first + count {
         let config = AgentConfig::new(hub_url, BOOTSTRAP_TOKEN, &format!("sim-{i}"));
         let cluster_id = format!("00000000-0000-4000-8000-{i:012}");
-        let rx = match &client {
-            Some(client) => {
+        let rx = match &child {
+            Some((_, client)) => {
                 let applier = Arc::new(
                     Applier::new(client.clone(), "atoll-agent")
                         .with_state_namespace(&format!("agent-{i}")),

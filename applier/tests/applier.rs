@@ -618,13 +618,7 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
     // The repair loop counts a repair once its write has returned, which can be after the
     // object read above already shows it (CI once read 1 here).
     eventually("both repairs counted", WAIT, || async {
-        let repaired = applier
-            .metrics()
-            .drift_repairs
-            .get_or_create(&atoll_applier::metrics::ResultLabel {
-                result: "repaired".into(),
-            })
-            .get();
+        let repaired = drift_repairs(&applier, "repaired");
         if repaired >= 2 {
             Ok(())
         } else {
@@ -671,17 +665,9 @@ async fn the_applies_own_writes_are_never_taken_for_drift() {
         assert_eq!(report.phase, Phase::Success, "{}", report.reason);
     }
     tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let repairs: i64 = ["repaired", "failed"]
+    let repairs: u64 = ["repaired", "failed"]
         .iter()
-        .map(|result| {
-            applier
-                .metrics()
-                .drift_repairs
-                .get_or_create(&atoll_applier::metrics::ResultLabel {
-                    result: (*result).into(),
-                })
-                .get() as i64
-        })
+        .map(|result| drift_repairs(&applier, result))
         .sum();
     assert_eq!(repairs, 0, "the applier repaired its own writes");
     let mut changed = Vec::new();
@@ -1024,14 +1010,18 @@ async fn a_status_watch_reports_statuses_and_repairs_nothing() {
         .and_then(|d| d.get("k").cloned());
     assert_eq!(value.as_deref(), Some("another replica's"));
     assert!(deployments.get_opt("web").await.unwrap().is_none());
-    let repairs = applier
+    assert_eq!(drift_repairs(&applier, "repaired"), 0);
+}
+
+/// How many drift repairs of `applier` ended with `result`.
+fn drift_repairs(applier: &Applier, result: &str) -> u64 {
+    applier
         .metrics()
         .drift_repairs
         .get_or_create(&atoll_applier::metrics::ResultLabel {
-            result: "repaired".into(),
+            result: result.into(),
         })
-        .get();
-    assert_eq!(repairs, 0);
+        .get()
 }
 
 /// How many applies of `applier` ended with `result`.

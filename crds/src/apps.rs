@@ -720,8 +720,8 @@ pub struct DescriptionStatus {
     /// Where this status stands among the hub's writes of reports from the cluster's agent. A
     /// write held up in the network can land after a newer one; at the same
     /// `observedGeneration`, only this order tells the two apart, and the hub writes the newer
-    /// status again. (A cluster the hub pushes to is written by every hub replica from its own
-    /// view; its orders are not compared.)
+    /// status again. Absent for a cluster the hub pushes to: every hub replica writes its
+    /// statuses from its own view, which no number orders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_order: Option<ReportOrder>,
 }
@@ -744,7 +744,7 @@ pub struct DescriptionStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ReportOrder {
     /// The epoch of the agent stream the report came on: each new stream of a cluster has a
-    /// higher one, whichever hub replica serves it (0 for a cluster the hub pushes to).
+    /// higher one, whichever hub replica serves it.
     pub epoch: i64,
     /// The writing hub's sequence number within the epoch; it never goes back within a hub
     /// process, and starts past the last one of an earlier process (it starts at the wall

@@ -1456,7 +1456,9 @@ impl Backend for KubeBackend {
                 Api::namespaced(this.client(), &session.namespace);
             let _permit = this.permit().await;
             // Numbered as it leaves: of two writes to a Description, the later one is higher.
-            st.report_order = Some(atoll_crds::apps::ReportOrder {
+            // A pushed cluster (epoch 0) has every replica writing from its own view, so no
+            // number would order its writes (`status::report_order_went_back`): none is written.
+            st.report_order = (session.epoch > 0).then(|| atoll_crds::apps::ReportOrder {
                 epoch: i64::try_from(session.epoch).unwrap_or(i64::MAX),
                 sequence: this.next_report_sequence(),
             });

@@ -321,9 +321,10 @@ pub fn next_report_sequence(last: i64, now_micros: i64) -> i64 {
 
 /// Whether a status written at `before` was replaced by a write of an earlier report, `now`.
 /// Only agent streams' orders (epoch 1 and up) compare: one stream's reports reach one hub
-/// process, in the order the agent saw its cluster. A pushed cluster (epoch 0) has every hub
-/// replica writing from its own view of the child, so a higher number there is not a newer
-/// view; its writers check their reports against the status instead (`push`).
+/// process, in the order the agent saw its cluster. A pushed cluster has every hub replica
+/// writing from its own view of the child, so its writes carry no order (an epoch 0 is one
+/// written before that, not compared either); its writers check their reports against the
+/// status instead (`push`).
 pub fn report_order_went_back(before: Option<ReportOrder>, now: Option<ReportOrder>) -> bool {
     match (before, now) {
         (Some(b), Some(n)) => b.epoch > 0 && n.epoch > 0 && n < b,

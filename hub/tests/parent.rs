@@ -1167,8 +1167,7 @@ async fn a_push_cluster_description_status_taken_back_is_written_again_from_the_
     })
     .await;
     let generation = descs.get("apps.web").await.unwrap().metadata.generation;
-    let older = json!({"status": {"observedGeneration": generation, "phase": "Pending",
-        "reportOrder": {"epoch": 0, "sequence": 1}}});
+    let older = json!({"status": {"observedGeneration": generation, "phase": "Pending"}});
     descs
         .patch_status("apps.web", &PatchParams::default(), &Patch::Merge(&older))
         .await
