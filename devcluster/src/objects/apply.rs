@@ -417,7 +417,8 @@ pub fn server_side_apply_with(
         .map(|e| e.set.clone())
         .unwrap_or_default();
 
-    let mut merged = merge(&walker, &live_plain, &config, &mut Vec::new());
+    let mut merged = live_plain.clone();
+    merge_into(&walker, &mut merged, &config, &mut Vec::new());
     let changed = walker.changes(&live_plain, &merged, false).all();
 
     let mut conflicts = Vec::new();
@@ -536,39 +537,39 @@ fn owns_at_or_below(set: &FieldSet, path: &[String]) -> bool {
     !node.is_empty()
 }
 
-/// The SSA merge of an applied configuration into the live object: maps merge, granular
-/// lists merge item by item, everything else is replaced.
-fn merge(walker: &Walker<'_>, live: &Value, config: &Value, names: &mut Vec<String>) -> Value {
-    match (live, config) {
-        (Value::Object(l), Value::Object(c)) if !walker.atomic_map(names) => {
-            let mut out = l.clone();
+/// The SSA merge of an applied configuration into the live object, in place: maps merge,
+/// granular lists merge item by item, everything else is replaced. In place because a merge
+/// that built each level afresh copied every nested value once per level above it.
+fn merge_into(walker: &Walker<'_>, target: &mut Value, config: &Value, names: &mut Vec<String>) {
+    match (target, config) {
+        (Value::Object(t), Value::Object(c)) if !walker.atomic_map(names) => {
             for (k, cv) in c {
-                names.push(k.clone());
-                let merged = match l.get(k) {
-                    Some(lv) => merge(walker, lv, cv, names),
-                    None => cv.clone(),
-                };
-                names.pop();
-                out.insert(k.clone(), merged);
+                match t.get_mut(k) {
+                    Some(tv) => {
+                        names.push(k.clone());
+                        merge_into(walker, tv, cv, names);
+                        names.pop();
+                    }
+                    None => {
+                        t.insert(k.clone(), cv.clone());
+                    }
+                }
             }
-            Value::Object(out)
         }
-        (Value::Array(l), Value::Array(c)) if walker.granular(names) => {
-            let mut out = l.clone();
+        (Value::Array(t), Value::Array(c)) if walker.granular(names) => {
             for (i, item) in c.iter().enumerate() {
                 let key = walker.item_key(names, item, i);
-                let pos = out
+                let pos = t
                     .iter()
                     .enumerate()
                     .position(|(j, o)| walker.item_key(names, o, j) == key);
-                match pos.and_then(|p| out.get_mut(p)) {
-                    Some(slot) => *slot = merge(walker, slot, item, names),
-                    None => out.push(item.clone()),
+                match pos.and_then(|p| t.get_mut(p)) {
+                    Some(slot) => merge_into(walker, slot, item, names),
+                    None => t.push(item.clone()),
                 }
             }
-            Value::Array(out)
         }
-        _ => config.clone(),
+        (target, _) => *target = config.clone(),
     }
 }
 

@@ -213,7 +213,7 @@ pub(super) fn prepare_update(
 
 /// Copies the immutable and server-owned metadata of `old` into `new`.
 fn carry_metadata(info: &ResourceInfo, old: &Value, new: &mut Value) {
-    let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
+    let old_meta = old.get("metadata");
     let meta = meta_mut(new);
     for f in [
         "uid",
@@ -225,7 +225,7 @@ fn carry_metadata(info: &ResourceInfo, old: &Value, new: &mut Value) {
         "generation",
         "resourceVersion",
     ] {
-        match old_meta.get(f) {
+        match old_meta.and_then(|m| m.get(f)) {
             Some(v) => {
                 meta.insert(f.into(), v.clone());
             }
@@ -362,23 +362,60 @@ fn deletion_complete(info: &ResourceInfo, new: &Value) -> bool {
         && (!is_namespace(info) || spec_finalizers_empty)
 }
 
-/// Compares two objects ignoring `resourceVersion` and managedFields timestamps.
+/// Compares two objects ignoring `resourceVersion` and managedFields timestamps, without
+/// copying either (this runs on every write).
 fn same_object(a: &Value, b: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            if let Some(mf) = m.get_mut("managedFields").and_then(Value::as_array_mut) {
-                for e in mf {
-                    if let Some(e) = e.as_object_mut() {
-                        e.remove("time");
-                    }
-                }
-            }
-        }
-        v
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    if a.len() != b.len() {
+        return false;
     }
-    strip(a) == strip(b)
+    a.iter().all(|(k, av)| match b.get(k) {
+        Some(bv) if k == "metadata" => same_metadata(av, bv),
+        Some(bv) => av == bv,
+        None => false,
+    })
+}
+
+/// [`same_object`] of two `metadata` values.
+fn same_metadata(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let counted = |m: &serde_json::Map<String, Value>| {
+        m.len() - usize::from(m.contains_key("resourceVersion"))
+    };
+    if counted(a) != counted(b) {
+        return false;
+    }
+    a.iter()
+        .filter(|(k, _)| k.as_str() != "resourceVersion")
+        .all(|(k, av)| match b.get(k) {
+            Some(bv) if k == "managedFields" => same_entries(av, bv),
+            Some(bv) => av == bv,
+            None => false,
+        })
+}
+
+/// Whether two managedFields lists differ in nothing but their entries' `time`.
+fn same_entries(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(ae, be)| {
+            let (Some(ae), Some(be)) = (ae.as_object(), be.as_object()) else {
+                return ae == be;
+            };
+            let counted =
+                |e: &serde_json::Map<String, Value>| e.len() - usize::from(e.contains_key("time"));
+            counted(ae) == counted(be)
+                && ae
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "time")
+                    .all(|(k, v)| be.get(k) == Some(v))
+        })
 }
 
 /// Whether anything but metadata (and status, with a status subresource) differs.
@@ -398,4 +435,59 @@ fn spec_changed(info: &ResourceInfo, old: &Value, new: &Value) -> bool {
         return true;
     }
     ok.iter().any(|(k, v)| n.get(k.as_str()) != Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(rv: &str, time: &str, value: &str) -> Value {
+        json!({
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "a",
+                "resourceVersion": rv,
+                "managedFields": [{"manager": "m", "time": time, "fieldsV1": {"f:data": {}}}],
+            },
+            "data": {"k": value},
+        })
+    }
+
+    #[test]
+    fn objects_differing_only_in_resource_version_and_entry_times_are_the_same() {
+        assert!(same_object(&obj("1", "t1", "v"), &obj("2", "t2", "v")));
+        let mut without_rv = obj("1", "t1", "v");
+        without_rv["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        assert!(same_object(&without_rv, &obj("2", "t2", "v")));
+        assert!(same_object(&obj("2", "t2", "v"), &without_rv));
+    }
+
+    #[test]
+    fn objects_differing_anywhere_else_are_not_the_same() {
+        let base = obj("1", "t1", "v");
+        assert!(!same_object(&base, &obj("1", "t1", "w")));
+        let mut manager = base.clone();
+        manager["metadata"]["managedFields"][0]["manager"] = json!("other");
+        assert!(!same_object(&base, &manager));
+        let mut extra_entry_key = base.clone();
+        extra_entry_key["metadata"]["managedFields"][0]["subresource"] = json!("status");
+        assert!(!same_object(&base, &extra_entry_key));
+        let mut no_time = base.clone();
+        no_time["metadata"]["managedFields"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("time");
+        no_time["metadata"]["managedFields"][0]["operation"] = json!("Apply");
+        assert!(!same_object(&base, &no_time));
+        let mut label = base.clone();
+        label["metadata"]["labels"] = json!({"a": "b"});
+        assert!(!same_object(&base, &label));
+        assert!(!same_object(&label, &base));
+        let mut status = base.clone();
+        status["status"] = json!({});
+        assert!(!same_object(&base, &status));
+    }
 }
