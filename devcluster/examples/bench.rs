@@ -1,7 +1,9 @@
 //! devcluster benchmark: `cargo run --release -p devcluster --example bench [-- N]`.
 //!
-//! Prints a table of: creates per second over HTTP (memory and SQLite), the latency for one
-//! event to reach 1,000 watchers, and the bytes SQLite stores per small object compared to
+//! Prints a table of: creates per second over HTTP (memory and SQLite), server-side applies
+//! per second that change stored objects (a spec apply and a status apply to each of 1,000
+//! Deployments, the shape of the scheduler's and the hub's writes to Descriptions), the
+//! latency for one event to reach 1,000 watchers, and the bytes SQLite stores per small object compared to
 //! its raw JSON size. Requests go over plain keep-alive HTTP/1.1 connections (a minimal
 //! client, so that the client costs as little CPU as possible on a shared machine).
 
@@ -11,6 +13,10 @@ use anyhow::{Context, bail};
 use devcluster::{Config, DevCluster};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+
+/// The allocator of the `devcluster` binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// One keep-alive HTTP/1.1 connection.
 struct Conn {
@@ -29,8 +35,19 @@ impl Conn {
     }
 
     async fn send(&mut self, method: &str, path: &str, body: &[u8]) -> anyhow::Result<()> {
+        self.send_typed(method, path, "application/json", body)
+            .await
+    }
+
+    async fn send_typed(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> anyhow::Result<()> {
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
             self.host,
             body.len()
         );
@@ -67,7 +84,18 @@ impl Conn {
     }
 
     async fn request(&mut self, method: &str, path: &str, body: &[u8]) -> anyhow::Result<u16> {
-        self.send(method, path, body).await?;
+        self.request_typed(method, path, "application/json", body)
+            .await
+    }
+
+    async fn request_typed(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> anyhow::Result<u16> {
+        self.send_typed(method, path, content_type, body).await?;
         let (status, len) = self.read_head().await?;
         let Some(len) = len else {
             bail!("response without content-length");
@@ -140,6 +168,74 @@ async fn create_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
+/// A Deployment as one manager applies it, its `value` annotation and replicas set by `round`.
+fn applied_deployment(i: usize, round: usize) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"app-{i}","labels":{{"app":"bench"}},"annotations":{{"value":"{round}"}}}},"spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"app-{i}"}}}},"template":{{"metadata":{{"labels":{{"app":"app-{i}"}}}},"spec":{{"containers":[{{"name":"web","image":"nginx:1.27","ports":[{{"containerPort":80}}],"env":[{{"name":"ROUND","value":"{round}"}}]}}]}}}}}}}}"#,
+        replicas = 1 + round % 3
+    )
+    .into_bytes()
+}
+
+/// The status another manager applies to it for `round`.
+fn applied_status(i: usize, round: usize) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"app-{i}"}},"status":{{"observedGeneration":{round},"replicas":1,"readyReplicas":1,"conditions":[{{"type":"Available","status":"True","reason":"Round{round}"}}]}}}}"#
+    )
+    .into_bytes()
+}
+
+/// Server-side applies per second that change the stored object: `n` Deployments are created
+/// by apply (not timed), then each gets a changed spec apply and a changed status apply
+/// (timed), over `workers` connections.
+async fn apply_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::Result<f64> {
+    let addr = cluster.addr();
+    let mut rate = 0.0;
+    for round in 0..2 {
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            tasks.push(tokio::spawn(async move {
+                let mut c = Conn::open(addr).await?;
+                let mut i = w;
+                while i < n {
+                    let path = format!(
+                        "/apis/apps/v1/namespaces/default/deployments/app-{i}?fieldManager=spec-writer&force=true"
+                    );
+                    let status = c
+                        .request_typed("PATCH", &path, APPLY, &applied_deployment(i, round))
+                        .await?;
+                    if status != 200 && status != 201 {
+                        bail!("spec apply returned {status}");
+                    }
+                    if round > 0 {
+                        let path = format!(
+                            "/apis/apps/v1/namespaces/default/deployments/app-{i}/status?fieldManager=status-writer&force=true"
+                        );
+                        let status = c
+                            .request_typed("PATCH", &path, APPLY, &applied_status(i, round))
+                            .await?;
+                        if status != 200 {
+                            bail!("status apply returned {status}");
+                        }
+                    }
+                    i += workers;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        // Round 0 creates; round 1 is the timed one: two applies per object.
+        rate = 2.0 * n as f64 / start.elapsed().as_secs_f64();
+    }
+    Ok(rate)
+}
+
+/// The content type of a server-side apply.
+const APPLY: &str = "application/apply-patch+yaml";
+
 async fn fan_out(watchers: usize) -> anyhow::Result<(Duration, Duration, Duration)> {
     let cluster = DevCluster::start_default().await?;
     let addr = cluster.addr();
@@ -204,6 +300,13 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
     let workers = 8;
+    let apply_n = 5000;
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("apply") {
+        let applies = DevCluster::start_default().await?;
+        let apply_per_s = apply_rate(&applies, apply_n, workers).await?;
+        println!("server-side applies/s that change the object: {apply_per_s:.0}");
+        return Ok(());
+    }
 
     let mem = DevCluster::start_default().await?;
     let rss_before = rss_bytes();
@@ -214,6 +317,11 @@ async fn main() -> anyhow::Result<()> {
         println!("creates/s, memory: {mem_rate:.0}");
         return Ok(());
     }
+    // After the memory figure: the allocator keeps what the applies freed, which would hide
+    // the creates' growth.
+    let applies = DevCluster::start_default().await?;
+    let apply_per_s = apply_rate(&applies, apply_n, workers).await?;
+    drop(applies);
 
     let dir = tempfile::tempdir()?;
     let sql = DevCluster::start(Config {
@@ -239,6 +347,9 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "| creates/s, SQLite ({n} ConfigMaps, {workers} connections) | {sql_rate:.0} | 5000 |"
+    );
+    println!(
+        "| server-side applies/s that change the object ({apply_n} Deployments: spec, then status, {workers} connections) | {apply_per_s:.0} | |"
     );
     println!(
         "| one event to 1000 watchers: p50 / p99 / max | {:.1} ms / {:.1} ms / {:.1} ms | p99 < 50 ms |",
