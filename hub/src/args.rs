@@ -103,6 +103,31 @@ pub struct HubArgs {
         default_value_t = 1000
     )]
     pub max_objects_per_description: usize,
+    /// Serve the Push-mode clusters from one replica only, elected through the Lease
+    /// `atoll-hub-push`; that replica also repairs drift in them (re-applies what someone else
+    /// changed or deleted), as an agent does. `false`: every replica serves every Push cluster
+    /// and none repairs drift, since replicas whose views of a Description differ for a
+    /// moment would undo each other's applies.
+    #[arg(long, env = "ATOLL_HUB_PUSH_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub push_leader_elect: bool,
+    /// Namespace of the Lease `atoll-hub-push`.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_PUSH_LEADER_ELECT_NAMESPACE",
+        default_value = "clusternet-system"
+    )]
+    pub push_leader_elect_namespace: String,
+    /// How long the Push leader's Lease is valid without renewal, in seconds: after the leader
+    /// dies, the Push clusters wait this long for another replica.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_PUSH_LEADER_ELECT_LEASE_SECONDS",
+        default_value_t = 15
+    )]
+    pub push_leader_elect_lease_seconds: u32,
+    /// Identity of this replica in the Lease; defaults to the host name plus a random suffix.
+    #[arg(long, env = "ATOLL_HUB_PUSH_LEADER_ELECT_IDENTITY")]
+    pub push_leader_elect_identity: Option<String>,
 }
 
 /// Parses `300`, `90s`, `5m`, `1h` into a duration.

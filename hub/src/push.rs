@@ -14,6 +14,7 @@ use atoll_crds::clusters::{
     check_registered,
 };
 use atoll_crds::known;
+use atoll_runtime::leader::LeaderElection;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
@@ -28,6 +29,7 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -213,7 +215,15 @@ pub struct PushManager {
     sessions: Mutex<HashMap<(String, String), JoinHandle<()>>>,
     /// Push clusters left alone as unregistered, with why (one Event per reason).
     unregistered: Mutex<HashMap<(String, String), String>>,
+    /// `Some`: only the holder of this Lease serves the Push clusters, and repairs drift in
+    /// them (it is their only writer). `None`: every replica serves them, without repairs.
+    election: Option<LeaderElection>,
+    /// Set by [`PushManager::shutdown`]: no session starts any more.
+    stopped: AtomicBool,
 }
+
+/// Name of the Lease whose holder serves the Push-mode clusters.
+pub const PUSH_LEASE: &str = "atoll-hub-push";
 
 impl PushManager {
     /// A manager reading ManagedClusters from `clusters`.
@@ -224,8 +234,11 @@ impl PushManager {
         registrations: Store<ClusterRegistrationRequest>,
         backend: Arc<KubeBackend>,
         heartbeat_every: Duration,
+        election: Option<LeaderElection>,
     ) -> Arc<PushManager> {
         Arc::new(PushManager {
+            election,
+            stopped: AtomicBool::new(false),
             client,
             index,
             clusters,
@@ -238,10 +251,48 @@ impl PushManager {
         })
     }
 
-    /// Starts and stops sessions as ManagedClusters come, go and change mode (checked every
-    /// second from the shared ManagedCluster cache).
+    /// Serves the Push clusters: at once without an election, else while this replica holds
+    /// [`PUSH_LEASE`] (contending again after losing it).
     pub async fn run(self: Arc<Self>) {
         self.index.wait_synced().await;
+        let Some(election) = self.election.clone() else {
+            return self.serve().await;
+        };
+        loop {
+            tracing::info!(identity = %election.identity(), lease = PUSH_LEASE, "push mode: waiting for the Lease to serve the Push clusters");
+            let mut held = election.clone().acquire().await;
+            tracing::info!(identity = %election.identity(), "push mode: serving the Push clusters, drift repaired");
+            tokio::select! {
+                () = self.clone().serve() => {}
+                () = held.lost() => {
+                    tracing::warn!(identity = %election.identity(), "push mode: the Lease was lost; stopping every Push session");
+                }
+            }
+            self.stop_sessions();
+        }
+    }
+
+    /// The Lease contender, when the Push clusters are served by an elected replica.
+    pub fn election(&self) -> Option<&LeaderElection> {
+        self.election.as_ref()
+    }
+
+    /// Stops every session for good (the hub is stopping): their tasks are not children of
+    /// [`PushManager::run`]'s, so ending that one leaves them running.
+    pub fn shutdown(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.stop_sessions();
+    }
+
+    fn stop_sessions(&self) {
+        for (_, task) in self.sessions.lock().drain() {
+            task.abort();
+        }
+    }
+
+    /// Starts and stops sessions as ManagedClusters come, go and change mode (checked every
+    /// second from the shared ManagedCluster cache).
+    async fn serve(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
@@ -255,6 +306,10 @@ impl PushManager {
                 .map(|mc| ((mc.namespace().unwrap_or_default(), mc.name_any()), mc))
                 .collect();
             let mut sessions = self.sessions.lock();
+            // Under the lock [`PushManager::shutdown`] drains: no session starts after it.
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
             sessions.retain(|key, task| {
                 let keep = desired.contains_key(key) && !task.is_finished();
                 if !keep {
@@ -370,11 +425,16 @@ impl PushManager {
         let applier = Arc::new(Applier::new(child.clone(), known::FIELD_MANAGER_HUB));
         // The drift watchers see each object's status as it changes after its apply (a
         // Deployment's replicas come later); a Description's report is written again when it
-        // changes. No drift repair: every hub replica serves this cluster, and replicas whose
-        // views of the Descriptions differ for a moment would undo each other's applies.
+        // changes. Drift is repaired only by an elected replica: without an election every hub
+        // replica serves this cluster, and replicas whose views of the Descriptions differ for
+        // a moment would undo each other's applies.
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         applier.set_notifier(notices_tx);
-        atoll_applier::start_status_watch(&applier);
+        if self.election.is_some() {
+            atoll_applier::start_drift_repair(&applier);
+        } else {
+            atoll_applier::start_status_watch(&applier);
+        }
         let queue = self.index.subscribe(&session.namespace);
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
         let mut st = SessionState::default();

@@ -12,6 +12,7 @@ use crate::server::{self, ServerConfig};
 use crate::service::{HubService, StreamConfig};
 use crate::streams::OpenStreams;
 use atoll_runtime::admin::Readiness;
+use atoll_runtime::leader::LeaderElection;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +31,27 @@ pub struct HubConfig {
     pub backend: BackendConfig,
     /// Watches, finalizers, lost clusters.
     pub controllers: ControllerConfig,
+    /// Push-mode clusters.
+    pub push: PushConfig,
+}
+
+/// How the hub serves Push-mode clusters.
+#[derive(Clone, Debug, Default)]
+pub struct PushConfig {
+    /// `Some`: one replica, elected through this Lease, serves every Push cluster and repairs
+    /// drift in them. `None`: every replica serves every Push cluster, without drift repair.
+    pub leader: Option<PushLeader>,
+}
+
+/// The Lease the replicas contend for to serve the Push clusters.
+#[derive(Clone, Debug)]
+pub struct PushLeader {
+    /// Namespace of the Lease [`crate::push::PUSH_LEASE`].
+    pub namespace: String,
+    /// Validity of the Lease without renewal.
+    pub lease_duration: Duration,
+    /// This replica's identity in the Lease.
+    pub identity: String,
 }
 
 impl HubConfig {
@@ -75,6 +97,18 @@ impl HubConfig {
                 },
                 heartbeat_grace: silent.overdue_after,
             },
+            push: PushConfig {
+                leader: a.push_leader_elect.then(|| PushLeader {
+                    namespace: a.push_leader_elect_namespace.clone(),
+                    lease_duration: Duration::from_secs(u64::from(
+                        a.push_leader_elect_lease_seconds.max(2),
+                    )),
+                    identity: a
+                        .push_leader_elect_identity
+                        .clone()
+                        .unwrap_or_else(atoll_runtime::leader::default_identity),
+                }),
+            },
         }
     }
 
@@ -105,6 +139,7 @@ impl HubConfig {
                 limits: Limits::default(),
                 heartbeat_grace: Duration::from_secs(3),
             },
+            push: PushConfig::default(),
         }
     }
 }
@@ -121,6 +156,11 @@ pub struct RunningHub {
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), Error>>,
     background: Vec<JoinHandle<()>>,
+    /// The Push sessions, stopped with the hub.
+    push: Arc<PushManager>,
+    /// The Push clusters' Lease, given up on a graceful stop so that another replica takes
+    /// them over at once.
+    push_election: Option<LeaderElection>,
 }
 
 impl RunningHub {
@@ -141,6 +181,13 @@ impl RunningHub {
         for t in &self.background {
             t.abort();
         }
+        self.push.shutdown();
+        // The Push sessions are stopped: hand their clusters over.
+        if let Some(election) = &self.push_election
+            && let Err(e) = election.release().await
+        {
+            tracing::warn!(error = %e, "releasing the Push clusters' Lease failed");
+        }
         let r = tokio::time::timeout(Duration::from_secs(5), &mut self.server).await;
         self.server.abort();
         match r {
@@ -156,6 +203,7 @@ impl Drop for RunningHub {
         for t in &self.background {
             t.abort();
         }
+        self.push.shutdown();
     }
 }
 
@@ -184,13 +232,24 @@ pub async fn start(
         metrics.clone(),
     ));
     let push = PushManager::new(
-        client,
+        client.clone(),
         index.clone(),
         controllers.clusters(),
         controllers.registrations(),
         backend.clone(),
         Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
+        config.push.leader.as_ref().map(|l| {
+            LeaderElection::new(
+                client.clone(),
+                &l.namespace,
+                crate::push::PUSH_LEASE,
+                &l.identity,
+                l.lease_duration,
+            )
+        }),
     );
+    let push_election = push.election().cloned();
+    let push_handle = push.clone();
     let service = HubService::new(backend, index.clone(), config.stream, metrics)
         .with_open_streams(streams.clone());
     let incoming = server::bind(config.server.listen)?;
@@ -225,6 +284,8 @@ pub async fn start(
         shutdown: Some(tx),
         server,
         background,
+        push: push_handle,
+        push_election,
     })
 }
 

@@ -1149,6 +1149,107 @@ async fn a_push_cluster_applies_a_failed_description_again_once_the_child_answer
     drop(h);
 }
 
+/// A hub contending for the Push clusters' Lease as `identity`, with a short lease.
+async fn push_leader_hub(client: &Client, identity: &str) -> RunningHub {
+    let identity = identity.to_string();
+    hub(client, move |c| {
+        c.push.leader = Some(run::PushLeader {
+            namespace: "clusternet-system".into(),
+            lease_duration: Duration::from_secs(2),
+            identity,
+        });
+    })
+    .await
+}
+
+/// The holder of the Push clusters' Lease.
+async fn push_lease_holder(client: &Client) -> Option<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "clusternet-system");
+    leases
+        .get_opt(atoll_hub::push::PUSH_LEASE)
+        .await
+        .unwrap()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+/// Waits until the child's ConfigMap `default/cm` has `k` = `want`.
+async fn child_cm_value(cms: &Api<k8s_openapi::api::core::v1::ConfigMap>, what: &str, want: &str) {
+    eventually(what, WAIT, || async {
+        cms.get_opt("cm")
+            .await
+            .unwrap()
+            .and_then(|cm| cm.data)
+            .and_then(|d| d.get("k").cloned())
+            .filter(|v| v == want)
+    })
+    .await;
+}
+
+/// With the Push Lease (the hub's default), one replica serves the Push clusters and repairs
+/// drift in them as an agent does: an object someone changed or deleted in the child is
+/// applied again. When that replica dies without giving the Lease up, the other takes over
+/// once the Lease runs out, and repairs too.
+#[tokio::test]
+async fn the_push_lease_holder_repairs_drift_and_another_replica_takes_over_when_it_dies() {
+    let p = Parent::for_agents().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child.client().await.unwrap(), "default");
+    let first = push_leader_hub(&p.client, "hub-1").await;
+    let second = push_leader_hub(&p.client, "hub-2").await;
+    let ns = "clusternet-push9";
+    let descs = pushed_web(
+        &p.client,
+        ns,
+        "99999999-0000-4000-8000-000000000009",
+        child.kubeconfig_yaml(),
+    )
+    .await;
+    child_cm_value(&cms, "the ConfigMap in the child", "pushed").await;
+    let holder = push_lease_holder(&p.client).await.unwrap();
+
+    // An edit as `kubectl edit` makes it (an update; a field another manager takes by
+    // server-side apply is left to it, as by an agent).
+    let drifted = json!({"data": {"k": "drifted"}});
+    cms.patch("cm", &PatchParams::default(), &Patch::Merge(&drifted))
+        .await
+        .unwrap();
+    child_cm_value(&cms, "the changed ConfigMap repaired", "pushed").await;
+    cms.delete("cm", &DeleteParams::default()).await.unwrap();
+    child_cm_value(&cms, "the deleted ConfigMap recreated", "pushed").await;
+
+    // The holder dies without giving the Lease up (dropped, not stopped).
+    let (dead, survivor) = if holder == "hub-1" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    drop(dead);
+    let other = if holder == "hub-1" { "hub-2" } else { "hub-1" };
+    eventually("the other replica holding the Lease", WAIT, || async {
+        (push_lease_holder(&p.client).await.as_deref() == Some(other)).then_some(())
+    })
+    .await;
+    description(&p.client, ns, "apps.web", "second").await;
+    child_cm_value(&cms, "the edit applied by the new holder", "second").await;
+    cms.patch("cm", &PatchParams::default(), &Patch::Merge(&drifted))
+        .await
+        .unwrap();
+    child_cm_value(&cms, "drift repaired by the new holder", "second").await;
+    eventually("Description Success", WAIT, || async {
+        (web_phase(&descs).await == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    survivor.stop().await.unwrap();
+    assert_eq!(
+        push_lease_holder(&p.client).await,
+        None,
+        "a stopped hub gives the Push Lease up"
+    );
+}
+
 /// A Push cluster's Description status taken back to an older report at its generation (a
 /// late copy of an older write, or another hub replica's momentarily stale view: every replica
 /// writes a Push cluster's statuses) is written again from the child's state within a
