@@ -138,26 +138,26 @@ fn small_object(i: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn create_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::Result<f64> {
-    let addr = cluster.addr();
+/// Runs `each(connection, i)` for every `i` in `0..n` over `workers` keep-alive connections
+/// (connection `w` takes `w`, `w + workers`, ...); returns the seconds it took.
+async fn over_connections<F, Fut>(
+    addr: std::net::SocketAddr,
+    n: usize,
+    workers: usize,
+    each: F,
+) -> anyhow::Result<f64>
+where
+    F: Fn(Conn, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<Conn>> + Send,
+{
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..workers {
+        let each = each.clone();
         tasks.push(tokio::spawn(async move {
             let mut c = Conn::open(addr).await?;
-            let mut i = w;
-            while i < n {
-                let status = c
-                    .request(
-                        "POST",
-                        "/api/v1/namespaces/default/configmaps",
-                        &small_object(i),
-                    )
-                    .await?;
-                if status != 201 {
-                    bail!("create returned {status}");
-                }
-                i += workers;
+            for i in (w..n).step_by(workers) {
+                c = each(c, i).await?;
             }
             anyhow::Ok(())
         }));
@@ -165,7 +165,25 @@ async fn create_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::
     for t in tasks {
         t.await??;
     }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    Ok(start.elapsed().as_secs_f64())
+}
+
+async fn create_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::Result<f64> {
+    let seconds = over_connections(cluster.addr(), n, workers, |mut c, i| async move {
+        let status = c
+            .request(
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                &small_object(i),
+            )
+            .await?;
+        if status != 201 {
+            bail!("create returned {status}");
+        }
+        Ok(c)
+    })
+    .await?;
+    Ok(n as f64 / seconds)
 }
 
 /// A Deployment as one manager applies it, its `value` annotation and replicas set by `round`.
@@ -189,46 +207,34 @@ fn applied_status(i: usize, round: usize) -> Vec<u8> {
 /// by apply (not timed), then each gets a changed spec apply and a changed status apply
 /// (timed), over `workers` connections.
 async fn apply_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::Result<f64> {
-    let addr = cluster.addr();
     let mut rate = 0.0;
     for round in 0..2 {
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for w in 0..workers {
-            tasks.push(tokio::spawn(async move {
-                let mut c = Conn::open(addr).await?;
-                let mut i = w;
-                while i < n {
-                    let path = format!(
-                        "/apis/apps/v1/namespaces/default/deployments/app-{i}?fieldManager=spec-writer&force=true"
-                    );
-                    let status = c
-                        .request_typed("PATCH", &path, APPLY, &applied_deployment(i, round))
-                        .await?;
-                    if status != 200 && status != 201 {
-                        bail!("spec apply returned {status}");
-                    }
-                    if round > 0 {
-                        let path = format!(
-                            "/apis/apps/v1/namespaces/default/deployments/app-{i}/status?fieldManager=status-writer&force=true"
-                        );
-                        let status = c
-                            .request_typed("PATCH", &path, APPLY, &applied_status(i, round))
-                            .await?;
-                        if status != 200 {
-                            bail!("status apply returned {status}");
-                        }
-                    }
-                    i += workers;
+        let seconds = over_connections(cluster.addr(), n, workers, move |mut c, i| async move {
+            let path = format!(
+                "/apis/apps/v1/namespaces/default/deployments/app-{i}?fieldManager=spec-writer&force=true"
+            );
+            let status = c
+                .request_typed("PATCH", &path, APPLY, &applied_deployment(i, round))
+                .await?;
+            if status != 200 && status != 201 {
+                bail!("spec apply returned {status}");
+            }
+            if round > 0 {
+                let path = format!(
+                    "/apis/apps/v1/namespaces/default/deployments/app-{i}/status?fieldManager=status-writer&force=true"
+                );
+                let status = c
+                    .request_typed("PATCH", &path, APPLY, &applied_status(i, round))
+                    .await?;
+                if status != 200 {
+                    bail!("status apply returned {status}");
                 }
-                anyhow::Ok(())
-            }));
-        }
-        for t in tasks {
-            t.await??;
-        }
+            }
+            Ok(c)
+        })
+        .await?;
         // Round 0 creates; round 1 is the timed one: two applies per object.
-        rate = 2.0 * n as f64 / start.elapsed().as_secs_f64();
+        rate = 2.0 * n as f64 / seconds;
     }
     Ok(rate)
 }

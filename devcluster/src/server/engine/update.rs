@@ -365,37 +365,19 @@ fn deletion_complete(info: &ResourceInfo, new: &Value) -> bool {
 /// Compares two objects ignoring `resourceVersion` and managedFields timestamps, without
 /// copying either (this runs on every write).
 fn same_object(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().all(|(k, av)| match b.get(k) {
-        Some(bv) if k == "metadata" => same_metadata(av, bv),
-        Some(bv) => av == bv,
-        None => false,
+    same_map_except(a, b, None, |k, av, bv| {
+        if k == "metadata" {
+            same_map_except(av, bv, Some("resourceVersion"), |k, av, bv| {
+                if k == "managedFields" {
+                    same_entries(av, bv)
+                } else {
+                    av == bv
+                }
+            })
+        } else {
+            av == bv
+        }
     })
-}
-
-/// [`same_object`] of two `metadata` values.
-fn same_metadata(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    let counted = |m: &serde_json::Map<String, Value>| {
-        m.len() - usize::from(m.contains_key("resourceVersion"))
-    };
-    if counted(a) != counted(b) {
-        return false;
-    }
-    a.iter()
-        .filter(|(k, _)| k.as_str() != "resourceVersion")
-        .all(|(k, av)| match b.get(k) {
-            Some(bv) if k == "managedFields" => same_entries(av, bv),
-            Some(bv) => av == bv,
-            None => false,
-        })
 }
 
 /// Whether two managedFields lists differ in nothing but their entries' `time`.
@@ -404,18 +386,29 @@ fn same_entries(a: &Value, b: &Value) -> bool {
         return a == b;
     };
     a.len() == b.len()
-        && a.iter().zip(b).all(|(ae, be)| {
-            let (Some(ae), Some(be)) = (ae.as_object(), be.as_object()) else {
-                return ae == be;
-            };
-            let counted =
-                |e: &serde_json::Map<String, Value>| e.len() - usize::from(e.contains_key("time"));
-            counted(ae) == counted(be)
-                && ae
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "time")
-                    .all(|(k, v)| be.get(k) == Some(v))
-        })
+        && a.iter()
+            .zip(b)
+            .all(|(ae, be)| same_map_except(ae, be, Some("time"), |_, av, bv| av == bv))
+}
+
+/// Whether two values are equal, key `ignored` of two maps left out and their other values
+/// compared by `same` (called with the key); values that are not both maps compare whole.
+fn same_map_except(
+    a: &Value,
+    b: &Value,
+    ignored: Option<&str>,
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let counted = |m: &serde_json::Map<String, Value>| {
+        m.len() - usize::from(ignored.is_some_and(|k| m.contains_key(k)))
+    };
+    counted(a) == counted(b)
+        && a.iter()
+            .filter(|(k, _)| Some(k.as_str()) != ignored)
+            .all(|(k, av)| b.get(k).is_some_and(|bv| same(k, av, bv)))
 }
 
 /// Whether anything but metadata (and status, with a status subresource) differs.
