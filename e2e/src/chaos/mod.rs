@@ -126,6 +126,11 @@ pub struct Report {
     pub failed_edits: u64,
     /// Kills left out because the process was still down from an earlier one.
     pub skipped_kills: u64,
+    /// Drifts made in the children (also counted in `faults`).
+    pub drifts: u64,
+    /// Drifts not made: the object was not in the child (not placed there then) or the child's
+    /// API server was down.
+    pub skipped_drifts: u64,
     /// Processes that exited on their own (not killed by the run), by name, each started
     /// again as a kubelet would (the scheduler exits when it loses its lease, by design).
     pub exits: BTreeMap<String, u64>,
@@ -175,6 +180,10 @@ impl Report {
             self.edits,
             self.failed_edits
         );
+        out.push_str(&format!(
+            "drifts made in the children: {} ({} not made: the object absent or the server down)\n",
+            self.drifts, self.skipped_drifts
+        ));
         out.push_str(&format!("proxies: {}\n", join_counts(&self.effects)));
         out.push_str(&format!(
             "checked during the faults: {} states of the parent's Descriptions ({} with the \
@@ -276,6 +285,23 @@ pub enum Action {
     Edit(Edit),
 }
 
+/// A hand edit in a child of an object an applier owns (ConfigMap `chaos-d/steady`'s
+/// `data.value`, by merge patch, as `kubectl edit` would): the applier serving the child (its
+/// agent, or for a Push child the hub holding the Push Lease) must put it back. That object's
+/// Subscription and feed are never edited, so no new apply of its Description hides a drift
+/// left unrepaired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Drift {
+    /// The child (`child-<i>`).
+    pub child: String,
+    /// The value written there.
+    pub value: String,
+}
+
+/// The namespace and name of the ConfigMap the drifts change (Subscription `chaos-d/steady`'s
+/// feed, in every child).
+pub const DRIFTED_CONFIG_MAP: (&str, &str) = ("chaos-d", "steady");
+
 /// Everything a run will do, drawn from its seed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -295,6 +321,9 @@ pub struct Plan {
     /// Writes sent twice to the parent and the children (the request proxies, in front of
     /// their byte proxies).
     pub requests: RequestSchedule,
+    /// Hand edits in the children, at their offsets from the start (made straight to the
+    /// child's API server, not through its proxies).
+    pub drifts: Vec<(Duration, Drift)>,
 }
 
 impl Plan {
@@ -369,6 +398,19 @@ impl Plan {
         // Last again, for the same reason.
         let messages = MessageSchedule::generate_with(&mut rng, span);
         let requests = RequestSchedule::generate_with(&mut rng, span);
+        // Last again: one drift every 2-8 s, in any child.
+        let mut drifts = Vec::new();
+        let mut at = Duration::from_millis(rng.random_range(1000..5000));
+        while at < span {
+            drifts.push((
+                at,
+                Drift {
+                    child: child(&mut rng),
+                    value: format!("drifted-{}", rng.random_range(0..1_000_000)),
+                },
+            ));
+            at += Duration::from_millis(rng.random_range(2000..8000));
+        }
         Plan {
             hub_proxy,
             parent_proxy,
@@ -376,6 +418,7 @@ impl Plan {
             actions,
             messages,
             requests,
+            drifts,
         }
     }
 }
@@ -385,6 +428,43 @@ pub const CHART_VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
 
 /// The namespace every child installs the chart `hello` in (release `hello`).
 pub const CHART_TARGET_NAMESPACE: &str = "chaos-h-demo";
+
+/// Makes `drifts` at their offsets from `start`, each straight to its child's API server;
+/// returns how many were made and how many were not (the object absent, the server down).
+async fn make_drifts(
+    drifts: Vec<(Duration, Drift)>,
+    children: Vec<(String, Client)>,
+    start: tokio::time::Instant,
+    timeline: Timeline,
+) -> (u64, u64) {
+    let (mut made, mut skipped) = (0, 0);
+    // As `kubectl edit` writes: an update under a manager of its own.
+    let params = PatchParams {
+        field_manager: Some("kubectl-edit".to_string()),
+        ..PatchParams::default()
+    };
+    for (at, drift) in drifts {
+        tokio::time::sleep_until(start + at).await;
+        let Some((_, client)) = children.iter().find(|(name, _)| *name == drift.child) else {
+            skipped += 1;
+            continue;
+        };
+        let (ns, name) = DRIFTED_CONFIG_MAP;
+        let api = Api::<ConfigMap>::namespaced(client.clone(), ns);
+        let patch = Patch::Merge(json!({"data": {"value": drift.value}}));
+        match api.patch(name, &params, &patch).await {
+            Ok(_) => {
+                made += 1;
+                timeline.note(&format!(
+                    "drift: {} ConfigMap {ns}/{name} value {}",
+                    drift.child, drift.value
+                ));
+            }
+            Err(_) => skipped += 1,
+        }
+    }
+    (made, skipped)
+}
 
 /// The process of cluster `name` to kill: its devcluster, or on the real tier its
 /// kube-apiserver or its etcd.
@@ -871,6 +951,12 @@ async fn run_on_fleet(
     let supervisor = Supervisor::start(opts.dir.clone(), fleet_file.clone());
     let mut restarts = Vec::new();
     let start = tokio::time::Instant::now();
+    let drifter = tokio::spawn(make_drifts(
+        plan.drifts.clone(),
+        children.clone(),
+        start,
+        during.timeline.clone(),
+    ));
     for (at, action) in &plan.actions {
         tokio::time::sleep_until(start + *at).await;
         match action {
@@ -944,6 +1030,20 @@ async fn run_on_fleet(
         }
     }
     tokio::time::sleep_until(start + opts.chaos).await;
+    match drifter.await {
+        Ok((made, skipped)) => {
+            report.drifts = made;
+            report.skipped_drifts = skipped;
+            if made > 0 {
+                report
+                    .faults
+                    .insert("drift child ConfigMap".to_string(), made);
+            }
+        }
+        Err(e) => report
+            .violations
+            .push(format!("the drift task failed: {e}")),
+    }
     for restart in restarts {
         match restart.await {
             Ok(Ok(())) => {}
@@ -1130,7 +1230,8 @@ fn rep_subscription(second_feed: bool) -> Value {
 
 /// The workload: a Replication Subscription (Namespace, two ConfigMaps, a Deployment with a
 /// Localization in child-1), a Dividing one (a Deployment split 1:2:1 over the regions), and
-/// one that follows the `chaos-pick=yes` cluster label (child-1 to begin with); and a
+/// one that follows the `chaos-pick=yes` cluster label (child-1 to begin with); a Replication
+/// one never edited, whose ConfigMap the drifts change in the children ([`Drift`]); and a
 /// bystander ConfigMap in each child that atoll must never touch.
 async fn setup(
     parent: &Client,
@@ -1138,7 +1239,7 @@ async fn setup(
     chart_repo: Option<&str>,
 ) -> Result<(), Error> {
     let namespaces = Api::<Namespace>::all(parent.clone());
-    for ns in ["chaos-a", "chaos-b", "chaos-c", "chaos-h"] {
+    for ns in ["chaos-a", "chaos-b", "chaos-c", "chaos-d", "chaos-h"] {
         apply_typed(
             &namespaces,
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -1149,6 +1250,7 @@ async fn setup(
         ("chaos-a", "cfg-1"),
         ("chaos-a", "cfg-2"),
         ("chaos-c", "picked"),
+        DRIFTED_CONFIG_MAP,
     ] {
         apply_typed(
             &Api::<ConfigMap>::namespaced(parent.clone(), ns),
@@ -1205,6 +1307,22 @@ async fn setup(
                 "feeds": [
                     {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-c"},
                     {"apiVersion": "v1", "kind": "ConfigMap", "name": "picked", "namespace": "chaos-c"}
+                ]
+            }
+        }),
+    )
+    .await?;
+    apply_typed(
+        &Api::<Subscription>::namespaced(parent.clone(), "chaos-d"),
+        json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "steady", "namespace": "chaos-d"},
+            "spec": {
+                "schedulingStrategy": "Replication",
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [
+                    {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-d"},
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "steady", "namespace": "chaos-d"}
                 ]
             }
         }),
@@ -2498,6 +2616,26 @@ mod tests {
         );
         assert!(a.actions.len() >= 10, "{:?}", a.actions);
         assert!(a.actions.iter().all(|(at, _)| *at < span));
+    }
+
+    #[test]
+    fn drifts_reach_every_child_push_ones_too() {
+        let span = Duration::from_secs(120);
+        let mut drifted = BTreeSet::new();
+        for seed in 0..10 {
+            let plan = Plan::generate(seed, span, 3, 1, 2, Backend::Devcluster, true);
+            assert!(plan.drifts.len() >= 12, "{:?}", plan.drifts);
+            let offsets: Vec<Duration> = plan.drifts.iter().map(|(at, _)| *at).collect();
+            assert!(offsets.iter().all(|at| *at < span));
+            assert!(
+                offsets
+                    .windows(2)
+                    .all(|w| w[1] - w[0] >= Duration::from_secs(2))
+            );
+            drifted.extend(plan.drifts.into_iter().map(|(_, d)| d.child));
+        }
+        let all: BTreeSet<String> = (1..=4).map(|i| format!("child-{i}")).collect();
+        assert_eq!(drifted, all, "child-4 is the Push child");
     }
 
     #[test]
