@@ -11,7 +11,14 @@ use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
 use kube::api::DynamicObject;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
+
+/// The pause before a failed repair is tried again; it doubles up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+
+/// The longest pause between tries of a failing repair.
+const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// Objects being repaired → whether another repair was asked for meanwhile.
 type Inflight = Arc<Mutex<HashMap<ObjectRef, bool>>>;
@@ -148,6 +155,7 @@ fn repair(applier: &Weak<Applier>, inflight: &Inflight, object: ObjectRef) {
     }
     let (applier, inflight) = (applier.clone(), inflight.clone());
     tokio::spawn(async move {
+        let mut backoff = FIRST_RETRY;
         loop {
             let Some(applier) = applier.upgrade() else {
                 return;
@@ -168,8 +176,15 @@ fn repair(applier: &Weak<Applier>, inflight: &Inflight, object: ObjectRef) {
                 Ok(false) => {}
                 Err(e) => {
                     crate::metrics::count(&applier.metrics.drift_repairs, "failed");
-                    tracing::warn!(%object, error = %e, "drift repair failed");
+                    tracing::warn!(%object, error = %e, retry_in = ?backoff, "drift repair failed");
                     applier.repair_failed(&object);
+                    // Tried again after a pause, doubling up to a limit: the object stays as it
+                    // drifted, so no new observation may come to ask for it (found by the chaos
+                    // run's drifts: a repair that met the child unreachable was never retried).
+                    drop(applier);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_RETRY);
+                    continue;
                 }
             }
             let mut inflight = lock(&inflight);

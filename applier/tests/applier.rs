@@ -1013,6 +1013,60 @@ async fn a_status_watch_reports_statuses_and_repairs_nothing() {
     assert_eq!(drift_repairs(&applier, "repaired"), 0);
 }
 
+/// Found by the chaos run's drifts: a drift repair that failed (the child refusing for a
+/// moment) was never tried again, the object staying as it drifted with nothing new to observe.
+/// Here the ConfigMap goes with its namespace, so its re-creation fails until the namespace is
+/// back; the repair must then come without any further change to the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_repair_that_failed_is_tried_again() {
+    let (_cluster, client) = child().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace = || -> k8s_openapi::api::core::v1::Namespace {
+        serde_json::from_value(json!({"metadata": {"name": "drifting"}})).unwrap()
+    };
+    namespaces
+        .create(&PostParams::default(), &namespace())
+        .await
+        .unwrap();
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    atoll_applier::start_drift_repair(&applier);
+    let report = applier
+        .apply(&desc(
+            "default.app",
+            1,
+            vec![cm("drifting", "c", "desired")],
+        ))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+
+    namespaces
+        .delete("drifting", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("a repair failing, the namespace gone", WAIT, || async {
+        drift_repairs(&applier, "failed") >= 1
+    })
+    .await;
+    eventually("the namespace back", WAIT, || async {
+        namespaces
+            .create(&PostParams::default(), &namespace())
+            .await
+            .is_ok()
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "drifting");
+    eventually("the ConfigMap repaired once it can be", WAIT, || async {
+        cms.get_opt("c")
+            .await
+            .unwrap()
+            .and_then(|c| c.data)
+            .and_then(|d| d.get("k").cloned())
+            .as_deref()
+            == Some("desired")
+    })
+    .await;
+}
+
 /// How many drift repairs of `applier` ended with `result`.
 fn drift_repairs(applier: &Applier, result: &str) -> u64 {
     applier
