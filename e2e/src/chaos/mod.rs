@@ -1204,6 +1204,23 @@ fn config_map(ns: &str, name: &str, value: &str) -> Value {
     })
 }
 
+/// Replication Subscription `ns/name` of Namespace `ns` and ConfigMap `ns/name` to the
+/// clusters labelled `selector`.
+fn config_map_subscription(ns: &str, name: &str, selector: Value) -> Value {
+    json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedulingStrategy": "Replication",
+            "subscribers": [{"clusterAffinity": {"matchLabels": selector}}],
+            "feeds": [
+                {"apiVersion": "v1", "kind": "Namespace", "name": ns},
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "namespace": ns}
+            ]
+        }
+    })
+}
+
 fn rep_subscription(second_feed: bool) -> Value {
     let mut feeds = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "name": "chaos-a"}),
@@ -1296,38 +1313,20 @@ async fn setup(
         }),
     )
     .await?;
-    apply_typed(
-        &Api::<Subscription>::namespaced(parent.clone(), "chaos-c"),
-        json!({
-            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "picked", "namespace": "chaos-c"},
-            "spec": {
-                "schedulingStrategy": "Replication",
-                "subscribers": [{"clusterAffinity": {"matchLabels": {"chaos-pick": "yes"}}}],
-                "feeds": [
-                    {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-c"},
-                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "picked", "namespace": "chaos-c"}
-                ]
-            }
-        }),
-    )
-    .await?;
-    apply_typed(
-        &Api::<Subscription>::namespaced(parent.clone(), "chaos-d"),
-        json!({
-            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Subscription",
-            "metadata": {"name": "steady", "namespace": "chaos-d"},
-            "spec": {
-                "schedulingStrategy": "Replication",
-                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
-                "feeds": [
-                    {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-d"},
-                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "steady", "namespace": "chaos-d"}
-                ]
-            }
-        }),
-    )
-    .await?;
+    for (ns, name, selector) in [
+        ("chaos-c", "picked", json!({"chaos-pick": "yes"})),
+        (
+            DRIFTED_CONFIG_MAP.0,
+            DRIFTED_CONFIG_MAP.1,
+            json!({"env": "prod"}),
+        ),
+    ] {
+        apply_typed(
+            &Api::<Subscription>::namespaced(parent.clone(), ns),
+            config_map_subscription(ns, name, selector),
+        )
+        .await?;
+    }
     if let Some(repo) = chart_repo {
         apply_typed(
             &Api::<atoll_crds::helm::HelmChart>::namespaced(parent.clone(), "chaos-h"),
