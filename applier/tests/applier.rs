@@ -598,20 +598,19 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
         .await;
     assert_eq!(report.phase, Phase::Success, "{}", report.reason);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let value = |c: Option<ConfigMap>| c.and_then(|c| c.data).and_then(|d| d.get("k").cloned());
 
     let change = json!({"data": {"k": "changed"}});
     cms.patch("c", &PatchParams::default(), &Patch::Merge(&change))
         .await
         .unwrap();
     eventually("the changed value to be restored", WAIT, || async {
-        value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
+        cm_value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
     })
     .await;
 
     cms.delete("c", &DeleteParams::default()).await.unwrap();
     eventually("the deleted object to be recreated", WAIT, || async {
-        value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
+        cm_value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
     })
     .await;
 
@@ -633,7 +632,7 @@ async fn drift_repair_restores_changed_and_deleted_objects() {
     cms.create(&PostParams::default(), &foreign).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        value(cms.get_opt("foreign").await.unwrap()).as_deref(),
+        cm_value(cms.get_opt("foreign").await.unwrap()).as_deref(),
         Some("x")
     );
 }
@@ -684,9 +683,8 @@ async fn the_applies_own_writes_are_never_taken_for_drift() {
     )
     .await
     .unwrap();
-    let value = |c: Option<ConfigMap>| c.and_then(|c| c.data).and_then(|d| d.get("k").cloned());
     eventually("the hand edit to be undone", WAIT, || async {
-        value(cms.get_opt("c3").await.unwrap()).as_deref() == Some("v21")
+        cm_value(cms.get_opt("c3").await.unwrap()).as_deref() == Some("v21")
     })
     .await;
 }
@@ -1056,15 +1054,14 @@ async fn a_drift_repair_that_failed_is_tried_again() {
     .await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "drifting");
     eventually("the ConfigMap repaired once it can be", WAIT, || async {
-        cms.get_opt("c")
-            .await
-            .unwrap()
-            .and_then(|c| c.data)
-            .and_then(|d| d.get("k").cloned())
-            .as_deref()
-            == Some("desired")
+        cm_value(cms.get_opt("c").await.unwrap()).as_deref() == Some("desired")
     })
     .await;
+}
+
+/// The `k` value of a ConfigMap, if it is there.
+fn cm_value(c: Option<ConfigMap>) -> Option<String> {
+    c.and_then(|c| c.data).and_then(|d| d.get("k").cloned())
 }
 
 /// How many drift repairs of `applier` ended with `result`.
@@ -1093,7 +1090,6 @@ fn applies(applier: &Applier, result: &str) -> u64 {
 async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drift_repair_runs() {
     let (_cluster, client) = child().await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let value = |c: Option<ConfigMap>| c.and_then(|c| c.data).and_then(|d| d.get("k").cloned());
     let d = desc("default.app", 1, vec![cm("default", "c", "v1")]);
 
     // Without drift repair (the hub's Push mode), every delivery is applied.
@@ -1124,7 +1120,7 @@ async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drif
         .await
         .unwrap();
     eventually("the edit to be repaired", WAIT, || async {
-        value(cms.get_opt("c").await.unwrap()).as_deref() == Some("v1")
+        cm_value(cms.get_opt("c").await.unwrap()).as_deref() == Some("v1")
     })
     .await;
     applier.apply(&d).await;
@@ -1134,7 +1130,7 @@ async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drif
     let other = desc("default.app", 1, vec![cm("default", "c", "v2")]);
     assert_eq!(applier.apply(&other).await.phase, Phase::Success);
     assert_eq!(
-        value(cms.get_opt("c").await.unwrap()).as_deref(),
+        cm_value(cms.get_opt("c").await.unwrap()).as_deref(),
         Some("v2")
     );
     let next = desc("default.app", 2, vec![cm("default", "c", "v2")]);
