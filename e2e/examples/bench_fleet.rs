@@ -145,7 +145,7 @@ fn pause(n: usize) -> Duration {
     PAUSE.max(Duration::from_millis(2 * n as u64))
 }
 
-/// Resident memory in MiB after the first placement, per kind of process.
+/// Resident memory in MiB, per kind of process.
 #[derive(Default)]
 struct Memory {
     hub: f64,
@@ -167,6 +167,9 @@ struct Figures {
     /// What the parent API server is.
     parent: Backend,
     memory: Memory,
+    /// Resident memory after the edits: what the edits' writes left behind (the parent's watch
+    /// history grows with them).
+    memory_after: Memory,
     /// Time to start and list the N child watchers.
     watchers_listed: Duration,
     cores: usize,
@@ -452,7 +455,7 @@ async fn measure(
         ),
     );
     tokio::time::sleep(pause(n)).await;
-    let memory = memory(state);
+    let memory = resident_memory(state);
     log(
         started,
         &format!(
@@ -472,6 +475,7 @@ async fn measure(
         n,
         per_host: None,
         parent: Backend::Devcluster,
+        memory_after: Memory::default(),
         memory,
         watchers_listed,
         cores,
@@ -550,6 +554,7 @@ async fn measure(
     let cpu_after = cpu_by_role(state);
     figures.cpu = cpu_delta(&cpu_before, &cpu_after);
     figures.load_after = loadavg();
+    figures.memory_after = resident_memory(state);
     Ok(figures)
 }
 
@@ -797,7 +802,7 @@ fn thread_cpu_seconds(pid: u32) -> BTreeMap<String, f64> {
 }
 
 /// RSS per kind of process, in MiB.
-fn memory(state: &FleetState) -> Memory {
+fn resident_memory(state: &FleetState) -> Memory {
     let mib = |pid: u32| rss_kib(pid) as f64 / 1024.0;
     let mut m = Memory {
         bench: mib(std::process::id()),
@@ -894,6 +899,16 @@ fn rows(f: &Figures) -> Vec<(String, String)> {
             format!(
                 "{:.1} / {:.1} / {:.1} / {:.2}{hosts} / {:.1}",
                 m.hub, m.scheduler, m.parent, m.per_child, m.bench
+            ),
+        ),
+        (
+            format!("RSS after the {EDITS} edits, MiB: hub / scheduler / parent / per child"),
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.2}",
+                f.memory_after.hub,
+                f.memory_after.scheduler,
+                f.memory_after.parent,
+                f.memory_after.per_child
             ),
         ),
         (
