@@ -47,9 +47,14 @@ fn ports() -> Result<Ports, Error> {
     })
 }
 
-/// Starts etcd and kube-apiserver of every cluster (`(name, admin kubeconfig, role)`) at once,
-/// waits until each API server is ready, then starts kube-controller-manager, kube-scheduler
-/// and kwok with `nodes` fake Nodes. Every process is recorded in `state` as it starts.
+/// Starts etcd and kube-apiserver of every cluster (`(name, admin kubeconfig, role)`): every
+/// etcd at once, then, once each answers healthy, every kube-apiserver at once; waits until each
+/// API server is ready, then starts kube-controller-manager, kube-scheduler and kwok with
+/// `nodes` fake Nodes. Every process is recorded in `state` as it starts.
+///
+/// kube-apiserver exits when its etcd does not answer within its start-up deadline, which a
+/// slow etcd on a loaded machine can miss; waiting for etcd first turns that into a wait here,
+/// and an etcd that dies at start-up into an error naming etcd's own log.
 pub async fn start_clusters(
     clusters: &[(String, PathBuf, Role)],
     binaries: &K8sBinaries,
@@ -59,7 +64,7 @@ pub async fn start_clusters(
     timeout: Duration,
 ) -> Result<Vec<RealCluster>, Error> {
     let mut started = Vec::new();
-    for (name, kubeconfig, role) in clusters {
+    for (name, kubeconfig, _) in clusters {
         let files = ClusterFiles::new(&layout.dir, name, kubeconfig.clone());
         // A fresh cluster every time: `fleet up` starts from nothing, as with devcluster.
         let _ = std::fs::remove_dir_all(&files.root);
@@ -75,7 +80,7 @@ pub async fn start_clusters(
             },
         );
         control_plane::write_private(kubeconfig, &admin)?;
-        let etcd_name = format!("{name}-etcd");
+        let etcd_name = etcd_name(name);
         launch(
             state,
             layout,
@@ -88,18 +93,6 @@ pub async fn start_clusters(
                 admin: None,
             },
         )?;
-        launch(
-            state,
-            layout,
-            Launch {
-                name,
-                role: *role,
-                binary: &binaries.apiserver,
-                args: control_plane::apiserver_args(&files, ports),
-                log: layout.log(name),
-                admin: None,
-            },
-        )?;
         started.push(RealCluster {
             name: name.clone(),
             files,
@@ -108,11 +101,69 @@ pub async fn start_clusters(
         });
     }
     for cluster in &started {
+        let etcd_name = etcd_name(&cluster.name);
+        let port = cluster.ports.etcd_client;
+        let what = format!(
+            "etcd of {} to be healthy (GET /health on 127.0.0.1:{port})",
+            cluster.name
+        );
+        wait_for_process(state, &etcd_name, &what, timeout, || etcd_healthy(port)).await?;
+    }
+    for (cluster, (_, _, role)) in started.iter().zip(clusters) {
+        launch(
+            state,
+            layout,
+            Launch {
+                name: &cluster.name,
+                role: *role,
+                binary: &binaries.apiserver,
+                args: control_plane::apiserver_args(&cluster.files, cluster.ports),
+                log: layout.log(&cluster.name),
+                admin: None,
+            },
+        )?;
+    }
+    for cluster in &started {
         let client = wait_ready(state, cluster, timeout).await?;
         start_controllers(state, layout, binaries, cluster)?;
         create_fake_nodes(&client, nodes).await?;
     }
     Ok(started)
+}
+
+/// The process name of cluster `name`'s etcd.
+fn etcd_name(name: &str) -> String {
+    format!("{name}-etcd")
+}
+
+/// Whether the etcd serving plain HTTP on loopback `port` answers `GET /health` with
+/// `"health":"true"` (it has a leader and serves reads).
+async fn etcd_healthy(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.ok()?;
+        Some(etcd_health_says_healthy(&answer))
+    };
+    tokio::time::timeout(Duration::from_secs(2), attempt)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// Whether an HTTP answer of etcd's `/health` says healthy.
+fn etcd_health_says_healthy(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    text.starts_with("HTTP/1.") && text.contains(" 200 ") && compact.contains("\"health\":\"true\"")
 }
 
 /// Waits until `GET /readyz` of the cluster's kube-apiserver answers 200 (post-start hooks such
@@ -283,4 +334,19 @@ pub fn locate_binaries() -> Result<K8sBinaries, Error> {
         dir: PathBuf::new(),
     })?;
     K8sBinaries::locate(&dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::etcd_health_says_healthy;
+
+    #[test]
+    fn etcd_health_is_read_from_the_http_answer() {
+        let healthy = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"health\":\"true\",\"reason\":\"\"}";
+        assert!(etcd_health_says_healthy(healthy));
+        let no_leader = b"HTTP/1.0 503 Service Unavailable\r\n\r\n{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}";
+        assert!(!etcd_health_says_healthy(no_leader));
+        assert!(!etcd_health_says_healthy(b""));
+        assert!(!etcd_health_says_healthy(b"HTTP/1.0 200 OK\r\n\r\n{}"));
+    }
 }
