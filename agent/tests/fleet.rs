@@ -80,14 +80,23 @@ async fn a_fleet_of_agents_shares_one_process_with_little_memory_each() {
             let _ = stopped.await;
         }));
     }
-    for state in &mut states {
-        tokio::time::timeout(
-            Duration::from_secs(120),
-            state.wait_for(|s| s.connected && s.snapshots >= 1),
-        )
-        .await
-        .expect("every agent synced in time")
-        .expect("agent alive");
+    for (i, state) in states.iter_mut().enumerate() {
+        let synced = matches!(
+            tokio::time::timeout(
+                Duration::from_secs(120),
+                state.wait_for(|s| s.connected && s.snapshots >= 1),
+            )
+            .await,
+            Ok(Ok(_))
+        );
+        // A stuck agent has been seen about once in a dozen runs on a loaded machine: say
+        // which one and what it last looked like.
+        assert!(
+            synced,
+            "agent {i} not synced after 120 s: {:?}; errors seen by all agents: {:?}",
+            *state.borrow(),
+            errors.lock().unwrap()
+        );
     }
     let synced = started.elapsed();
     // Let heartbeats and watches settle, then measure.
