@@ -87,7 +87,15 @@ impl hub_server::Hub for TestHub {
             return Err(Status::unauthenticated("unknown or revoked token"));
         };
         let (tx, rx) = mpsc::channel(64);
-        self.seq.store(0, Ordering::SeqCst);
+        // Each stream numbers its own messages from 1, as the hub does. Numbered locally: with
+        // one counter reset by every sync, agents connecting at once got each other's numbers,
+        // and an agent whose SnapshotComplete carried a number it had seen dropped it as a
+        // repeat and never completed its snapshot.
+        let mut sent = 0;
+        let mut next_seq = || {
+            sent += 1;
+            sent
+        };
         let welcome = v1::Welcome {
             namespace: NS.into(),
             managed_cluster_name: hello.cluster_name.clone(),
@@ -102,16 +110,18 @@ impl hub_server::Hub for TestHub {
             message: Some(hub_message::Message::Welcome(welcome)),
         }];
         for (name, objects) in self.descriptions.lock().unwrap().iter() {
-            messages.push(upsert(self.next_seq(), name, 1, objects, false));
+            messages.push(upsert(next_seq(), name, 1, objects, false));
         }
         messages.push(v1::HubMessage {
             message: Some(hub_message::Message::SnapshotComplete(
                 v1::SnapshotComplete {
-                    seq: self.next_seq(),
+                    seq: next_seq(),
                     confirmed_prune: String::new(),
                 },
             )),
         });
+        // Later messages pushed by a test go on from the newest stream's snapshot.
+        self.seq.store(sent, Ordering::SeqCst);
         for m in messages {
             tx.send(Ok(m)).await.unwrap();
         }
