@@ -2,6 +2,7 @@
 //! and installs atoll in it as a user would (see [`install`]).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -139,31 +140,18 @@ fn etcd_name(name: &str) -> String {
 /// Whether the etcd serving plain HTTP on loopback `port` answers `GET /health` with
 /// `"health":"true"` (it has a leader and serves reads).
 async fn etcd_healthy(port: u16) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        stream
-            .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .await
-            .ok()?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await.ok()?;
-        Some(etcd_health_says_healthy(&answer))
-    };
-    tokio::time::timeout(Duration::from_secs(2), attempt)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or(false)
+    etcd_health_says_healthy(
+        crate::fleet::http_get(SocketAddr::from(([127, 0, 0, 1], port)), "/health").await,
+    )
 }
 
-/// Whether an HTTP answer of etcd's `/health` says healthy.
-fn etcd_health_says_healthy(answer: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(answer);
-    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    text.starts_with("HTTP/1.") && text.contains(" 200 ") && compact.contains("\"health\":\"true\"")
+/// Whether etcd's answer to `/health` (status code and body; `None` when it did not answer)
+/// says healthy.
+fn etcd_health_says_healthy(answer: Option<(u16, String)>) -> bool {
+    answer.is_some_and(|(code, body)| {
+        let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+        code == 200 && compact.contains("\"health\":\"true\"")
+    })
 }
 
 /// Waits until `GET /readyz` of the cluster's kube-apiserver answers 200 (post-start hooks such
@@ -342,11 +330,14 @@ mod tests {
 
     #[test]
     fn etcd_health_is_read_from_the_http_answer() {
-        let healthy = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"health\":\"true\",\"reason\":\"\"}";
-        assert!(etcd_health_says_healthy(healthy));
-        let no_leader = b"HTTP/1.0 503 Service Unavailable\r\n\r\n{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}";
-        assert!(!etcd_health_says_healthy(no_leader));
-        assert!(!etcd_health_says_healthy(b""));
-        assert!(!etcd_health_says_healthy(b"HTTP/1.0 200 OK\r\n\r\n{}"));
+        let healthy = (200, "{\"health\":\"true\",\"reason\":\"\"}".to_string());
+        assert!(etcd_health_says_healthy(Some(healthy)));
+        let no_leader = (
+            503,
+            "{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}".to_string(),
+        );
+        assert!(!etcd_health_says_healthy(Some(no_leader)));
+        assert!(!etcd_health_says_healthy(None));
+        assert!(!etcd_health_says_healthy(Some((200, "{}".to_string()))));
     }
 }

@@ -87,15 +87,6 @@ impl hub_server::Hub for TestHub {
             return Err(Status::unauthenticated("unknown or revoked token"));
         };
         let (tx, rx) = mpsc::channel(64);
-        // Each stream numbers its own messages from 1, as the hub does. Numbered locally: with
-        // one counter reset by every sync, agents connecting at once got each other's numbers,
-        // and an agent whose SnapshotComplete carried a number it had seen dropped it as a
-        // repeat and never completed its snapshot.
-        let mut sent = 0;
-        let mut next_seq = || {
-            sent += 1;
-            sent
-        };
         let welcome = v1::Welcome {
             namespace: NS.into(),
             managed_cluster_name: hello.cluster_name.clone(),
@@ -109,13 +100,20 @@ impl hub_server::Hub for TestHub {
         let mut messages = vec![v1::HubMessage {
             message: Some(hub_message::Message::Welcome(welcome)),
         }];
+        // Each stream numbers its own messages from 1, as the hub does: with one counter
+        // reset by every sync, agents connecting at once got each other's numbers, and one
+        // whose SnapshotComplete carried a number it had seen dropped it as a repeat.
+        // (`seq` is the Hello's number, recorded below.)
+        let mut sent = 0;
         for (name, objects) in self.descriptions.lock().unwrap().iter() {
-            messages.push(upsert(next_seq(), name, 1, objects, false));
+            sent += 1;
+            messages.push(upsert(sent, name, 1, objects, false));
         }
+        sent += 1;
         messages.push(v1::HubMessage {
             message: Some(hub_message::Message::SnapshotComplete(
                 v1::SnapshotComplete {
-                    seq: next_seq(),
+                    seq: sent,
                     confirmed_prune: String::new(),
                 },
             )),
