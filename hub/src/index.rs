@@ -240,6 +240,8 @@ pub enum Change {
 pub struct StreamQueue {
     state: Mutex<QueueState>,
     notify: Notify,
+    /// The stream's epoch (0 for a pushed cluster's session).
+    epoch: u64,
 }
 
 #[derive(Debug, Default)]
@@ -371,8 +373,16 @@ impl Index {
         let previous = ns.descs.insert(entry.name.clone(), entry.clone());
         let deliver = previous.as_ref().is_none_or(|p| p.delivery_differs(&entry));
         tracing::trace!(namespace = %entry.namespace, name = %entry.name, generation = entry.generation, deliver, streams = ns.subscribers.len(), "Description changed");
-        if deliver {
-            for s in &ns.subscribers {
+        for s in &ns.subscribers {
+            let again = entry.rejected.is_none()
+                && previous.as_ref().is_some_and(|p| {
+                    crate::status::earlier_stream_status_arrived(
+                        p.status.as_ref(),
+                        entry.status.as_ref(),
+                        s.epoch,
+                    )
+                });
+            if deliver || again {
                 s.push(&entry.name, entry.change());
             }
         }
@@ -467,10 +477,13 @@ impl Index {
         self.synced.wait().await;
     }
 
-    /// Subscribes a stream to `namespace`: its queue starts with a snapshot of every Description
-    /// there, followed by the snapshot marker.
-    pub fn subscribe(&self, namespace: &str) -> Arc<StreamQueue> {
-        let queue = Arc::new(StreamQueue::default());
+    /// Subscribes a stream of `epoch` (0: a pushed cluster's session) to `namespace`: its queue
+    /// starts with a snapshot of every Description there, followed by the snapshot marker.
+    pub fn subscribe(&self, namespace: &str, epoch: u64) -> Arc<StreamQueue> {
+        let queue = Arc::new(StreamQueue {
+            epoch,
+            ..StreamQueue::default()
+        });
         let mut inner = self.inner.write();
         let ns = inner.namespaces.entry(namespace.to_string()).or_default();
         queue.load_snapshot(&ns.descs);
@@ -628,7 +641,7 @@ pub(crate) mod tests {
         idx.apply(entry("ns-a", "d1", "1", 1));
         idx.apply(entry("ns-a", "d2", "1", 1));
         idx.apply(entry("ns-b", "other", "1", 1));
-        let q = idx.subscribe("ns-a");
+        let q = idx.subscribe("ns-a", 1);
         assert_eq!(drain(&q), vec!["up:d1:1", "up:d2:1", "marker"]);
         assert_eq!(drain(&q), Vec::<String>::new());
     }
@@ -636,8 +649,8 @@ pub(crate) mod tests {
     #[test]
     fn deltas_reach_only_subscribers_of_the_namespace_latest_version_only() {
         let idx = Index::new();
-        let a = idx.subscribe("ns-a");
-        let b = idx.subscribe("ns-b");
+        let a = idx.subscribe("ns-a", 1);
+        let b = idx.subscribe("ns-b", 1);
         drain(&a);
         drain(&b);
         idx.apply(entry("ns-a", "d1", "1", 1));
@@ -653,7 +666,7 @@ pub(crate) mod tests {
     fn status_only_updates_are_not_redelivered() {
         let idx = Index::new();
         idx.apply(entry("ns", "d", "1", 1));
-        let q = idx.subscribe("ns");
+        let q = idx.subscribe("ns", 1);
         drain(&q);
         let mut e = entry("ns", "d", "2", 1);
         e.status = Some(DescriptionStatus::default());
@@ -667,6 +680,36 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_status_an_earlier_stream_wrote_sends_the_description_again_to_newer_streams_only() {
+        use atoll_crds::apps::{DescriptionPhase, ReportOrder};
+        let with_status = |rv: &str, phase: DescriptionPhase, epoch: i64| {
+            let mut e = entry("ns", "d", rv, 1);
+            e.status = Some(DescriptionStatus {
+                phase: Some(phase),
+                report_order: Some(ReportOrder { epoch, sequence: 1 }),
+                ..DescriptionStatus::default()
+            });
+            e
+        };
+        let idx = Index::new();
+        idx.apply(with_status("1", DescriptionPhase::Success, 2));
+        let (stream_3, stream_4, pushed) = (
+            idx.subscribe("ns", 3),
+            idx.subscribe("ns", 4),
+            idx.subscribe("ns", 0),
+        );
+        for q in [&stream_3, &stream_4, &pushed] {
+            drain(q);
+        }
+        idx.apply(with_status("2", DescriptionPhase::Failure, 3));
+        assert_eq!(drain(&stream_4), vec!["up:d:1"]);
+        assert!(drain(&stream_3).is_empty(), "its own stream's write");
+        assert!(drain(&pushed).is_empty());
+        idx.apply(with_status("3", DescriptionPhase::Success, 4));
+        assert!(drain(&stream_4).is_empty(), "its own write");
+    }
+
+    #[test]
     fn relist_removes_entries_that_disappeared_while_not_watching() {
         let idx = Index::new();
         assert!(!idx.is_synced());
@@ -675,7 +718,7 @@ pub(crate) mod tests {
         idx.apply(entry("ns", "gone", "1", 1));
         assert!(idx.finish_relist().is_empty());
         assert!(idx.is_synced());
-        let q = idx.subscribe("ns");
+        let q = idx.subscribe("ns", 1);
         drain(&q);
         idx.begin_relist();
         idx.apply(entry("ns", "keep", "1", 1));
@@ -690,7 +733,7 @@ pub(crate) mod tests {
     fn resync_resends_everything_and_the_marker() {
         let idx = Index::new();
         idx.apply(entry("ns", "d1", "1", 1));
-        let q = idx.subscribe("ns");
+        let q = idx.subscribe("ns", 1);
         drain(&q);
         idx.resync("ns", &q);
         assert_eq!(drain(&q), vec!["up:d1:1", "marker"]);
@@ -699,7 +742,7 @@ pub(crate) mod tests {
     #[test]
     fn unsubscribed_streams_get_nothing() {
         let idx = Index::new();
-        let q = idx.subscribe("ns");
+        let q = idx.subscribe("ns", 1);
         drain(&q);
         assert_eq!(idx.subscribers("ns"), 1);
         idx.unsubscribe("ns", &q);
@@ -742,7 +785,7 @@ pub(crate) mod tests {
         d.spec.raw = vec![serde_json::json!({"v": 1})];
         let idx = Index::new();
         idx.apply(watched_entry(&d, limits));
-        let q = idx.subscribe("c1");
+        let q = idx.subscribe("c1", 1);
         assert_eq!(drain(&q), vec!["up:apps.web:1", "marker"]);
         d.metadata.generation = Some(2);
         d.spec.raw = (0..5).map(|i| serde_json::json!({"i": i})).collect();
@@ -795,7 +838,7 @@ pub(crate) mod tests {
             assert_eq!(e.rejected.is_some(), rejected, "{limits:?}");
             let idx = Index::new();
             idx.apply(e);
-            let q = idx.subscribe("c1");
+            let q = idx.subscribe("c1", 1);
             let expected = if rejected {
                 "withheld:apps.web"
             } else {

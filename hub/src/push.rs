@@ -435,7 +435,7 @@ impl PushManager {
         } else {
             atoll_applier::start_status_watch(&applier);
         }
-        let queue = self.index.subscribe(&session.namespace);
+        let queue = self.index.subscribe(&session.namespace, session.epoch);
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
         let mut st = SessionState::default();
         let mut last_heartbeat = heartbeat::Heartbeat::default();

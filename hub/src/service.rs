@@ -337,7 +337,7 @@ impl<B: Backend> HubService<B> {
     ) {
         self.metrics.streams.inc();
         self.index.wait_synced().await;
-        let queue = self.index.subscribe(&session.namespace);
+        let queue = self.index.subscribe(&session.namespace, session.epoch);
         let prune_confirmation = self
             .streams
             .follow_prune_confirmation(&session, self.backend.confirmed_prune(&session));

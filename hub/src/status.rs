@@ -332,6 +332,29 @@ pub fn report_order_went_back(before: Option<ReportOrder>, now: Option<ReportOrd
     }
 }
 
+/// Whether an agent stream of `stream_epoch` must get a Description again, its status having
+/// changed from `before` to `now` with neither written by this stream: `now` is an earlier
+/// stream's write that this replica saw only after this stream began (the other replica's request
+/// landing late, or this replica's watch catching up after an outage). This stream's report may
+/// have been skipped meanwhile, because the index still showed the same status as it
+/// ([`description_status_write_needed`]); nothing would then replace the earlier stream's status.
+/// Sent again, the Description is applied and reported once more. A status this stream wrote and
+/// an older one replaced is [`status_taken_back`]'s case.
+pub fn earlier_stream_status_arrived(
+    before: Option<&DescriptionStatus>,
+    now: Option<&DescriptionStatus>,
+    stream_epoch: u64,
+) -> bool {
+    let stream_epoch = i64::try_from(stream_epoch).unwrap_or(i64::MAX);
+    let epoch = |s: Option<&DescriptionStatus>| s.and_then(|s| s.report_order).map(|o| o.epoch);
+    let Some(now_status) = now else {
+        return false;
+    };
+    let earlier_write = epoch(now).is_some_and(|e| e > 0 && e < stream_epoch);
+    let not_this_streams = epoch(before).unwrap_or(0) < stream_epoch;
+    earlier_write && not_this_streams && !before.is_some_and(|b| same_status(b, now_status))
+}
+
 /// Whether status `wanted` must be written, given the status the watch last showed and the
 /// fingerprint of what this hub last wrote (`None`: nothing since the watch caught up). The
 /// watch lags behind writes: with only its view, a report going back to the status the watch
@@ -744,6 +767,81 @@ mod tests {
             Some(status_fingerprint(&ordered)),
             &ready
         ));
+    }
+
+    #[test]
+    fn a_stream_gets_its_description_again_when_an_earlier_streams_status_arrives() {
+        let status = |phase: DescriptionPhase, epoch: Option<i64>| DescriptionStatus {
+            phase: Some(phase),
+            report_order: epoch.map(|epoch| ReportOrder { epoch, sequence: 1 }),
+            ..DescriptionStatus::default()
+        };
+        let (success, failure) = (DescriptionPhase::Success, DescriptionPhase::Failure);
+        for (before, now, stream, again, why) in [
+            (
+                Some(status(success, Some(2))),
+                Some(status(failure, Some(3))),
+                4,
+                true,
+                "stream 3's write seen while stream 4 runs",
+            ),
+            (
+                None,
+                Some(status(failure, Some(3))),
+                4,
+                true,
+                "the first status seen",
+            ),
+            (
+                Some(status(failure, Some(2))),
+                Some(status(failure, Some(3))),
+                4,
+                false,
+                "the same status",
+            ),
+            (
+                Some(status(success, Some(4))),
+                Some(status(failure, Some(3))),
+                4,
+                false,
+                "this stream's status taken back: restored instead",
+            ),
+            (
+                Some(status(success, Some(2))),
+                Some(status(failure, Some(4))),
+                4,
+                false,
+                "this stream's own write",
+            ),
+            (
+                Some(status(success, Some(2))),
+                Some(status(failure, Some(5))),
+                4,
+                false,
+                "a newer stream's write",
+            ),
+            (
+                Some(status(success, Some(2))),
+                Some(status(failure, None)),
+                4,
+                false,
+                "a rejection, written without an order",
+            ),
+            (
+                Some(status(success, Some(0))),
+                Some(status(failure, Some(0))),
+                0,
+                false,
+                "a pushed cluster",
+            ),
+            (Some(status(success, Some(2))), None, 4, false, "no status"),
+        ] {
+            assert_eq!(
+                earlier_stream_status_arrived(before.as_ref(), now.as_ref(), stream),
+                again,
+                "{why}"
+            );
+        }
     }
 
     #[test]

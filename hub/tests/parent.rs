@@ -818,6 +818,99 @@ async fn after_a_hub_restart_agents_reconnect_and_get_a_fresh_snapshot() {
     assert_eq!(names, vec!["apps.db", "apps.web"]);
 }
 
+/// The agent's report of `up`, every object applied.
+async fn report_success(a: &Agent, up: &v1::DescriptionUpsert) {
+    a.send(In::Report(v1::DescriptionReport {
+        name: up.name.clone(),
+        uid: up.uid.clone(),
+        observed_generation: up.generation,
+        phase: "Success".into(),
+        ..Default::default()
+    }))
+    .await;
+}
+
+/// The phase of `name`'s status and the epoch of the stream whose report wrote it.
+async fn phase_and_epoch(descs: &Api<Description>, name: &str) -> (Option<DescriptionPhase>, i64) {
+    let status = descs.get(name).await.unwrap().status.unwrap_or_default();
+    let epoch = status.report_order.map_or(0, |o| o.epoch);
+    (status.phase, epoch)
+}
+
+/// Seed 5 of `make chaos` left Descriptions at `Failure` for good: an earlier stream's status
+/// reached the hub after the agent's new stream had reported `Success`, which the hub had skipped
+/// because its index still showed `Success`. Now the new stream gets the Description again, and
+/// its report replaces the earlier stream's status.
+#[tokio::test]
+async fn an_earlier_streams_status_seen_late_is_replaced_by_the_current_streams_report() {
+    let p = Parent::for_agents().await;
+    let h = hub(&p.client, |_| {}).await;
+    let mut first = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
+    let (ns, token, first_epoch) = (
+        first.welcome.namespace.clone(),
+        first.welcome.cluster_token.clone(),
+        i64::try_from(first.welcome.epoch).unwrap(),
+    );
+    description(&p.client, &ns, "apps.web", "v1").await;
+    let up = match first.recv_until(|m| matches!(m, Out::Upsert(_))).await {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    report_success(&first, &up).await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), &ns);
+    eventually("the first stream's Success", WAIT, || async {
+        let got = phase_and_epoch(&descs, "apps.web").await;
+        (got == (Some(DescriptionPhase::Success), first_epoch)).then_some(())
+    })
+    .await;
+
+    // A new stream: its snapshot applies, the same status is reported and not written again.
+    drop(first);
+    let mut second = connect(&h, ID_A, "edge-a", &token).await.unwrap();
+    let second_epoch = i64::try_from(second.welcome.epoch).unwrap();
+    assert!(second_epoch > first_epoch);
+    let up = match second.recv_until(|m| matches!(m, Out::Upsert(_))).await {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    assert!(matches!(second.recv().await, Out::SnapshotComplete(_)));
+    report_success(&second, &up).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        phase_and_epoch(&descs, "apps.web").await,
+        (Some(DescriptionPhase::Success), first_epoch),
+        "a report the parent already shows is not written"
+    );
+
+    // The first stream's Failure, written by another replica and seen only now.
+    descs
+        .patch_status(
+            "apps.web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "Failure",
+                "reason": "ConfigMap default/cm: connection refused",
+                "reportOrder": {"epoch": first_epoch, "sequence": i64::MAX},
+            }})),
+        )
+        .await
+        .unwrap();
+    let again = match second.recv_until(|m| matches!(m, Out::Upsert(_))).await {
+        Out::Upsert(u) => u,
+        _ => unreachable!(),
+    };
+    assert_eq!(
+        (again.name.as_str(), again.generation),
+        ("apps.web", up.generation)
+    );
+    report_success(&second, &again).await;
+    eventually("the current stream's Success", WAIT, || async {
+        let got = phase_and_epoch(&descs, "apps.web").await;
+        (got == (Some(DescriptionPhase::Success), second_epoch)).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn subscription_aggregated_status_follows_description_reports_without_touching_scheduler_fields()
  {
