@@ -105,3 +105,43 @@ async fn binary_serves_with_token_and_persists() {
     cms.get("kept").await.unwrap();
     terminate(child).await;
 }
+
+/// A killed server may have acknowledged writes its database never got; a watcher that saw them
+/// must not resume as if nothing was missing (it would skip every new write up to the RV it saw):
+/// after the restart, RVs jump ahead and a watch from before the kill gets 410 Expired, as from
+/// an etcd restored with `--bump-revision --mark-compacted`.
+#[tokio::test]
+async fn after_sigkill_a_watch_from_before_the_restart_is_expired_and_new_rvs_are_higher() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::WatchParams;
+    use kube::core::WatchEvent;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data_arg = dir.path().join("data").to_str().unwrap().to_string();
+    let (mut child, client, _) = start(dir.path(), &["--data-dir", &data_arg]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata":{"name":"before"}})).unwrap();
+    let seen = cms.create(&PostParams::default(), &cm).await.unwrap();
+    let seen_rv = seen.metadata.resource_version.unwrap();
+    child.kill().await.unwrap();
+
+    let (child, client, _) = start(dir.path(), &["--data-dir", &data_arg]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut events = cms
+        .watch(&WatchParams::default().timeout(5), &seen_rv)
+        .await
+        .unwrap()
+        .boxed();
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410, "{e:?}"),
+        other => panic!("expected 410 Expired, got {other:?}"),
+    }
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata":{"name":"after"}})).unwrap();
+    let after = cms.create(&PostParams::default(), &cm).await.unwrap();
+    let after_rv: u64 = after.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(
+        after_rv > seen_rv.parse::<u64>().unwrap() + 1_000_000,
+        "{after_rv}"
+    );
+    terminate(child).await;
+}

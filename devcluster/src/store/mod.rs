@@ -174,6 +174,9 @@ struct Table {
 
 struct Inner {
     rv: u64,
+    /// No watch resumes from below this RV: after a crash, the RV the database had (the writes
+    /// after it were acknowledged and lost, and watchers may have seen them).
+    resume_floor: u64,
     tables: HashMap<ResKey, Table>,
     uids: HashMap<String, ObjRef>,
     owners: HashMap<String, BTreeSet<ObjRef>>,
@@ -191,6 +194,11 @@ pub struct Store {
 
 /// Default number of events kept per resource for watch resumption.
 pub const DEFAULT_HISTORY: usize = 10_000;
+
+/// How far resourceVersions jump after a crash: past every RV handed out before it (the writes
+/// still queued for the database when the process died). The same remedy as etcd's after a
+/// restore (`etcdutl snapshot restore --bump-revision 1000000000 --mark-compacted`).
+const CRASH_RV_BUMP: u64 = 1_000_000_000;
 
 fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
     obj.get("metadata")
@@ -230,8 +238,21 @@ impl Store {
                 .map_err(|e| Error::OpenStore(format!("corrupt object in database: {e}")))?;
             objects.push((ResKey::new(&row.group, &row.resource), obj));
         }
+        let (rv, resume_floor) = if db.take_clean_stop()? {
+            (rv, 0)
+        } else {
+            let bumped = rv.saturating_add(CRASH_RV_BUMP);
+            tracing::warn!(
+                stored_rv = rv,
+                resumes_at = bumped,
+                "the data directory was not closed cleanly: the last writes acknowledged may be lost, so resourceVersions jump ahead and every watch from before the restart gets 410 Expired (clients list again)"
+            );
+            (bumped, bumped)
+        };
         let writer = Writer::start(db)?;
-        Ok(Store::with_db(Some(writer), rv, objects, last))
+        let store = Store::with_db(Some(writer), rv, objects, last);
+        store.inner.lock().resume_floor = resume_floor;
+        Ok(store)
     }
 
     fn with_db(
@@ -243,6 +264,7 @@ impl Store {
         let (events, _) = broadcast::channel(65_536);
         let mut inner = Inner {
             rv,
+            resume_floor: 0,
             tables: HashMap::new(),
             uids: HashMap::new(),
             owners: HashMap::new(),
@@ -372,6 +394,9 @@ impl Store {
     pub fn watch_from(&self, key: &ResKey, from: u64) -> Result<Resumed, u64> {
         let inner = self.inner.lock();
         let rx = self.events.subscribe();
+        if from < inner.resume_floor {
+            return Err(inner.resume_floor);
+        }
         let Some(table) = inner.tables.get(key) else {
             return Ok((Vec::new(), rx, inner.rv));
         };
@@ -758,5 +783,41 @@ mod tests {
         // The history is gone, but nothing changed after RV 3.
         assert!(s.watch_from(&k, 3).is_ok());
         assert_eq!(s.watch_from(&k, 2).err(), Some(3));
+    }
+
+    #[test]
+    fn after_a_crash_resource_versions_jump_and_every_earlier_watch_is_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = ResKey::new("", "configmaps");
+        let s = Store::open(dir.path()).unwrap();
+        let mut tx = s.begin();
+        tx.put(&k, cm("ns", "a"));
+        tx.commit().unwrap();
+        s.sync();
+        // A crash: the store is never closed, so no clean stop is recorded.
+        std::mem::forget(s);
+
+        let s = Store::open(dir.path()).unwrap();
+        let bumped = 1 + CRASH_RV_BUMP;
+        assert_eq!(s.current_rv(), bumped);
+        assert!(s.get(&k, "ns", "a").is_some());
+        // A watcher may have seen RVs the database lost: none resumes from before the restart,
+        // in any resource (one never written durably has no history at all).
+        assert_eq!(s.watch_from(&k, 1).err(), Some(bumped));
+        assert_eq!(s.watch_from(&k, 5).err(), Some(bumped));
+        let secrets = ResKey::new("", "secrets");
+        assert_eq!(s.watch_from(&secrets, 5).err(), Some(bumped));
+        assert!(s.watch_from(&k, bumped).is_ok());
+        let mut tx = s.begin();
+        let b = tx.put(&k, cm("ns", "b"));
+        tx.commit().unwrap();
+        assert_eq!(meta_str(&b, "resourceVersion"), (bumped + 1).to_string());
+        s.close();
+        drop(s);
+
+        // A clean stop since: the sequence goes on, and watchers resume.
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.current_rv(), bumped + 1);
+        assert!(s.watch_from(&k, bumped + 1).is_ok());
     }
 }

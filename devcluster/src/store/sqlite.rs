@@ -3,7 +3,9 @@
 //! Layout: `objects(grp, resource, namespace, name, rv, data)` holds the current objects as
 //! compact JSON; `meta(k, v)` holds the global resourceVersion counter (`rv`) and the last change
 //! of each resource (`last:<group>/<resource>`), so that a restarted server continues the
-//! resourceVersion sequence and knows from which RV a watch can still be resumed.
+//! resourceVersion sequence and knows from which RV a watch can still be resumed, and `clean`
+//! (1 while the server is stopped cleanly: it is deleted at start and written by the writer's
+//! last commit).
 
 use std::path::Path;
 
@@ -88,6 +90,26 @@ impl Db {
             })
             .map_err(sql_err)?;
         Ok(v.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Whether the server stopped cleanly last time (or the database is new), forgetting it: a
+    /// crash from now on leaves no mark.
+    pub(crate) fn take_clean_stop(&self) -> Result<bool, Error> {
+        let new = self.load_rv()? == 0;
+        let marked = self
+            .conn
+            .execute("DELETE FROM meta WHERE k = 'clean'", [])
+            .map_err(sql_err)?
+            > 0;
+        Ok(new || marked)
+    }
+
+    /// Marks a clean stop: everything queued is committed.
+    fn mark_clean_stop(&self) -> Result<(), Error> {
+        self.conn
+            .execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('clean', 1)", [])
+            .map_err(sql_err)?;
+        Ok(())
     }
 
     /// The persisted last change RV of every resource, as `(group, resource, rv)`.
@@ -237,6 +259,10 @@ impl Writer {
                     for w in waiters {
                         let _ = w.send(());
                     }
+                }
+                // Every sender is gone: the store was closed, and all it queued is committed.
+                if let Err(e) = db.mark_clean_stop() {
+                    tracing::error!(error = %e, "marking the clean stop failed");
                 }
             })
             .map_err(|e| Error::OpenStore(format!("starting the SQLite writer: {e}")))?;
