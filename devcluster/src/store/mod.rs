@@ -228,7 +228,7 @@ impl Store {
 
     /// A store persisted in `<dir>/devcluster.db`; loads everything stored there.
     pub fn open(dir: &Path) -> Result<Store, Error> {
-        let db = Db::open(dir)?;
+        let mut db = Db::open(dir)?;
         let rv = db.load_rv()?;
         let rows = db.load_objects()?;
         let last = db.load_last_changes()?;
@@ -242,6 +242,8 @@ impl Store {
             (rv, 0)
         } else {
             let bumped = rv.saturating_add(CRASH_RV_BUMP);
+            // Kept at once: lists show it before any write does.
+            db.write(&[], bumped)?;
             tracing::warn!(
                 stored_rv = rv,
                 resumes_at = bumped,
@@ -808,14 +810,20 @@ mod tests {
         let secrets = ResKey::new("", "secrets");
         assert_eq!(s.watch_from(&secrets, 5).err(), Some(bumped));
         assert!(s.watch_from(&k, bumped).is_ok());
+        // Stopped cleanly before any write: lists showed the jump, so it is kept.
+        s.close();
+        drop(s);
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.current_rv(), bumped);
+        assert!(s.watch_from(&k, bumped).is_ok());
+
         let mut tx = s.begin();
         let b = tx.put(&k, cm("ns", "b"));
         tx.commit().unwrap();
         assert_eq!(meta_str(&b, "resourceVersion"), (bumped + 1).to_string());
         s.close();
         drop(s);
-
-        // A clean stop since: the sequence goes on, and watchers resume.
+        // A clean stop after a write: the sequence goes on, and watchers resume.
         let s = Store::open(dir.path()).unwrap();
         assert_eq!(s.current_rv(), bumped + 1);
         assert!(s.watch_from(&k, bumped + 1).is_ok());
