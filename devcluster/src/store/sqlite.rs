@@ -231,6 +231,8 @@ impl Writer {
         let handle = std::thread::Builder::new()
             .name("devcluster-sqlite".into())
             .spawn(move || {
+                // A write lost here is like a crash's: the restart must not pass for clean.
+                let mut lost_writes = false;
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     while batch.len() < 4096 {
@@ -254,6 +256,7 @@ impl Writer {
                     if let Some(rv) = rv
                         && let Err(e) = db.write(&ops, rv)
                     {
+                        lost_writes = true;
                         tracing::error!(error = %e, "persisting writes failed");
                     }
                     for w in waiters {
@@ -261,7 +264,7 @@ impl Writer {
                     }
                 }
                 // Every sender is gone: the store was closed, and all it queued is committed.
-                if let Err(e) = db.mark_clean_stop() {
+                if !lost_writes && let Err(e) = db.mark_clean_stop() {
                     tracing::error!(error = %e, "marking the clean stop failed");
                 }
             })
