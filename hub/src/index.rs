@@ -382,6 +382,9 @@ impl Index {
                         s.epoch,
                     )
                 });
+            if again && !deliver {
+                tracing::info!(namespace = %entry.namespace, name = %entry.name, stream_epoch = s.epoch, report = ?entry.status.as_ref().and_then(|st| st.report_order), "an earlier stream's status arrived after this stream began; sending the Description again for a new report");
+            }
             if deliver || again {
                 s.push(&entry.name, entry.change());
             }
