@@ -374,7 +374,9 @@ impl Index {
         let deliver = previous.as_ref().is_none_or(|p| p.delivery_differs(&entry));
         tracing::trace!(namespace = %entry.namespace, name = %entry.name, generation = entry.generation, deliver, streams = ns.subscribers.len(), "Description changed");
         for s in &ns.subscribers {
-            let again = entry.rejected.is_none()
+            // Only asked when the change would not be delivered anyway.
+            let again = !deliver
+                && entry.rejected.is_none()
                 && previous.as_ref().is_some_and(|p| {
                     crate::status::earlier_stream_status_arrived(
                         p.status.as_ref(),
@@ -382,7 +384,7 @@ impl Index {
                         s.epoch,
                     )
                 });
-            if again && !deliver {
+            if again {
                 tracing::info!(namespace = %entry.namespace, name = %entry.name, stream_epoch = s.epoch, report = ?entry.status.as_ref().and_then(|st| st.report_order), "an earlier stream's status arrived after this stream began; sending the Description again for a new report");
             }
             if deliver || again {

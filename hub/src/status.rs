@@ -347,12 +347,12 @@ pub fn earlier_stream_status_arrived(
 ) -> bool {
     let stream_epoch = i64::try_from(stream_epoch).unwrap_or(i64::MAX);
     let epoch = |s: Option<&DescriptionStatus>| s.and_then(|s| s.report_order).map(|o| o.epoch);
-    let Some(now_status) = now else {
+    let Some(now) = now else {
         return false;
     };
-    let earlier_write = epoch(now).is_some_and(|e| e > 0 && e < stream_epoch);
+    let earlier_write = epoch(Some(now)).is_some_and(|e| e > 0 && e < stream_epoch);
     let not_this_streams = epoch(before).unwrap_or(0) < stream_epoch;
-    earlier_write && not_this_streams && !before.is_some_and(|b| same_status(b, now_status))
+    earlier_write && not_this_streams && !before.is_some_and(|b| same_status(b, now))
 }
 
 /// Whether status `wanted` must be written, given the status the watch last showed and the

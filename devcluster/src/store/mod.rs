@@ -223,7 +223,7 @@ fn owner_uids(obj: &Value) -> Vec<String> {
 impl Store {
     /// An in-memory store (nothing persisted).
     pub fn memory() -> Store {
-        Store::with_db(None, 0, Vec::new(), Vec::new())
+        Store::with_db(None, 0, 0, Vec::new(), Vec::new())
     }
 
     /// A store persisted in `<dir>/devcluster.db`; loads everything stored there.
@@ -238,7 +238,8 @@ impl Store {
                 .map_err(|e| Error::OpenStore(format!("corrupt object in database: {e}")))?;
             objects.push((ResKey::new(&row.group, &row.resource), obj));
         }
-        let (rv, resume_floor) = if db.take_clean_stop()? {
+        // A new database (counter 0) has nothing a crash could have lost.
+        let (rv, resume_floor) = if db.take_clean_stop()? || rv == 0 {
             (rv, 0)
         } else {
             let bumped = rv.saturating_add(CRASH_RV_BUMP);
@@ -252,21 +253,26 @@ impl Store {
             (bumped, bumped)
         };
         let writer = Writer::start(db)?;
-        let store = Store::with_db(Some(writer), rv, objects, last);
-        store.inner.lock().resume_floor = resume_floor;
-        Ok(store)
+        Ok(Store::with_db(
+            Some(writer),
+            rv,
+            resume_floor,
+            objects,
+            last,
+        ))
     }
 
     fn with_db(
         writer: Option<Writer>,
         rv: u64,
+        resume_floor: u64,
         objects: Vec<(ResKey, Value)>,
         last: Vec<(String, String, u64)>,
     ) -> Store {
         let (events, _) = broadcast::channel(65_536);
         let mut inner = Inner {
             rv,
-            resume_floor: 0,
+            resume_floor,
             tables: HashMap::new(),
             uids: HashMap::new(),
             owners: HashMap::new(),

@@ -92,16 +92,14 @@ impl Db {
         Ok(v.unwrap_or(0).max(0) as u64)
     }
 
-    /// Whether the server stopped cleanly last time (or the database is new), forgetting it: a
-    /// crash from now on leaves no mark.
+    /// Whether the server marked a clean stop last time, forgetting it: a crash from now on
+    /// leaves no mark.
     pub(crate) fn take_clean_stop(&self) -> Result<bool, Error> {
-        let new = self.load_rv()? == 0;
         let marked = self
             .conn
             .execute("DELETE FROM meta WHERE k = 'clean'", [])
-            .map_err(sql_err)?
-            > 0;
-        Ok(new || marked)
+            .map_err(sql_err)?;
+        Ok(marked > 0)
     }
 
     /// Marks a clean stop: everything queued is committed.
