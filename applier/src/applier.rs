@@ -40,6 +40,11 @@ const CONCURRENCY: usize = 16;
 /// How long a new CRD may take to become Established.
 const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long the applier remembers an object it deleted, to delete it again if it comes back:
+/// longer than kube-apiserver's default request timeout (60 s), so a write sent before the
+/// deletion and landing late (a client that gave up waiting, a server slow to commit) is met.
+const DELETED_REMEMBERED: Duration = Duration::from_secs(120);
+
 /// Something the owner of an [`Applier`] should act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Notice {
@@ -108,6 +113,11 @@ pub(crate) struct State {
     /// (and cost a repair, a report and a status write in the parent per object and edit).
     /// Such observations wait here and are judged once the apply has recorded its result.
     applying: HashMap<String, HashMap<ObjectRef, Box<DynamicObject>>>,
+    /// Objects the applier deleted in the last [`DELETED_REMEMBERED`]: object → its owner key
+    /// and when. One that comes back with that owner's annotation while no Description wants
+    /// it is a late write of the owner's (an apply or repair sent before the deletion): drift
+    /// repair deletes it again. Nothing else would: it is in no inventory any more.
+    deleted: HashMap<ObjectRef, (String, Instant)>,
 }
 
 /// One object prepared for applying.
@@ -754,6 +764,7 @@ impl Applier {
                         if !kinds.iter().any(|k: &Kind| k.resource == d.kind.resource) {
                             kinds.push(d.kind.clone());
                         }
+                        state.deleted.remove(&r.object);
                         state.objects.insert(r.object, d);
                     }
                     None => {
@@ -1000,7 +1011,7 @@ impl Applier {
     /// ended). Returns whether it was applied.
     pub(crate) async fn reapply(&self, object: &ObjectRef) -> Result<bool, Error> {
         let Some(owner) = self.state().objects.get(object).map(|d| d.owner.clone()) else {
-            return Ok(false);
+            return self.delete_again(object).await;
         };
         let guard = self.description_lock(&owner);
         let _guard = guard.lock().await;
@@ -1052,6 +1063,60 @@ impl Applier {
         }
     }
 
+    /// Records that `object` of `owner` is being deleted (see [`State::deleted`]).
+    fn remember_deleted(&self, owner: &str, object: &ObjectRef) {
+        let mut state = self.state();
+        state
+            .deleted
+            .retain(|_, (_, at)| at.elapsed() < DELETED_REMEMBERED);
+        state
+            .deleted
+            .insert(object.clone(), (owner.to_owned(), Instant::now()));
+    }
+
+    /// The owner that deleted `object` lately, when no Description wants it now.
+    fn deleted_by(&self, object: &ObjectRef) -> Option<String> {
+        let state = self.state();
+        if state.objects.contains_key(object) {
+            return None;
+        }
+        state
+            .deleted
+            .get(object)
+            .filter(|(_, at)| at.elapsed() < DELETED_REMEMBERED)
+            .map(|(owner, _)| owner.clone())
+    }
+
+    /// Whether `live` is an object the applier deleted lately, back with the same owner while
+    /// no Description wants it (see [`State::deleted`]).
+    pub(crate) fn came_back(&self, object: &ObjectRef, live: &DynamicObject) -> bool {
+        let owner = live
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
+        owner.is_some() && self.deleted_by(object).as_ref() == owner
+    }
+
+    /// Deletes again an object that came back after the applier deleted it ([`Self::came_back`]),
+    /// under its owner's lock: an apply that wants it again meanwhile keeps it. Returns whether
+    /// it was deleted.
+    async fn delete_again(&self, object: &ObjectRef) -> Result<bool, Error> {
+        let Some(owner) = self.deleted_by(object) else {
+            return Ok(false);
+        };
+        let guard = self.description_lock(&owner);
+        let _guard = guard.lock().await;
+        if self.deleted_by(object).as_ref() != Some(&owner) {
+            return Ok(false);
+        }
+        let deleted = self.delete_object(&owner, object, false).await?;
+        if deleted {
+            tracing::warn!(%object, description = %owner, "an object deleted lately came back (a write sent before its deletion landed late); deleted it again");
+        }
+        Ok(deleted)
+    }
+
     async fn wait_established(&self, name: &str) -> Result<(), Error> {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let deadline = Instant::now() + ESTABLISHED_TIMEOUT;
@@ -1079,8 +1144,14 @@ impl Applier {
         }
     }
 
-    /// Deletes one object if it is still ours; with `wait`, polls until it is gone.
-    async fn delete_object(&self, key: &str, object: &ObjectRef, wait: bool) -> Result<(), Error> {
+    /// Deletes one object if it is still ours; with `wait`, polls until it is gone. Returns
+    /// whether there was one of ours to delete.
+    async fn delete_object(
+        &self,
+        key: &str,
+        object: &ObjectRef,
+        wait: bool,
+    ) -> Result<bool, Error> {
         let kind = match self
             .discovery
             .resolve(&object.api_version, &object.kind)
@@ -1088,7 +1159,7 @@ impl Applier {
         {
             Ok(kind) => kind,
             // The kind is gone (its CRD was deleted): so is the object.
-            Err(Error::ResolveKind { .. }) => return Ok(()),
+            Err(Error::ResolveKind { .. }) => return Ok(false),
             Err(e) => return Err(e),
         };
         let api = self.api(&kind, &object.namespace);
@@ -1096,50 +1167,53 @@ impl Applier {
             object: object.to_string(),
             source,
         };
-        let Some(live) = api.get_opt(&object.name).await.map_err(get_err)? else {
-            return Ok(());
-        };
-        let owner = live
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
-        if owner.map(String::as_str) != Some(key) {
-            tracing::info!(%object, "not deleting an object another owner took over");
-            return Ok(());
-        }
-        if live.metadata.deletion_timestamp.is_none() {
-            let params = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                preconditions: live
-                    .metadata
-                    .uid
-                    .clone()
-                    .map(|uid| kube::api::Preconditions {
-                        uid: Some(uid),
-                        resource_version: None,
-                    }),
-                ..DeleteParams::default()
-            };
-            match api.delete(&object.name, &params).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-                Err(source) => {
-                    return Err(Error::DeleteObject {
-                        object: object.to_string(),
-                        source,
-                    });
-                }
-            }
-        }
-        if !wait {
-            return Ok(());
-        }
         let deadline = Instant::now() + self.delete_timeout;
         let mut delay = Duration::from_millis(50);
+        // Whether the applier deleted it, and the uid of the object it deleted.
+        let (mut deleting, mut deleted_uid) = (false, None);
         loop {
-            if api.get_opt(&object.name).await.map_err(get_err)?.is_none() {
-                return Ok(());
+            let Some(live) = api.get_opt(&object.name).await.map_err(get_err)? else {
+                return Ok(deleting);
+            };
+            // Until gone, the one deleted is waited for; an object created again since (a
+            // late write of its owner's) is judged afresh, not waited for until the timeout.
+            if !deleting || live.metadata.uid != deleted_uid {
+                let owner = live
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
+                if owner.map(String::as_str) != Some(key) {
+                    tracing::info!(%object, "not deleting an object another owner took over");
+                    return Ok(deleting);
+                }
+                self.remember_deleted(key, object);
+                if live.metadata.deletion_timestamp.is_none() {
+                    let params = DeleteParams {
+                        propagation_policy: Some(PropagationPolicy::Background),
+                        preconditions: live.metadata.uid.clone().map(|uid| {
+                            kube::api::Preconditions {
+                                uid: Some(uid),
+                                resource_version: None,
+                            }
+                        }),
+                        ..DeleteParams::default()
+                    };
+                    match api.delete(&object.name, &params).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(deleting),
+                        Err(source) => {
+                            return Err(Error::DeleteObject {
+                                object: object.to_string(),
+                                source,
+                            });
+                        }
+                    }
+                }
+                (deleting, deleted_uid) = (true, live.metadata.uid);
+                if !wait {
+                    return Ok(true);
+                }
             }
             if Instant::now() >= deadline {
                 return Err(Error::DeletionTimeout {
@@ -1228,7 +1302,7 @@ impl Applier {
                 })
                 .cloned()
                 .collect();
-            let results: Vec<(ObjectRef, Result<(), Error>)> = futures::stream::iter(batch)
+            let results: Vec<(ObjectRef, Result<bool, Error>)> = futures::stream::iter(batch)
                 .map(|r: ObjectRef| {
                     let key = key.clone();
                     async move {

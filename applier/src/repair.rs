@@ -1,6 +1,7 @@
 //! The drift repair loop: reads what the drift watchers ([`crate::drift`]) observe, records each
 //! object's `.status` for the reports, re-applies an object someone else changed or deleted,
-//! and rewrites an inventory someone deleted. One repair at a time per object: a request that
+//! deletes again one the applier deleted that a late write brought back, and rewrites an
+//! inventory someone deleted. One repair at a time per object: a request that
 //! arrives during a repair runs once more after it.
 
 use crate::applier::{Applier, Desired, Notice};
@@ -80,7 +81,10 @@ pub(crate) async fn run(
                 if !repairs {
                     continue;
                 }
-                if live.metadata.deletion_timestamp.is_none() && drifted(&strong, &object, &live) {
+                // Drifted, or deleted by the applier and back (a late write): repaired either way.
+                if live.metadata.deletion_timestamp.is_none()
+                    && (drifted(&strong, &object, &live) || strong.came_back(&object, &live))
+                {
                     repair(&applier, &inflight, object);
                 }
             }

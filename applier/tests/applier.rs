@@ -1140,3 +1140,103 @@ async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drif
         (3, 2)
     );
 }
+
+/// A write the applier sent before a prune (an apply or a repair the client gave up waiting
+/// for) can land after it and bring the object back, with the owner's marks. No inventory
+/// lists it any more, so only the applier's memory of what it deleted can tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_a_late_write_brings_back_after_its_prune_is_deleted_again() {
+    let (_cluster, client) = child().await;
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    atoll_applier::start_drift_repair(&applier);
+    let both = vec![cm("default", "kept", "1"), cm("default", "dropped", "1")];
+    let report = applier.apply(&desc("default.app", 1, both.clone())).await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let report = applier
+        .apply(&desc("default.app", 2, vec![cm("default", "kept", "1")]))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(cms.get_opt("dropped").await.unwrap().is_none(), "pruned");
+
+    // The late write: the apply of generation 1, as the applier sent it.
+    let late = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "dropped", "namespace": "default",
+            "labels": {"apps.clusternet.io/managed-by": "atoll-agent"},
+            "annotations": {OWNER: "clusternet-abcde.default.app"}},
+        "data": {"k": "1"}});
+    let ssa = PatchParams::apply("atoll-agent").force();
+    cms.patch("dropped", &ssa, &Patch::Apply(&late))
+        .await
+        .unwrap();
+    eventually(
+        "the object that came back to be deleted again",
+        WAIT,
+        || async { cms.get_opt("dropped").await.unwrap().is_none() },
+    )
+    .await;
+    assert!(cms.get_opt("kept").await.unwrap().is_some());
+
+    // Wanted again, it stays: the memory of its deletion does not outlive that.
+    let report = applier.apply(&desc("default.app", 3, both)).await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let change = json!({"data": {"k": "changed"}});
+    cms.patch("dropped", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .unwrap();
+    eventually("the wanted object's drift repaired", WAIT, || async {
+        cm_value(cms.get_opt("dropped").await.unwrap()).as_deref() == Some("1")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        cms.get_opt("dropped").await.unwrap().is_some(),
+        "kept once wanted"
+    );
+}
+
+/// A deletion waits until its objects are gone; one a late write creates again meanwhile is
+/// deleted again, not waited for until the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_created_again_while_its_deletion_waits_is_deleted_again() {
+    let (_cluster, client) = child().await;
+    let applier = Arc::new(
+        Applier::new(client.clone(), "atoll-agent").with_delete_timeout(Duration::from_secs(10)),
+    );
+    let mut held = cm("default", "held", "1");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let report = applier.apply(&desc("default.app", 1, vec![held])).await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let deletion = tokio::spawn({
+        let applier = applier.clone();
+        async move { applier.delete(NS, "default.app", "uid-default.app").await }
+    });
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    eventually("the deletion to begin", WAIT, || async {
+        cms.get_opt("held")
+            .await
+            .unwrap()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    // The finalizer lets go, and a late write of the apply lands at once.
+    let release = json!({"metadata": {"finalizers": null}});
+    cms.patch("held", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    let late = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "held", "namespace": "default",
+            "labels": {"apps.clusternet.io/managed-by": "atoll-agent"},
+            "annotations": {OWNER: "clusternet-abcde.default.app"}},
+        "data": {"k": "1"}});
+    cms.patch(
+        "held",
+        &PatchParams::apply("atoll-agent").force(),
+        &Patch::Apply(&late),
+    )
+    .await
+    .unwrap();
+    let report = deletion.await.unwrap();
+    assert!(report.deleted, "{}", report.reason);
+    assert!(cms.get_opt("held").await.unwrap().is_none());
+}

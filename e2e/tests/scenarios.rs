@@ -664,6 +664,17 @@ async fn relabelling_managed_clusters_moves_the_placement() {
     f.apply("move", MOVE).await.unwrap();
     label(&f, "child-1", "e2e-placement=here").await;
     converge(&f, "placement on child-1", &mover_in("child-1")).await;
+    let child_1 = f.child("child-1");
+    let owner = jsonpath(
+        child_1,
+        "namespace",
+        None,
+        "e2e-move",
+        "{.metadata.annotations.apps\\.clusternet\\.io/owned-by-description}",
+    )
+    .await
+    .unwrap()
+    .unwrap();
 
     let started = std::time::Instant::now();
     label(&f, "child-1", "e2e-placement-").await;
@@ -687,6 +698,60 @@ async fn relabelling_managed_clusters_moves_the_placement() {
         binding.contains("child-3") && !binding.contains("child-1"),
         "{binding}"
     );
+
+    // A write the agent sent before the deletion and that lands after it (a request its
+    // client gave up on) brings the Namespace back in child-1 with the agent's marks; no
+    // inventory lists it any more. The agent deletes it again.
+    let gone = || async {
+        jsonpath(child_1, "namespace", None, "e2e-move", "{.metadata.name}")
+            .await
+            .map_err(|e| e.to_string())?
+            .map_or(Ok(()), |_| Err("still there".to_owned()))
+    };
+    // The Description leaves the parent once the agent reported its objects gone.
+    let dedicated = f.dedicated_namespace("child-1");
+    POLL.eventually_timed("child-1's Description removed", CONVERGE, || async {
+        let descs = f
+            .parent
+            .run(&["get", "desc", "-n", &dedicated, "-o", "name"])
+            .await
+            .map_err(|e| e.to_string())?;
+        if descs.contains("e2e-move.mover") {
+            Err(descs)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    POLL.eventually_timed("the Namespace gone from child-1", CONVERGE, gone)
+        .await;
+    let late = f.tmp.path().join("late-namespace.yaml");
+    std::fs::write(
+        &late,
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: e2e-move\n  labels: \
+             {{apps.clusternet.io/managed-by: atoll-agent}}\n  annotations: \
+             {{apps.clusternet.io/owned-by-description: {owner}}}\n"
+        ),
+    )
+    .unwrap();
+    child_1
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager=atoll-agent",
+            "--force-conflicts",
+            "-f",
+            late.to_str().unwrap(),
+        ])
+        .await
+        .unwrap();
+    POLL.eventually_timed(
+        "the Namespace a late write brought back deleted again",
+        CONVERGE,
+        gone,
+    )
+    .await;
     label(&f, "child-3", "e2e-placement-").await;
     f.delete("move").await;
 }
