@@ -2366,6 +2366,11 @@ async fn watch_clusters(
 /// which the faults on the parent's connections can hold up for seconds.
 const LATE_COPY_REPAIR: Duration = Duration::from_secs(10);
 
+/// How long after the watch showed an over-placement the late copy that brought it may be
+/// logged: the proxy logs a copy when its answer is back, which the faults on its own
+/// connection can hold up after the watch showed the write (a run met one logged 4 ms after).
+const LATE_COPY_ANSWER: Duration = Duration::from_secs(5);
+
 async fn watch_descriptions(
     parent: Client,
     bound_before: BTreeSet<String>,
@@ -2386,13 +2391,20 @@ async fn watch_descriptions(
     // A relist (the watch started again) is applied at once when complete, not object by
     // object: the states in between were never the parent's.
     let mut relisting: Option<BTreeMap<String, Description>> = None;
+    // Over-placements, judged once the watch ends (see `LATE_COPY_ANSWER`): when seen, since the
+    // start, and what.
+    let mut over_placements: Vec<(Instant, Duration, Vec<String>)> = Vec::new();
+    let divided = format!(
+        "/descriptions/{}",
+        known::description_name("chaos-b", "div")
+    );
     loop {
         let event = tokio::select! {
-            _ = stopped.changed() => return,
+            _ = stopped.changed() => break,
             event = stream.next() => event,
         };
         let changed = match event {
-            None => return,
+            None => break,
             Some(Err(_)) => {
                 lock(&findings).watch_restarts += 1;
                 false
@@ -2430,26 +2442,31 @@ async fn watch_descriptions(
             timeline.note(&format!("divided {shares}"));
             last_placement = placement;
         }
-        let mut found: Vec<String> = over_placed(&descriptions).into_iter().collect();
-        let divided = format!(
-            "/descriptions/{}",
-            known::description_name("chaos-b", "div")
-        );
-        let late_copy = !found.is_empty()
-            && late_copies
-                .as_ref()
-                .is_some_and(|l| l.landed_within(&divided, LATE_COPY_REPAIR));
-        if late_copy {
-            found.clear();
+        let over: Vec<String> = over_placed(&descriptions).into_iter().collect();
+        if !over.is_empty() {
+            over_placements.push((Instant::now(), start.elapsed(), over));
         }
-        found.extend(descriptions_dropped(&bound_before, &descriptions));
+        let found = descriptions_dropped(&bound_before, &descriptions);
         let mut f = lock(&findings);
-        f.over_placed_by_late_copies += u64::from(late_copy);
         f.description_states += 1;
         if divided_placement(&descriptions).is_some() {
             f.divided_known += 1;
         }
-        f.record(found, start.elapsed());
+        f.record(found.into_iter().collect(), start.elapsed());
+    }
+    // An over-placement is a late copy's doing when one landed on a divided Description from
+    // `LATE_COPY_REPAIR` before it was seen to `LATE_COPY_ANSWER` after.
+    let mut f = lock(&findings);
+    for (seen, elapsed, over) in over_placements {
+        let from = seen.checked_sub(LATE_COPY_REPAIR).unwrap_or(seen);
+        let late_copy = late_copies
+            .as_ref()
+            .is_some_and(|l| l.landed_between(&divided, from, seen + LATE_COPY_ANSWER));
+        if late_copy {
+            f.over_placed_by_late_copies += 1;
+        } else {
+            f.record(over, elapsed);
+        }
     }
 }
 

@@ -294,13 +294,12 @@ impl LateCopies {
             .collect()
     }
 
-    /// Whether a late copy of a write to a path ending in `suffix` landed in the last `within`.
-    pub fn landed_within(&self, suffix: &str, within: Duration) -> bool {
+    /// Whether a late copy of a write to a path ending in `suffix` landed between `from` and
+    /// `to`.
+    pub fn landed_between(&self, suffix: &str, from: Instant, to: Instant) -> bool {
         let log = self.0.lock().unwrap_or_else(|p| p.into_inner());
         log.iter()
-            .rev()
-            .take_while(|(_, at)| at.elapsed() <= within)
-            .any(|(path, _)| path.ends_with(suffix))
+            .any(|(path, at)| (from..=to).contains(at) && path.ends_with(suffix))
     }
 }
 
@@ -714,6 +713,7 @@ mod tests {
             Duration::from_secs(600),
         ));
         tokio::time::sleep(Duration::from_millis(50)).await;
+        let sent = Instant::now();
         late.patch("late", &params, &Patch::Apply(apply("old")))
             .await
             .unwrap();
@@ -732,8 +732,10 @@ mod tests {
         let counts: std::collections::BTreeMap<_, _> =
             proxy.counters().counts().into_iter().collect();
         let copies = proxy.late_copies();
-        assert!(copies.landed_within("/configmaps/late", Duration::from_secs(60)));
-        assert!(!copies.landed_within("/configmaps/other", Duration::from_secs(60)));
+        let (from, to) = (sent, Instant::now());
+        assert!(copies.landed_between("/configmaps/late", from, to));
+        assert!(!copies.landed_between("/configmaps/other", from, to));
+        assert!(!copies.landed_between("/configmaps/late", to, to + Duration::from_secs(1)));
         assert_eq!(counts["replayed late"], 1, "{counts:?}");
         assert_eq!(counts["replayed late and taken"], 1, "{counts:?}");
         assert_eq!(counts["repeated"], 0, "{counts:?}");
