@@ -27,6 +27,7 @@ use crate::{Error, drift};
 use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use serde_json::Value;
@@ -43,7 +44,7 @@ const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the applier remembers an object it deleted, to delete it again if it comes back:
 /// longer than kube-apiserver's default request timeout (60 s), so a write sent before the
 /// deletion and landing late (a client that gave up waiting, a server slow to commit) is met.
-const DELETED_REMEMBERED: Duration = Duration::from_secs(120);
+const DELETED_REMEMBERED: SignedDuration = SignedDuration::from_secs(120);
 
 /// Something the owner of an [`Applier`] should act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,8 +117,33 @@ pub(crate) struct State {
     /// Objects the applier deleted in the last [`DELETED_REMEMBERED`]: object → its owner key
     /// and when. One that comes back with that owner's annotation while no Description wants
     /// it is a late write of the owner's (an apply or repair sent before the deletion): drift
-    /// repair deletes it again. Nothing else would: it is in no inventory any more.
-    deleted: HashMap<ObjectRef, (String, Instant)>,
+    /// repair deletes it again. Nothing else would: no inventory lists it as applied. Each
+    /// Description's inventory keeps its own (read back at start), so that an applier started
+    /// since (a restarted agent, a new holder of the Push Lease) knows them too. Wall-clock
+    /// time, for that reason.
+    deleted: HashMap<ObjectRef, (String, Timestamp)>,
+}
+
+/// Whether a deletion at `at` is recent enough to be remembered.
+fn remembered(at: Timestamp) -> bool {
+    Timestamp::now().duration_since(at) < DELETED_REMEMBERED
+}
+
+impl State {
+    /// What the Description `key` deleted lately, for its inventory, in a stable order.
+    fn deleted_by_description(&self, key: &str) -> Vec<inventory::DeletedEntry> {
+        let mut entries: Vec<inventory::DeletedEntry> = self
+            .deleted
+            .iter()
+            .filter(|(_, (owner, at))| owner == key && remembered(*at))
+            .map(|(object, (_, at))| inventory::DeletedEntry {
+                object: object.clone(),
+                at: at.to_string(),
+            })
+            .collect();
+        entries.sort_by(|a, b| a.object.cmp(&b.object));
+        entries
+    }
 }
 
 /// One object prepared for applying.
@@ -317,6 +343,16 @@ impl Applier {
         let mut state = self.state();
         if !state.inventories_loaded {
             for inv in inventories {
+                for entry in &inv.deleted {
+                    if let Ok(at) = entry.at.parse::<Timestamp>()
+                        && remembered(at)
+                    {
+                        state
+                            .deleted
+                            .entry(entry.object.clone())
+                            .or_insert_with(|| (inv.description.clone(), at));
+                    }
+                }
                 state.inventories.insert(inv.description.clone(), inv);
             }
             state.inventories_loaded = true;
@@ -492,6 +528,7 @@ impl Applier {
                 objects: current.map(|i| i.objects.clone()).unwrap_or_default(),
                 releases,
                 orphan,
+                deleted: state.deleted_by_description(key),
             }
         };
         self.store.write(&inv).await?;
@@ -679,6 +716,7 @@ impl Applier {
                 objects: entries.iter().cloned().chain(added).collect(),
                 releases: self.recorded_releases(key),
                 orphan: desc.orphan,
+                deleted: self.state().deleted_by_description(key),
             };
             self.store.write(&inv).await?;
             self.state().inventories.insert(key.to_owned(), inv);
@@ -794,6 +832,7 @@ impl Applier {
             objects: entries,
             releases: self.recorded_releases(key),
             orphan: desc.orphan,
+            deleted: self.state().deleted_by_description(key),
         };
         if self.state().inventories.get(key) != Some(&inv) {
             match self.store.write(&inv).await {
@@ -1066,12 +1105,10 @@ impl Applier {
     /// Records that `object` of `owner` is being deleted (see [`State::deleted`]).
     fn remember_deleted(&self, owner: &str, object: &ObjectRef) {
         let mut state = self.state();
+        state.deleted.retain(|_, (_, at)| remembered(*at));
         state
             .deleted
-            .retain(|_, (_, at)| at.elapsed() < DELETED_REMEMBERED);
-        state
-            .deleted
-            .insert(object.clone(), (owner.to_owned(), Instant::now()));
+            .insert(object.clone(), (owner.to_owned(), Timestamp::now()));
     }
 
     /// The owner that deleted `object` lately, when no Description wants it now.
@@ -1083,7 +1120,7 @@ impl Applier {
         state
             .deleted
             .get(object)
-            .filter(|(_, at)| at.elapsed() < DELETED_REMEMBERED)
+            .filter(|(_, at)| remembered(*at))
             .map(|(owner, _)| owner.clone())
     }
 

@@ -21,6 +21,9 @@ pub const INVENTORY_SELECTOR: &str = "apps.clusternet.io/inventory=true";
 const DATA_RELEASES: &str = "releases";
 /// Data key of an inventory ConfigMap recording an `Orphan` deletion policy.
 const DATA_DELETION_POLICY: &str = "deletionPolicy";
+/// Data key of an inventory ConfigMap listing the objects its Description deleted lately
+/// (absent when there are none).
+const DATA_DELETED: &str = "deleted";
 
 /// One object a Description applied.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -32,6 +35,17 @@ pub struct Entry {
     /// Fields the agent left to another field manager (server-side-apply conflict paths).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub yielded: Vec<String>,
+}
+
+/// An object a Description deleted lately, and when: an applier started since still deletes it
+/// again when a write sent before the deletion lands late and brings it back.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeletedEntry {
+    /// The object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// When it was deleted (RFC 3339).
+    pub at: String,
 }
 
 /// One Helm release a Description installed (or is about to: an empty digest records the
@@ -69,6 +83,8 @@ pub struct Inventory {
     /// The Description's objects are orphaned, not deleted, when they leave the cluster (kept
     /// here so that a Description that vanished while the agent was away is still orphaned).
     pub orphan: bool,
+    /// The objects it deleted lately.
+    pub deleted: Vec<DeletedEntry>,
 }
 
 /// The ConfigMap name of a Description's inventory: stable, short and valid whatever the
@@ -108,6 +124,12 @@ pub fn to_config_map(inventory: &Inventory, namespace: &str) -> ConfigMap {
                     serde_json::to_string(&inventory.releases).unwrap_or_else(|_| "[]".to_owned()),
                 );
             }
+            if !inventory.deleted.is_empty() {
+                data.insert(
+                    DATA_DELETED.to_owned(),
+                    serde_json::to_string(&inventory.deleted).unwrap_or_else(|_| "[]".to_owned()),
+                );
+            }
             if inventory.orphan {
                 data.insert(
                     DATA_DELETION_POLICY.to_owned(),
@@ -132,6 +154,11 @@ pub fn from_config_map(cm: &ConfigMap) -> Option<Inventory> {
         releases: serde_json::from_str(data.get(DATA_RELEASES).map_or("[]", String::as_str))
             .ok()?,
         orphan: crate::model::orphans(data.get(DATA_DELETION_POLICY)),
+        // Only a safeguard: an unreadable list does not make the inventory unreadable.
+        deleted: data
+            .get(DATA_DELETED)
+            .and_then(|d| serde_json::from_str(d).ok())
+            .unwrap_or_default(),
     })
 }
 
@@ -246,11 +273,21 @@ mod tests {
                 objects: vec![],
                 releases: vec![],
                 orphan: false,
+                deleted: vec![],
             },
             Inventory {
                 description: "clusternet-abcde.default.web".into(),
                 uid: "u-2".into(),
                 orphan: true,
+                deleted: vec![DeletedEntry {
+                    object: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: "default".into(),
+                        name: "gone".into(),
+                    },
+                    at: "2026-12-05T20:00:00Z".into(),
+                }],
                 releases: vec![ReleaseEntry {
                     name: "hello".into(),
                     namespace: "demo".into(),

@@ -1143,7 +1143,7 @@ async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drif
 
 /// A write the applier sent before a prune (an apply or a repair the client gave up waiting
 /// for) can land after it and bring the object back, with the owner's marks. No inventory
-/// lists it any more, so only the applier's memory of what it deleted can tell.
+/// lists it as applied any more: only the record of what was deleted lately can tell.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_a_late_write_brings_back_after_its_prune_is_deleted_again() {
     let (_cluster, client) = child().await;
@@ -1176,6 +1176,25 @@ async fn an_object_a_late_write_brings_back_after_its_prune_is_deleted_again() {
     )
     .await;
     assert!(cms.get_opt("kept").await.unwrap().is_some());
+
+    // An applier started since (the agent restarted) reads what was deleted from the
+    // inventory, and deletes it again too.
+    drop(applier);
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    atoll_applier::start_drift_repair(&applier);
+    let report = applier
+        .apply(&desc("default.app", 2, vec![cm("default", "kept", "1")]))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    cms.patch("dropped", &ssa, &Patch::Apply(&late))
+        .await
+        .unwrap();
+    eventually(
+        "the object that came back to be deleted again after a restart",
+        WAIT,
+        || async { cms.get_opt("dropped").await.unwrap().is_none() },
+    )
+    .await;
 
     // Wanted again, it stays: the memory of its deletion does not outlive that.
     let report = applier.apply(&desc("default.app", 3, both)).await;
