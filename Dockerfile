@@ -28,7 +28,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     && cp target/release/atoll-scheduler target/release/atoll-hub target/release/atoll-agent \
           target/release/kubectl-atoll /out/
 
-# helm v3 for the agent, which installs HelmChart feeds with it; the version is the one the
+# helm v3 for the agent, which installs HelmChart feeds with it (and for the hub, which does
+# so in the Push-mode clusters); the version is the one the
 # tests use (HELM_VERSION in e2e/k8s/versions.env).
 FROM golang:1.26-${DEBIAN_RELEASE} AS helm
 ARG HELM_VERSION=v3.21.4
@@ -72,6 +73,7 @@ LABEL org.opencontainers.image.title="atoll-hub" \
       org.opencontainers.image.description="gRPC hub streaming Descriptions to atoll agents" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/atoll-hub /usr/local/bin/atoll-hub
+COPY --from=helm /out/helm /usr/local/bin/helm
 # gRPC for agents.
 EXPOSE 8443
 ENTRYPOINT ["/usr/local/bin/atoll-hub"]

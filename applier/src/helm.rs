@@ -23,9 +23,8 @@ const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
 /// How much longer than Helm's own timeout the agent waits for the helm process.
 const PROCESS_GRACE: Duration = Duration::from_secs(30);
 /// Why a chart is not installed where the applier has no helm.
-const NO_HELM: &str = "no helm to install HelmChart feeds with: the agent needs --helm pointing \
-     at a helm v3 binary; a Push-mode cluster (applied by the hub) does not install charts, so \
-     subscribe it in Pull mode";
+const NO_HELM: &str = "no helm to install HelmChart feeds with: the agent (for a Push-mode \
+     cluster, the hub) needs --helm pointing at a helm v3 binary";
 /// Timeout of `helm status` and other reads.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 

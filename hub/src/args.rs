@@ -128,6 +128,15 @@ pub struct HubArgs {
     /// Identity of this replica in the Lease; defaults to the host name plus a random suffix.
     #[arg(long, env = "ATOLL_HUB_PUSH_LEADER_ELECT_IDENTITY")]
     pub push_leader_elect_identity: Option<String>,
+    /// The `helm` v3 binary that installs HelmChart feeds as releases in the Push-mode clusters
+    /// (a path, or a name looked up on PATH), as an agent's does in its own cluster.
+    #[arg(long, env = "ATOLL_HELM", default_value = "helm")]
+    pub helm: std::path::PathBuf,
+    /// Where helm keeps its cache, configuration and data for the Push-mode clusters, one
+    /// directory each (a writable directory; it also holds each cluster's kubeconfig for helm,
+    /// readable by the hub's user only).
+    #[arg(long, env = "ATOLL_HELM_HOME", default_value = "/tmp/atoll-helm")]
+    pub helm_home: std::path::PathBuf,
 }
 
 /// Parses `300`, `90s`, `5m`, `1h` into a duration.

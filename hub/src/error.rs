@@ -89,6 +89,14 @@ pub enum Error {
         /// Why it cannot be used.
         source: kube::config::KubeconfigError,
     },
+    /// The kubeconfig helm is to use for a Push cluster could not be written.
+    #[error("writing the kubeconfig helm uses for the Push cluster to {path}: {source}")]
+    WritePushHelmKubeconfig {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// The client of a Push cluster could not be built from its kubeconfig.
     #[error("building the child's client from Secret {secret}: {source}")]
     BuildPushClient {
@@ -173,6 +181,7 @@ impl Error {
             Error::EncodePatch { .. } => "encode_patch",
             Error::LoadPushKubeconfig { .. } => "load_push_kubeconfig",
             Error::BuildPushClient { .. } => "build_push_client",
+            Error::WritePushHelmKubeconfig { .. } => "write_push_helm_kubeconfig",
             Error::ReadPushCredentials { .. } => "read_push_credentials",
             Error::ReadTls { .. } => "read_tls",
             Error::ConfigureTls { .. } => "configure_tls",

@@ -5,7 +5,8 @@
 //! they could not be read, so that a Secret created or granted later is picked up; every
 //! `recheck` when they were, so that a rotated Secret reaches the cluster without an edit.
 
-use crate::index::DescEntry;
+use crate::domain::PullCredentials;
+use crate::index::{ChartEntry, DescEntry};
 use crate::service::Backend;
 use atoll_proto::v1;
 use std::collections::HashMap;
@@ -40,28 +41,10 @@ pub async fn add_pull_credentials<B: Backend>(
     let mut complete = true;
     let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
     for (index, (entry, chart)) in e.charts.iter().zip(message.charts.iter_mut()).enumerate() {
-        let Some(release) = &entry.release else {
+        let Some(read) = read_pull_secret(backend, entry).await else {
             continue;
         };
-        let secret = &release.options.chart_pull_secret;
-        if secret.is_empty() {
-            continue;
-        }
         named = true;
-        let namespace = if secret.namespace.is_empty() {
-            release.chart_namespace.as_str()
-        } else {
-            secret.namespace.as_str()
-        };
-        let read = if namespace != release.chart_namespace {
-            Err(format!(
-                "chartPullSecret {namespace}/{} is not in the HelmChart's namespace {}; a chart \
-                 may only use a Secret of its own namespace",
-                secret.name, release.chart_namespace
-            ))
-        } else {
-            backend.pull_credentials(namespace, &secret.name).await
-        };
         match read {
             Ok(credentials) => {
                 (index, &credentials.username, &credentials.password.0).hash(&mut fingerprint);
@@ -71,7 +54,12 @@ pub async fn add_pull_credentials<B: Backend>(
                 });
             }
             Err(reason) => {
-                tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
+                let chart_name = entry
+                    .release
+                    .as_ref()
+                    .map(|r| format!("{}/{}", r.chart_namespace, r.name))
+                    .unwrap_or_default();
+                tracing::warn!(description = %e.name, chart = %chart_name, %reason, "a chart goes without its repository credentials");
                 chart.credentials_error = reason;
                 complete = false;
             }
@@ -82,6 +70,34 @@ pub async fn add_pull_credentials<B: Backend>(
         (true, true) => Delivery::Complete(fingerprint.finish()),
         (true, false) => Delivery::Incomplete,
     }
+}
+
+/// The credentials in the `chartPullSecret` a chart names, read now, or why they cannot be;
+/// `None` when it names none. A chart may only use a Secret of its own namespace: its owner's,
+/// who alone can grant the hub `get` on it.
+pub async fn read_pull_secret<B: Backend>(
+    backend: &B,
+    entry: &ChartEntry,
+) -> Option<Result<PullCredentials, String>> {
+    let release = entry.release.as_ref()?;
+    let secret = &release.options.chart_pull_secret;
+    if secret.is_empty() {
+        return None;
+    }
+    let namespace = if secret.namespace.is_empty() {
+        release.chart_namespace.as_str()
+    } else {
+        secret.namespace.as_str()
+    };
+    Some(if namespace != release.chart_namespace {
+        Err(format!(
+            "chartPullSecret {namespace}/{} is not in the HelmChart's namespace {}; a chart \
+             may only use a Secret of its own namespace",
+            secret.name, release.chart_namespace
+        ))
+    } else {
+        backend.pull_credentials(namespace, &secret.name).await
+    })
 }
 
 /// When to look at each Description's Secrets again, on one stream.

@@ -7,7 +7,9 @@ use crate::Error;
 use crate::backend::KubeBackend;
 use crate::domain::{ClusterHeartbeat, Session};
 use crate::index::{Change, Index, Next};
+use crate::run::PushHelm;
 use crate::service::Backend;
+use atoll_applier::helm::Helm;
 use atoll_applier::{Applier, Notice, heartbeat, model};
 use atoll_crds::clusters::{
     ClusterRegistrationRequest, ManagedCluster, REASON_UNREGISTERED_CLUSTER, SyncMode,
@@ -32,11 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-
-/// Why a Push-mode cluster's chart gets no repository credentials: the hub does not run Helm
-/// for it (the applier without Helm says so for every chart).
-const PUSH_READS_NO_CREDENTIALS: &str =
-    "a Push-mode cluster does not install charts; subscribe it in Pull mode";
 
 /// Secret in a Push cluster's dedicated namespace holding the child's credentials: either a
 /// `kubeconfig` key, or Clusternet's `apiserver-advertise-url`, `token` and `ca.crt`.
@@ -202,6 +199,55 @@ fn domain_heartbeat(h: &heartbeat::Heartbeat, period: Duration) -> ClusterHeartb
     }
 }
 
+/// The helm that installs charts in the Push cluster whose dedicated namespace is `namespace`:
+/// a home of its own under the configured one, holding the cluster's kubeconfig (readable by
+/// the hub's user only: it carries the cluster's credentials) for helm's `--kubeconfig`.
+fn helm_for_cluster(
+    helm: &PushHelm,
+    namespace: &str,
+    kubeconfig: &Kubeconfig,
+) -> Result<Helm, Error> {
+    let dir = helm.home.join(namespace);
+    let path = dir.join("kubeconfig");
+    let err = |source| Error::WritePushHelmKubeconfig {
+        path: path.display().to_string(),
+        source,
+    };
+    let text = serde_json::to_vec(kubeconfig).map_err(|e| err(std::io::Error::other(e)))?;
+    write_private(&dir, &path, &text).map_err(err)?;
+    Ok(Helm::new(
+        &helm.binary,
+        Some(path.clone()),
+        None,
+        dir.join("helm"),
+    ))
+}
+
+/// Writes `contents` to `path` in `dir` (created, owner-only), owner-only, whole or not at all.
+fn write_private(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    contents: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let partial = path.with_extension("partial");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    std::fs::rename(&partial, path)
+}
+
 /// Runs one push session per `syncMode: Push` ManagedCluster.
 pub struct PushManager {
     client: Client,
@@ -220,6 +266,8 @@ pub struct PushManager {
     election: Option<LeaderElection>,
     /// Set by [`PushManager::shutdown`]: no session starts any more.
     stopped: AtomicBool,
+    /// How charts are installed in the Push clusters; `None`: they are not.
+    helm: Option<PushHelm>,
 }
 
 /// Name of the Lease whose holder serves the Push-mode clusters.
@@ -235,9 +283,10 @@ impl PushManager {
         backend: Arc<KubeBackend>,
         heartbeat_every: Duration,
         election: Option<LeaderElection>,
-    ) -> Arc<PushManager> {
-        Arc::new(PushManager {
+    ) -> PushManager {
+        PushManager {
             election,
+            helm: None,
             stopped: AtomicBool::new(false),
             client,
             index,
@@ -248,7 +297,13 @@ impl PushManager {
             credentials_retry: heartbeat_every.max(Duration::from_secs(1)),
             sessions: Mutex::new(HashMap::new()),
             unregistered: Mutex::new(HashMap::new()),
-        })
+        }
+    }
+
+    /// Installs the Push clusters' charts with `helm` (`None`: their charts fail, saying so).
+    pub fn with_helm(mut self, helm: Option<PushHelm>) -> Self {
+        self.helm = helm;
+        self
     }
 
     /// Serves the Push clusters: at once without an election, else while this replica holds
@@ -366,7 +421,7 @@ impl PushManager {
         }
     }
 
-    async fn child_client(&self, namespace: &str) -> Result<Client, Error> {
+    async fn child_client(&self, namespace: &str) -> Result<(Client, Kubeconfig), Error> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let secret = secrets
             .get_opt(DEPLOYER_SECRET)
@@ -389,21 +444,23 @@ impl PushManager {
             secret: format!("{namespace}/{DEPLOYER_SECRET}"),
             reason,
         })?;
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|source| Error::LoadPushKubeconfig {
-                secret: format!("{namespace}/{DEPLOYER_SECRET}"),
-                source,
-            })?;
-        Client::try_from(config).map_err(|source| Error::BuildPushClient {
+        let config =
+            Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
+                .await
+                .map_err(|source| Error::LoadPushKubeconfig {
+                    secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+                    source,
+                })?;
+        let client = Client::try_from(config).map_err(|source| Error::BuildPushClient {
             secret: format!("{namespace}/{DEPLOYER_SECRET}"),
             source,
-        })
+        })?;
+        Ok((client, kubeconfig))
     }
 
     async fn session(self: Arc<Self>, session: Session) {
         let mut last_refusal = String::new();
-        let child = loop {
+        let (child, kubeconfig) = loop {
             match self.child_client(&session.namespace).await {
                 Ok(c) => break c,
                 Err(e) => {
@@ -422,7 +479,17 @@ impl PushManager {
         };
         tracing::info!(namespace = %session.namespace, cluster = %session.managed_cluster_name, "push mode: serving cluster from the hub");
         self.backend.connected(&session).await;
-        let applier = Arc::new(Applier::new(child.clone(), known::FIELD_MANAGER_HUB));
+        let mut applier = Applier::new(child.clone(), known::FIELD_MANAGER_HUB);
+        if let Some(helm) = &self.helm {
+            // Without it the cluster's plain feeds still run; its charts fail saying so.
+            match helm_for_cluster(helm, &session.namespace, &kubeconfig) {
+                Ok(h) => applier = applier.with_helm(h),
+                Err(e) => {
+                    tracing::warn!(namespace = %session.namespace, error = %e, "push mode: charts cannot be installed in this cluster");
+                }
+            }
+        }
+        let applier = Arc::new(applier);
         // The drift watchers see each object's status as it changes after its apply (a
         // Deployment's replicas come later); a Description's report is written again when it
         // changes. Drift is repaired only by an elected replica: without an election every hub
@@ -508,17 +575,7 @@ impl PushManager {
                         generation: e.generation,
                         orphan: model::orphans(e.labels.get(known::LABEL_DELETION_POLICY)),
                         objects: e.objects.iter().map(|b| model::parse_received(b)).collect(),
-                        charts: e
-                            .charts
-                            .iter()
-                            .map(|c| {
-                                model::ChartRelease::from_received(
-                                    &c.chart,
-                                    &c.values,
-                                    model::PullAuth::Unavailable(PUSH_READS_NO_CREDENTIALS.into()),
-                                )
-                            })
-                            .collect(),
+                        charts: self.charts(&e).await,
                     };
                     let r = applier.apply(&desc).await;
                     if r.phase == model::Phase::Failure {
@@ -543,6 +600,26 @@ impl PushManager {
                 }
             }
         }
+    }
+
+    /// The charts of `e` as the applier installs them, each with the credentials in the
+    /// `chartPullSecret` it names, read now (as for a Pull cluster's stream).
+    async fn charts(&self, e: &crate::index::DescEntry) -> Vec<model::ChartRelease> {
+        let mut charts = Vec::with_capacity(e.charts.len());
+        for c in &e.charts {
+            let auth = match crate::pull_secrets::read_pull_secret(self.backend.as_ref(), c).await {
+                None => model::PullAuth::Anonymous,
+                Some(Ok(credentials)) => model::PullAuth::Credentials(model::PullCredentials {
+                    username: credentials.username,
+                    password: credentials.password.0,
+                }),
+                Some(Err(reason)) => model::PullAuth::Unavailable(reason),
+            };
+            charts.push(model::ChartRelease::from_received(
+                &c.chart, &c.values, auth,
+            ));
+        }
+        charts
     }
 
     /// What is tried again each tick: deletions the child has not finished, applies, report
@@ -644,6 +721,45 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
             .collect()
+    }
+
+    #[test]
+    fn each_push_cluster_gets_a_private_kubeconfig_for_helm() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let push_helm = PushHelm {
+            binary: "helm".into(),
+            home: home.path().join("helm-home"),
+        };
+        let kubeconfig = child_kubeconfig(&data(&[
+            ("apiserver-advertise-url", "https://child.example:6443"),
+            ("token", "t0ken"),
+            ("ca.crt", "CA"),
+        ]))
+        .unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for _ in 0..2 {
+            // Written again over the last one (a session that starts again).
+            helm_for_cluster(&push_helm, "clusternet-abcde", &kubeconfig).unwrap();
+        }
+        let dir = push_helm.home.join("clusternet-abcde");
+        let file = dir.join("kubeconfig");
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&file), 0o600);
+        let written = Kubeconfig::read_from(&file).unwrap();
+        let server = written.clusters[0].cluster.as_ref().unwrap().server.clone();
+        assert_eq!(server.as_deref(), Some("https://child.example:6443"));
+        // helm needs the credentials themselves, not a redaction of them.
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("\"token\":\"t0ken\""), "{text}");
+        assert!(!dir.join("kubeconfig.partial").exists());
+        // A home that cannot be created is an error naming the file, not a panic.
+        let blocked = PushHelm {
+            binary: "helm".into(),
+            home: file.clone(),
+        };
+        let err = helm_for_cluster(&blocked, "clusternet-abcde", &kubeconfig).unwrap_err();
+        assert!(err.to_string().contains("kubeconfig"), "{err}");
     }
 
     #[test]

@@ -41,6 +41,18 @@ pub struct PushConfig {
     /// `Some`: one replica, elected through this Lease, serves every Push cluster and repairs
     /// drift in them. `None`: every replica serves every Push cluster, without drift repair.
     pub leader: Option<PushLeader>,
+    /// How charts are installed in the Push clusters; `None`: they are not (their releases fail
+    /// saying so).
+    pub helm: Option<PushHelm>,
+}
+
+/// The `helm` the hub runs for the Push clusters.
+#[derive(Clone, Debug)]
+pub struct PushHelm {
+    /// The binary.
+    pub binary: std::path::PathBuf,
+    /// The directory under which each Push cluster gets its own helm home and kubeconfig.
+    pub home: std::path::PathBuf,
 }
 
 /// The Lease the replicas contend for to serve the Push clusters.
@@ -107,6 +119,10 @@ impl HubConfig {
                         .push_leader_elect_identity
                         .clone()
                         .unwrap_or_else(atoll_runtime::leader::default_identity),
+                }),
+                helm: Some(PushHelm {
+                    binary: a.helm.clone(),
+                    home: a.helm_home.clone(),
                 }),
             },
         }
@@ -231,22 +247,25 @@ pub async fn start(
         controllers.clusters(),
         metrics.clone(),
     ));
-    let push = PushManager::new(
-        client.clone(),
-        index.clone(),
-        controllers.clusters(),
-        controllers.registrations(),
-        backend.clone(),
-        Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
-        config.push.leader.as_ref().map(|l| {
-            LeaderElection::new(
-                client.clone(),
-                &l.namespace,
-                crate::push::PUSH_LEASE,
-                &l.identity,
-                l.lease_duration,
-            )
-        }),
+    let push = Arc::new(
+        PushManager::new(
+            client.clone(),
+            index.clone(),
+            controllers.clusters(),
+            controllers.registrations(),
+            backend.clone(),
+            Duration::from_secs(u64::from(config.stream.heartbeat_seconds.max(1))),
+            config.push.leader.as_ref().map(|l| {
+                LeaderElection::new(
+                    client.clone(),
+                    &l.namespace,
+                    crate::push::PUSH_LEASE,
+                    &l.identity,
+                    l.lease_duration,
+                )
+            }),
+        )
+        .with_helm(config.push.helm.clone()),
     );
     let push_election = push.election().cloned();
     let push_handle = push.clone();
