@@ -19,7 +19,7 @@ use crate::inventory::{self, Entry, Inventory, ReleaseEntry};
 use crate::metrics::Metrics;
 use crate::model::{
     ANNOTATION_ADOPT, Description, LABEL_MANAGED_BY, MANAGED_BY_AGENT, ObjectRef, ObjectReport,
-    Phase, ReleaseReport, Report,
+    Phase, ReleaseReport, Report, owner_of,
 };
 use crate::prune::PrunePlan;
 use crate::scope::Scope;
@@ -1127,12 +1127,7 @@ impl Applier {
     /// Whether `live` is an object the applier deleted lately, back with the same owner while
     /// no Description wants it (see [`State::deleted`]).
     pub(crate) fn came_back(&self, object: &ObjectRef, live: &DynamicObject) -> bool {
-        let owner = live
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
-        owner.is_some() && self.deleted_by(object).as_ref() == owner
+        owner_of(live).is_some_and(|owner| self.deleted_by(object).as_deref() == Some(owner))
     }
 
     /// Deletes again an object that came back after the applier deleted it ([`Self::came_back`]),
@@ -1215,12 +1210,7 @@ impl Applier {
             // Until gone, the one deleted is waited for; an object created again since (a
             // late write of its owner's) is judged afresh, not waited for until the timeout.
             if !deleting || live.metadata.uid != deleted_uid {
-                let owner = live
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
-                if owner.map(String::as_str) != Some(key) {
+                if owner_of(&live) != Some(key) {
                     tracing::info!(%object, "not deleting an object another owner took over");
                     return Ok(deleting);
                 }
@@ -1502,12 +1492,7 @@ impl Applier {
             .objects
             .get(object)
             .map(|d| d.owner.clone())
-            .or_else(|| {
-                live.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION).cloned())
-            });
+            .or_else(|| owner_of(live).map(str::to_owned));
         let Some(owner) = owner else {
             return false;
         };

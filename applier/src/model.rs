@@ -14,6 +14,15 @@ pub const LABEL_MANAGED_BY: &str = "apps.clusternet.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].
 pub const MANAGED_BY_AGENT: &str = "atoll-agent";
 
+/// The owner key of the Description a live object belongs to, from its ownership annotation.
+pub(crate) fn owner_of(live: &kube::api::DynamicObject) -> Option<&str> {
+    live.metadata
+        .annotations
+        .as_ref()?
+        .get(atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION)
+        .map(String::as_str)
+}
+
 /// A Description as the agent receives it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Description {

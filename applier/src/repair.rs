@@ -7,8 +7,7 @@
 use crate::applier::{Applier, Desired, Notice};
 use crate::drift::{Observation, kind_key};
 use crate::fieldpath;
-use crate::model::ObjectRef;
-use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
+use crate::model::{ObjectRef, owner_of};
 use kube::api::DynamicObject;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -131,12 +130,7 @@ fn drifted(applier: &Applier, object: &ObjectRef, live: &DynamicObject) -> bool 
 /// Whether `live` differs from `desired`: another Description's ownership annotation, or a field
 /// of the applied configuration changed.
 pub(crate) fn differs(desired: &Desired, live: &DynamicObject) -> bool {
-    let owner = live
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_OWNED_BY_DESCRIPTION));
-    if owner != Some(&desired.owner) {
+    if owner_of(live) != Some(desired.owner.as_str()) {
         return true;
     }
     match serde_json::to_value(live) {

@@ -64,6 +64,13 @@ pub fn k8s_version() -> String {
         .unwrap_or_default()
 }
 
+/// The `helm` of `make k8s` ([`bin_dir_from_env`]), when it was built.
+pub fn helm_from_env() -> Option<PathBuf> {
+    bin_dir_from_env()
+        .map(|dir| dir.join("helm"))
+        .filter(|helm| helm.is_file())
+}
+
 /// The directory of the real-tier binaries: `ATOLL_K8S_BIN_DIR`, else [`default_bin_dir`] for
 /// [`k8s_version`].
 pub fn bin_dir_from_env() -> Option<PathBuf> {

@@ -321,7 +321,17 @@ async fn start(
                 "--insecure".into(),
                 // A local fleet of the user's own clusters: its agents register unattended.
                 "--auto-approve".into(),
-            ],
+                // Charts in the Push clusters, with the helm of `make k8s` when it was built.
+                "--helm-home".into(),
+                layout.dir.join("helm-hub").display().to_string(),
+            ]
+            .into_iter()
+            .chain(
+                crate::control_plane::helm_from_env()
+                    .into_iter()
+                    .flat_map(|helm| ["--helm".to_owned(), helm.display().to_string()]),
+            )
+            .collect(),
             log: layout.log("hub"),
             admin: Some(hub_admin.to_string()),
         },
@@ -366,9 +376,7 @@ async fn start(
         );
     }
     let agent_kubeconfigs = detour_agents(agent_kubeconfigs, &children, layout, &opts.detours)?;
-    let helm = crate::control_plane::bin_dir_from_env()
-        .map(|dir| dir.join("helm"))
-        .filter(|helm| helm.is_file());
+    let helm = crate::control_plane::helm_from_env();
     for (child, kubeconfig) in children.iter().zip(&agent_kubeconfigs) {
         let admin = free_addr()?;
         let name = format!("agent-{}", child.name);
@@ -411,9 +419,7 @@ async fn start_children_hosts(
     hub_url: &str,
 ) -> Result<(), Error> {
     let binary = opts.bin_dir.join(CHILDREN_HOST_BINARY);
-    let helm = crate::control_plane::bin_dir_from_env()
-        .map(|dir| dir.join("helm"))
-        .filter(|helm| helm.is_file());
+    let helm = crate::control_plane::helm_from_env();
     let mut hosts = Vec::new();
     for group in children.chunks(per_host) {
         let (Some(first), Some(last)) = (group.first(), group.last()) else {

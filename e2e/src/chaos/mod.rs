@@ -1347,11 +1347,8 @@ async fn setup(
                 "metadata": {"name": "helm", "namespace": "chaos-h"},
                 "spec": {
                     "schedulingStrategy": "Replication",
-                    // Not the Push children: the hub installs no charts there.
-                    "subscribers": [{"clusterAffinity": {
-                        "matchLabels": {"env": "prod"},
-                        "matchExpressions": [{"key": push::LABEL, "operator": "DoesNotExist"}]
-                    }}],
+                    // The Push children too: the hub installs their charts.
+                    "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
                     "feeds": [
                         {"apiVersion": "v1", "kind": "Namespace", "name": "chaos-h"},
                         {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart", "name": "hello", "namespace": "chaos-h"}

@@ -29,9 +29,7 @@ pub const CHILDREN_ENV: &str = "CHAOS_PUSH";
 /// Push children when [`CHILDREN_ENV`] is not set.
 pub const DEFAULT_CHILDREN: usize = 1;
 
-/// The label the run puts on its Push ManagedClusters. The HelmChart Subscription leaves them
-/// out: the hub installs no charts in a Push cluster (it reports such a Description as failed,
-/// "a Push-mode cluster ... does not install charts").
+/// The label the run puts on its Push ManagedClusters, to tell them in a listing.
 pub const LABEL: &str = "chaos.atoll.dev/push";
 
 /// How many Push children a run has: [`CHILDREN_ENV`], or [`DEFAULT_CHILDREN`].
