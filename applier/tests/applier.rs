@@ -1141,6 +1141,16 @@ async fn a_description_delivered_again_unchanged_is_not_applied_again_while_drif
     );
 }
 
+/// ConfigMap `default/<name>` (`k: 1`) as the applier writes it for Description `default.app`:
+/// what a late copy of that write brings back.
+fn as_applied_by_app(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default",
+            "labels": {"apps.clusternet.io/managed-by": "atoll-agent"},
+            "annotations": {OWNER: "clusternet-abcde.default.app"}},
+        "data": {"k": "1"}})
+}
+
 /// A write the applier sent before a prune (an apply or a repair the client gave up waiting
 /// for) can land after it and bring the object back, with the owner's marks. No inventory
 /// lists it as applied any more: only the record of what was deleted lately can tell.
@@ -1160,11 +1170,7 @@ async fn an_object_a_late_write_brings_back_after_its_prune_is_deleted_again() {
     assert!(cms.get_opt("dropped").await.unwrap().is_none(), "pruned");
 
     // The late write: the apply of generation 1, as the applier sent it.
-    let late = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "dropped", "namespace": "default",
-            "labels": {"apps.clusternet.io/managed-by": "atoll-agent"},
-            "annotations": {OWNER: "clusternet-abcde.default.app"}},
-        "data": {"k": "1"}});
+    let late = as_applied_by_app("dropped");
     let ssa = PatchParams::apply("atoll-agent").force();
     cms.patch("dropped", &ssa, &Patch::Apply(&late))
         .await
@@ -1243,11 +1249,7 @@ async fn an_object_created_again_while_its_deletion_waits_is_deleted_again() {
     cms.patch("held", &PatchParams::default(), &Patch::Merge(&release))
         .await
         .unwrap();
-    let late = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "held", "namespace": "default",
-            "labels": {"apps.clusternet.io/managed-by": "atoll-agent"},
-            "annotations": {OWNER: "clusternet-abcde.default.app"}},
-        "data": {"k": "1"}});
+    let late = as_applied_by_app("held");
     cms.patch(
         "held",
         &PatchParams::apply("atoll-agent").force(),

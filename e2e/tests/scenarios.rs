@@ -518,6 +518,25 @@ async fn deleting_a_subscription_removes_its_objects_from_every_child() {
     f.delete("delete").await;
 }
 
+/// Waits until no Description `name` is left in the parent (in `namespace`, or in any): one goes
+/// only once its agent reported the deletion done.
+async fn no_description_left(f: &Fleet, namespace: Option<&str>, name: &str) {
+    let mut args = vec!["get", "desc", "-o", "name"];
+    match namespace {
+        Some(ns) => args.extend(["-n", ns]),
+        None => args.push("-A"),
+    }
+    POLL.eventually_timed(&format!("no Description {name} left"), CONVERGE, || async {
+        let descs = f.parent.run(&args).await.map_err(|e| e.to_string())?;
+        if descs.contains(name) {
+            Err(descs)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+}
+
 const ORPHAN: &str = r#"
 apiVersion: v1
 kind: Namespace
@@ -577,24 +596,7 @@ async fn with_the_orphan_policy_deleting_a_subscription_leaves_its_objects_in_ev
         ])
         .await
         .unwrap();
-    // A Description goes only once its agent reported the deletion done.
-    POLL.eventually_timed(
-        "no Description of the Subscription left",
-        CONVERGE,
-        || async {
-            let descs = f
-                .parent
-                .run(&["get", "desc", "-A", "-o", "name"])
-                .await
-                .map_err(|e| e.to_string())?;
-            if descs.contains("e2e-orphan.keeper") {
-                Err(descs)
-            } else {
-                Ok(())
-            }
-        },
-    )
-    .await;
+    no_description_left(&f, None, "e2e-orphan.keeper").await;
     for c in CHILDREN {
         let child = f.child(c);
         let value = jsonpath(
@@ -708,21 +710,8 @@ async fn relabelling_managed_clusters_moves_the_placement() {
             .map_err(|e| e.to_string())?
             .map_or(Ok(()), |_| Err("still there".to_owned()))
     };
-    // The Description leaves the parent once the agent reported its objects gone.
     let dedicated = f.dedicated_namespace("child-1");
-    POLL.eventually_timed("child-1's Description removed", CONVERGE, || async {
-        let descs = f
-            .parent
-            .run(&["get", "desc", "-n", &dedicated, "-o", "name"])
-            .await
-            .map_err(|e| e.to_string())?;
-        if descs.contains("e2e-move.mover") {
-            Err(descs)
-        } else {
-            Ok(())
-        }
-    })
-    .await;
+    no_description_left(&f, Some(&dedicated), "e2e-move.mover").await;
     POLL.eventually_timed("the Namespace gone from child-1", CONVERGE, gone)
         .await;
     let late = f.tmp.path().join("late-namespace.yaml");
