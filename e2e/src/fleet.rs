@@ -304,6 +304,25 @@ async fn start(
         None => free_addr()?,
     };
     let hub_admin = free_addr()?;
+    let mut hub_args: Vec<String> = vec![
+        "--kubeconfig".into(),
+        kubeconfigs.hub.display().to_string(),
+        "--listen".into(),
+        hub_listen.to_string(),
+        "--admin-listen".into(),
+        hub_admin.to_string(),
+        "--insecure".into(),
+        // A local fleet of the user's own clusters: its agents register unattended.
+        "--auto-approve".into(),
+        // Charts in the Push clusters, with the helm of `make k8s` when it was built.
+        "--helm-home".into(),
+        layout.dir.join("helm-hub").display().to_string(),
+    ];
+    let helm = crate::control_plane::helm_from_env();
+    if let Some(helm) = &helm {
+        hub_args.push("--helm".into());
+        hub_args.push(helm.display().to_string());
+    }
     launch(
         state,
         layout,
@@ -311,27 +330,7 @@ async fn start(
             name: "hub",
             role: Role::Hub,
             binary: &binaries.hub,
-            args: vec![
-                "--kubeconfig".into(),
-                kubeconfigs.hub.display().to_string(),
-                "--listen".into(),
-                hub_listen.to_string(),
-                "--admin-listen".into(),
-                hub_admin.to_string(),
-                "--insecure".into(),
-                // A local fleet of the user's own clusters: its agents register unattended.
-                "--auto-approve".into(),
-                // Charts in the Push clusters, with the helm of `make k8s` when it was built.
-                "--helm-home".into(),
-                layout.dir.join("helm-hub").display().to_string(),
-            ]
-            .into_iter()
-            .chain(
-                crate::control_plane::helm_from_env()
-                    .into_iter()
-                    .flat_map(|helm| ["--helm".to_owned(), helm.display().to_string()]),
-            )
-            .collect(),
+            args: hub_args,
             log: layout.log("hub"),
             admin: Some(hub_admin.to_string()),
         },
@@ -376,7 +375,6 @@ async fn start(
         );
     }
     let agent_kubeconfigs = detour_agents(agent_kubeconfigs, &children, layout, &opts.detours)?;
-    let helm = crate::control_plane::helm_from_env();
     for (child, kubeconfig) in children.iter().zip(&agent_kubeconfigs) {
         let admin = free_addr()?;
         let name = format!("agent-{}", child.name);

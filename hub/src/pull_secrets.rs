@@ -6,7 +6,7 @@
 //! `recheck` when they were, so that a rotated Secret reaches the cluster without an edit.
 
 use crate::domain::PullCredentials;
-use crate::index::{ChartEntry, DescEntry};
+use crate::index::{ChartRelease, DescEntry};
 use crate::service::Backend;
 use atoll_proto::v1;
 use std::collections::HashMap;
@@ -41,7 +41,10 @@ pub async fn add_pull_credentials<B: Backend>(
     let mut complete = true;
     let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
     for (index, (entry, chart)) in e.charts.iter().zip(message.charts.iter_mut()).enumerate() {
-        let Some(read) = read_pull_secret(backend, entry).await else {
+        let Some(release) = &entry.release else {
+            continue;
+        };
+        let Some(read) = read_pull_secret(backend, release).await else {
             continue;
         };
         named = true;
@@ -54,12 +57,7 @@ pub async fn add_pull_credentials<B: Backend>(
                 });
             }
             Err(reason) => {
-                let chart_name = entry
-                    .release
-                    .as_ref()
-                    .map(|r| format!("{}/{}", r.chart_namespace, r.name))
-                    .unwrap_or_default();
-                tracing::warn!(description = %e.name, chart = %chart_name, %reason, "a chart goes without its repository credentials");
+                tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
                 chart.credentials_error = reason;
                 complete = false;
             }
@@ -72,14 +70,13 @@ pub async fn add_pull_credentials<B: Backend>(
     }
 }
 
-/// The credentials in the `chartPullSecret` a chart names, read now, or why they cannot be;
-/// `None` when it names none. A chart may only use a Secret of its own namespace: its owner's,
-/// who alone can grant the hub `get` on it.
+/// The credentials in the `chartPullSecret` a chart's release names, read now, or why they
+/// cannot be; `None` when it names none. A chart may only use a Secret of its own namespace: its
+/// owner's, who alone can grant the hub `get` on it.
 pub async fn read_pull_secret<B: Backend>(
     backend: &B,
-    entry: &ChartEntry,
+    release: &ChartRelease,
 ) -> Option<Result<PullCredentials, String>> {
-    let release = entry.release.as_ref()?;
     let secret = &release.options.chart_pull_secret;
     if secret.is_empty() {
         return None;

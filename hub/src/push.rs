@@ -607,7 +607,13 @@ impl PushManager {
     async fn charts(&self, e: &crate::index::DescEntry) -> Vec<model::ChartRelease> {
         let mut charts = Vec::with_capacity(e.charts.len());
         for c in &e.charts {
-            let auth = match crate::pull_secrets::read_pull_secret(self.backend.as_ref(), c).await {
+            let read = match &c.release {
+                Some(release) => {
+                    crate::pull_secrets::read_pull_secret(self.backend.as_ref(), release).await
+                }
+                None => None,
+            };
+            let auth = match read {
                 None => model::PullAuth::Anonymous,
                 Some(Ok(credentials)) => model::PullAuth::Credentials(model::PullCredentials {
                     username: credentials.username,

@@ -346,12 +346,14 @@ pub fn earlier_stream_status_arrived(
     stream_epoch: u64,
 ) -> bool {
     let stream_epoch = i64::try_from(stream_epoch).unwrap_or(i64::MAX);
-    let epoch = |s: Option<&DescriptionStatus>| s.and_then(|s| s.report_order).map(|o| o.epoch);
     let Some(now) = now else {
         return false;
     };
-    let earlier_write = epoch(Some(now)).is_some_and(|e| e > 0 && e < stream_epoch);
-    let not_this_streams = epoch(before).unwrap_or(0) < stream_epoch;
+    let earlier_write = now
+        .report_order
+        .is_some_and(|o| o.epoch > 0 && o.epoch < stream_epoch);
+    let not_this_streams =
+        before.and_then(|b| b.report_order).map_or(0, |o| o.epoch) < stream_epoch;
     earlier_write && not_this_streams && !before.is_some_and(|b| same_status(b, now))
 }
 
