@@ -61,15 +61,6 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-/// A free TCP port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `$env`, or the binary `name` next to the running example's directory
 /// (`target/release/examples/bench_x` → `target/release/<name>`).
 pub fn binary(env: &str, name: &str) -> PathBuf {

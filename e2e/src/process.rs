@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use rand::Rng;
 
@@ -306,29 +306,103 @@ pub(crate) fn free_port() -> Result<u16, Error> {
     free_addr().map(|a| a.port())
 }
 
+/// How long a port chosen by [`free_addr`] stays reserved against the other atoll processes of
+/// the machine (parallel tests each run a fleet): longer than the process it was chosen for takes
+/// to bind it (a real-tier controller starts tens of seconds after its cluster's ports are
+/// chosen, once its API server is ready).
+const PORT_RESERVATION: Duration = Duration::from_secs(600);
+
 /// A free loopback address for a process to listen on (bound, then released for it to take).
+///
+/// Choosing a port and the process binding it are two steps, so each choice is also reserved
+/// with a file in `$TMPDIR/atoll-ports`: no other choice, in this process or another, takes the
+/// same port for [`PORT_RESERVATION`] (two fleets chose one port before either bound it, and a
+/// kube-controller-manager failed with "address already in use").
 ///
 /// Taken below the kernel's ephemeral range: a port from that range, once released, can be taken
 /// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens
 /// many) before the process binds it. Falls back to a kernel-chosen port.
 pub(crate) fn free_addr() -> Result<SocketAddr, Error> {
     static EPHEMERAL_START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    static SWEPT: std::sync::Once = std::sync::Once::new();
     let ephemeral_start = *EPHEMERAL_START.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
             .ok()
             .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
             .unwrap_or(32768)
     });
+    let dir = std::env::temp_dir().join("atoll-ports");
+    let now = SystemTime::now();
+    SWEPT.call_once(|| {
+        let _ = std::fs::create_dir_all(&dir);
+        sweep_stale_reservations(&dir, now);
+    });
     let mut rng = rand::rng();
-    for _ in 0..200 {
-        let port = rng.random_range(10_000..ephemeral_start.max(10_001));
-        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
-            return l.local_addr().map_err(port_err);
-        }
+    let candidates =
+        std::iter::repeat_with(|| rng.random_range(10_000..ephemeral_start.max(10_001))).take(200);
+    if let Some(port) = reserve_free_port(&dir, candidates, now) {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(port_err)
+}
+
+/// The first of `candidates` that no live reservation in `dir` holds and that binds on
+/// loopback; reserved in `dir` before it is returned.
+fn reserve_free_port(
+    dir: &Path,
+    candidates: impl IntoIterator<Item = u16>,
+    now: SystemTime,
+) -> Option<u16> {
+    candidates
+        .into_iter()
+        .find(|&port| reserve(dir, port, now) && TcpListener::bind(("127.0.0.1", port)).is_ok())
+}
+
+/// Reserves `port` by creating `dir/<port>`; false when a reservation younger than
+/// [`PORT_RESERVATION`] holds it. A directory that cannot be written reserves nothing and
+/// refuses nothing (the bind check alone is left).
+fn reserve(dir: &Path, port: u16, now: SystemTime) -> bool {
+    let path = dir.join(port.to_string());
+    for _ in 0..2 {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(_) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if !reservation_is_stale(&path, now) {
+                    return false;
+                }
+                // Gone stale: removed, and the next create decides between the processes that
+                // found it so.
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Whether the reservation file at `path` is older than [`PORT_RESERVATION`].
+fn reservation_is_stale(path: &Path, now: SystemTime) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|made| now.duration_since(made).unwrap_or_default() > PORT_RESERVATION)
+}
+
+/// Removes the stale reservations of `dir`, so they do not pile up run after run.
+fn sweep_stale_reservations(dir: &Path, now: SystemTime) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if reservation_is_stale(&entry.path(), now) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn port_err(e: std::io::Error) -> Error {
@@ -427,6 +501,51 @@ mod tests {
         assert!(is_running(&record));
         record.start_time = Some(stat.start_time + 1);
         assert!(!is_running(&record), "a reused pid must not count");
+    }
+
+    /// Two loopback ports free right now (kernel-chosen, released).
+    fn two_free_ports() -> (u16, u16) {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").unwrap();
+        (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        )
+    }
+
+    #[test]
+    fn a_chosen_port_is_not_chosen_again_while_its_reservation_lasts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, q) = two_free_ports();
+        let now = SystemTime::now();
+        assert_eq!(reserve_free_port(dir.path(), [p, q], now), Some(p));
+        // Nobody bound p yet, so only its reservation keeps the second choice off it.
+        assert_eq!(reserve_free_port(dir.path(), [p, q], now), Some(q));
+        assert_eq!(reserve_free_port(dir.path(), [p, q], now), None);
+        let later = now + PORT_RESERVATION + Duration::from_secs(1);
+        assert_eq!(reserve_free_port(dir.path(), [q, p], later), Some(q));
+    }
+
+    #[test]
+    fn a_port_someone_listens_on_is_skipped_and_stale_reservations_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, q) = two_free_ports();
+        let listener = TcpListener::bind(("127.0.0.1", p)).unwrap();
+        let now = SystemTime::now();
+        assert_eq!(reserve_free_port(dir.path(), [p, q], now), Some(q));
+        drop(listener);
+        let old = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(q.to_string()))
+            .unwrap();
+        old.set_modified(now - PORT_RESERVATION - Duration::from_secs(1))
+            .unwrap();
+        sweep_stale_reservations(dir.path(), now);
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec![p.to_string()]);
     }
 
     #[test]
