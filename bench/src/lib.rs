@@ -61,6 +61,15 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// A free TCP port on 127.0.0.1 for a process the bench starts, reserved as the fleet
+/// launcher's are ([`atoll_e2e::process::free_port`]).
+pub fn free_port() -> u16 {
+    match atoll_e2e::process::free_port() {
+        Ok(port) => port,
+        Err(e) => panic!("no free port for the bench: {e}"),
+    }
+}
+
 /// `$env`, or the binary `name` next to the running example's directory
 /// (`target/release/examples/bench_x` → `target/release/<name>`).
 pub fn binary(env: &str, name: &str) -> PathBuf {

@@ -302,7 +302,7 @@ where
 }
 
 /// A free loopback port (bound, then released for the process to take).
-pub(crate) fn free_port() -> Result<u16, Error> {
+pub fn free_port() -> Result<u16, Error> {
     free_addr().map(|a| a.port())
 }
 
@@ -322,7 +322,7 @@ const PORT_RESERVATION: Duration = Duration::from_secs(600);
 /// Taken below the kernel's ephemeral range: a port from that range, once released, can be taken
 /// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens
 /// many) before the process binds it. Falls back to a kernel-chosen port.
-pub(crate) fn free_addr() -> Result<SocketAddr, Error> {
+pub fn free_addr() -> Result<SocketAddr, Error> {
     static EPHEMERAL_START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
     static SWEPT: std::sync::Once = std::sync::Once::new();
     let ephemeral_start = *EPHEMERAL_START.get_or_init(|| {
