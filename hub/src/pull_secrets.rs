@@ -1,7 +1,8 @@
-//! Chart repository credentials on a stream. A HelmChart may name a `chartPullSecret` in its
-//! own namespace; the hub reads it when it sends the chart's Description and sends the
-//! username and password with the chart, never in the Description. [`CredentialChecks`] keeps,
-//! per Description of the stream, when to look at its Secrets again: soon (with backoff) when
+//! Chart repository credentials on a stream or a Push session. A HelmChart may name a
+//! `chartPullSecret` in its own namespace; the hub reads it when it sends the chart's
+//! Description (or applies it, for a Push cluster) and sends the username and password with the
+//! chart, never in the Description. [`CredentialChecks`] keeps, per Description of the stream
+//! or session, when to look at its Secrets again: soon (with backoff) when
 //! they could not be read, so that a Secret created or granted later is picked up; every
 //! `recheck` when they were, so that a rotated Secret reaches the cluster without an edit.
 
@@ -29,45 +30,65 @@ pub enum Delivery {
     Incomplete,
 }
 
+/// The credentials of each chart of `e` that names a `chartPullSecret`, read now (`None` for a
+/// chart that names none, `Err` with the reason for one whose Secret cannot be used), and what
+/// a delivery with them is.
+pub async fn read_chart_credentials<B: Backend>(
+    backend: &B,
+    e: &DescEntry,
+) -> (Vec<Option<Result<PullCredentials, String>>>, Delivery) {
+    let mut named = false;
+    let mut complete = true;
+    let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
+    let mut read_all = Vec::with_capacity(e.charts.len());
+    for (index, entry) in e.charts.iter().enumerate() {
+        let read = match &entry.release {
+            Some(release) => read_pull_secret(backend, release).await,
+            None => None,
+        };
+        match (&read, &entry.release) {
+            (Some(Ok(credentials)), _) => {
+                named = true;
+                (index, &credentials.username, &credentials.password.0).hash(&mut fingerprint);
+            }
+            (Some(Err(reason)), Some(release)) => {
+                named = true;
+                complete = false;
+                tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
+            }
+            _ => {}
+        }
+        read_all.push(read);
+    }
+    let delivery = match (named, complete) {
+        (false, _) => Delivery::NoSecrets,
+        (true, true) => Delivery::Complete(fingerprint.finish()),
+        (true, false) => Delivery::Incomplete,
+    };
+    (read_all, delivery)
+}
+
 /// Gives each chart of `message` that names a `chartPullSecret` the credentials in it, read
-/// now, or the reason they cannot be. A chart may only use a Secret of its own namespace: its
-/// owner's, who alone can grant the hub `get` on it.
+/// now, or the reason they cannot be ([`read_chart_credentials`]).
 pub async fn add_pull_credentials<B: Backend>(
     backend: &B,
     e: &DescEntry,
     message: &mut v1::DescriptionUpsert,
 ) -> Delivery {
-    let mut named = false;
-    let mut complete = true;
-    let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
-    for (index, (entry, chart)) in e.charts.iter().zip(message.charts.iter_mut()).enumerate() {
-        let Some(release) = &entry.release else {
-            continue;
-        };
-        let Some(read) = read_pull_secret(backend, release).await else {
-            continue;
-        };
-        named = true;
+    let (read_all, delivery) = read_chart_credentials(backend, e).await;
+    for (read, chart) in read_all.into_iter().zip(message.charts.iter_mut()) {
         match read {
-            Ok(credentials) => {
-                (index, &credentials.username, &credentials.password.0).hash(&mut fingerprint);
+            None => {}
+            Some(Ok(credentials)) => {
                 chart.credentials = Some(v1::PullCredentials {
                     username: credentials.username,
                     password: credentials.password.0,
                 });
             }
-            Err(reason) => {
-                tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
-                chart.credentials_error = reason;
-                complete = false;
-            }
+            Some(Err(reason)) => chart.credentials_error = reason,
         }
     }
-    match (named, complete) {
-        (false, _) => Delivery::NoSecrets,
-        (true, true) => Delivery::Complete(fingerprint.finish()),
-        (true, false) => Delivery::Incomplete,
-    }
+    delivery
 }
 
 /// The credentials in the `chartPullSecret` a chart's release names, read now, or why they

@@ -200,27 +200,56 @@ fn domain_heartbeat(h: &heartbeat::Heartbeat, period: Duration) -> ClusterHeartb
 }
 
 /// The helm that installs charts in the Push cluster whose dedicated namespace is `namespace`:
-/// a home of its own under the configured one, holding the cluster's kubeconfig (readable by
-/// the hub's user only: it carries the cluster's credentials) for helm's `--kubeconfig`.
-fn helm_for_cluster(
-    helm: &PushHelm,
-    namespace: &str,
-    kubeconfig: &Kubeconfig,
-) -> Result<Helm, Error> {
+/// a home of its own under the configured one, where [`HelmKubeconfig`] writes the cluster's
+/// kubeconfig for helm's `--kubeconfig` before its first chart.
+fn helm_for_cluster(helm: &PushHelm, namespace: &str) -> (Helm, HelmKubeconfig) {
     let dir = helm.home.join(namespace);
     let path = dir.join("kubeconfig");
-    let err = |source| Error::WritePushHelmKubeconfig {
-        path: path.display().to_string(),
-        source,
-    };
-    let text = serde_json::to_vec(kubeconfig).map_err(|e| err(std::io::Error::other(e)))?;
-    write_private(&dir, &path, &text).map_err(err)?;
-    Ok(Helm::new(
-        &helm.binary,
-        Some(path.clone()),
-        None,
-        dir.join("helm"),
-    ))
+    let helm = Helm::new(&helm.binary, Some(path.clone()), None, dir.join("helm"));
+    (
+        helm,
+        HelmKubeconfig {
+            dir,
+            path,
+            written: false,
+        },
+    )
+}
+
+/// A Push cluster's kubeconfig on disk for helm: written (readable by the hub's user only: it
+/// carries the cluster's credentials) when the cluster gets its first chart, so a cluster that
+/// never gets one never has its credentials on disk, and removed when its session ends.
+struct HelmKubeconfig {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+    written: bool,
+}
+
+impl HelmKubeconfig {
+    /// Writes `kubeconfig` unless it is written already.
+    fn ensure(&mut self, kubeconfig: &Kubeconfig) -> Result<(), Error> {
+        if self.written {
+            return Ok(());
+        }
+        let err = |source| Error::WritePushHelmKubeconfig {
+            path: self.path.display().to_string(),
+            source,
+        };
+        let text = serde_json::to_vec(kubeconfig).map_err(|e| err(std::io::Error::other(e)))?;
+        write_private(&self.dir, &self.path, &text).map_err(err)?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for HelmKubeconfig {
+    fn drop(&mut self) {
+        if self.written
+            && let Err(e) = std::fs::remove_file(&self.path)
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "push mode: removing a cluster's kubeconfig for helm failed");
+        }
+    }
 }
 
 /// Writes `contents` to `path` in `dir` (created, owner-only), owner-only, whole or not at all.
@@ -258,6 +287,9 @@ pub struct PushManager {
     heartbeat_every: Duration,
     /// How often unusable credentials are read again.
     credentials_retry: Duration,
+    /// When charts' pull Secrets are read again: first retry of unreadable ones (then backing
+    /// off), and the recheck of readable ones (a rotation reaches the cluster).
+    chart_credentials: (Duration, Duration),
     sessions: Mutex<HashMap<(String, String), JoinHandle<()>>>,
     /// Push clusters left alone as unregistered, with why (one Event per reason).
     unregistered: Mutex<HashMap<(String, String), String>>,
@@ -295,6 +327,7 @@ impl PushManager {
             backend,
             heartbeat_every,
             credentials_retry: heartbeat_every.max(Duration::from_secs(1)),
+            chart_credentials: (Duration::from_secs(10), Duration::from_secs(300)),
             sessions: Mutex::new(HashMap::new()),
             unregistered: Mutex::new(HashMap::new()),
         }
@@ -303,6 +336,13 @@ impl PushManager {
     /// Installs the Push clusters' charts with `helm` (`None`: their charts fail, saying so).
     pub fn with_helm(mut self, helm: Option<PushHelm>) -> Self {
         self.helm = helm;
+        self
+    }
+
+    /// Reads the charts' pull Secrets again as the streams do (`--chart-credentials-retry`,
+    /// `--chart-credentials-recheck`).
+    pub fn with_chart_credentials(mut self, retry: Duration, recheck: Duration) -> Self {
+        self.chart_credentials = (retry, recheck);
         self
     }
 
@@ -422,6 +462,23 @@ impl PushManager {
     }
 
     async fn child_client(&self, namespace: &str) -> Result<(Client, Kubeconfig), Error> {
+        let kubeconfig = self.child_kubeconfig(namespace).await?;
+        let config =
+            Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
+                .await
+                .map_err(|source| Error::LoadPushKubeconfig {
+                    secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+                    source,
+                })?;
+        let client = Client::try_from(config).map_err(|source| Error::BuildPushClient {
+            secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+            source,
+        })?;
+        Ok((client, kubeconfig))
+    }
+
+    /// The child's kubeconfig, from the deployer Secret as it is now.
+    async fn child_kubeconfig(&self, namespace: &str) -> Result<Kubeconfig, Error> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let secret = secrets
             .get_opt(DEPLOYER_SECRET)
@@ -440,22 +497,22 @@ impl PushManager {
             .into_iter()
             .map(|(k, v)| (k, v.0))
             .collect();
-        let kubeconfig = child_kubeconfig(&data).map_err(|reason| Error::ReadPushCredentials {
+        child_kubeconfig(&data).map_err(|reason| Error::ReadPushCredentials {
             secret: format!("{namespace}/{DEPLOYER_SECRET}"),
             reason,
-        })?;
-        let config =
-            Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default())
-                .await
-                .map_err(|source| Error::LoadPushKubeconfig {
-                    secret: format!("{namespace}/{DEPLOYER_SECRET}"),
-                    source,
-                })?;
-        let client = Client::try_from(config).map_err(|source| Error::BuildPushClient {
-            secret: format!("{namespace}/{DEPLOYER_SECRET}"),
-            source,
-        })?;
-        Ok((client, kubeconfig))
+        })
+    }
+
+    /// Whether the deployer Secret now holds other credentials than `serving` (rotated, or the
+    /// child moved). One that cannot be read now changes nothing: the session keeps what works.
+    async fn credentials_changed(&self, namespace: &str, serving: &Kubeconfig) -> bool {
+        match self.child_kubeconfig(namespace).await {
+            Ok(now) => serde_json::to_value(&now).ok() != serde_json::to_value(serving).ok(),
+            Err(e) => {
+                tracing::debug!(%namespace, error = %e, "push mode: the child's credentials could not be read again; keeping the current ones");
+                false
+            }
+        }
     }
 
     async fn session(self: Arc<Self>, session: Session) {
@@ -480,14 +537,12 @@ impl PushManager {
         tracing::info!(namespace = %session.namespace, cluster = %session.managed_cluster_name, "push mode: serving cluster from the hub");
         self.backend.connected(&session).await;
         let mut applier = Applier::new(child.clone(), known::FIELD_MANAGER_HUB);
+        let mut st = SessionState::new(self.chart_credentials);
+        // Without helm the cluster's plain feeds still run; its charts fail saying so.
         if let Some(helm) = &self.helm {
-            // Without it the cluster's plain feeds still run; its charts fail saying so.
-            match helm_for_cluster(helm, &session.namespace, &kubeconfig) {
-                Ok(h) => applier = applier.with_helm(h),
-                Err(e) => {
-                    tracing::warn!(namespace = %session.namespace, error = %e, "push mode: charts cannot be installed in this cluster");
-                }
-            }
+            let (helm, file) = helm_for_cluster(helm, &session.namespace);
+            applier = applier.with_helm(helm);
+            st.helm_kubeconfig = Some((file, kubeconfig.clone()));
         }
         let applier = Arc::new(applier);
         // The drift watchers see each object's status as it changes after its apply (a
@@ -504,7 +559,6 @@ impl PushManager {
         }
         let queue = self.index.subscribe(&session.namespace, session.epoch);
         let _guard = Unsubscribe(self.index.clone(), session.namespace.clone(), queue.clone());
-        let mut st = SessionState::default();
         let mut last_heartbeat = heartbeat::Heartbeat::default();
         let mut tick = tokio::time::interval(self.heartbeat_every);
         loop {
@@ -523,6 +577,12 @@ impl PushManager {
                     }
                 }
                 _ = tick.tick() => {
+                    if self.credentials_changed(&session.namespace, &kubeconfig).await {
+                        // Ended: [`PushManager::serve`] starts the session again within a
+                        // second, with the new credentials.
+                        tracing::info!(namespace = %session.namespace, "push mode: the child's credentials changed; serving it again with the new ones");
+                        return;
+                    }
                     match heartbeat::collect(&child).await {
                         Ok(h) => last_heartbeat = h,
                         Err(e) => {
@@ -537,6 +597,7 @@ impl PushManager {
                         tracing::warn!(error = %e, "push mode: writing cluster status failed");
                     }
                     self.retry(&session, &applier, &mut st).await;
+                    self.check_credentials(&session, &applier, &mut st).await;
                 }
             }
         }
@@ -568,20 +629,7 @@ impl PushManager {
                     self.write(session, &r, &mut st.unwritten).await;
                 } else {
                     st.keep.insert(key);
-                    let desc = model::Description {
-                        namespace: ns.clone(),
-                        name: name.to_string(),
-                        uid: e.uid.clone(),
-                        generation: e.generation,
-                        orphan: model::orphans(e.labels.get(known::LABEL_DELETION_POLICY)),
-                        objects: e.objects.iter().map(|b| model::parse_received(b)).collect(),
-                        charts: self.charts(&e).await,
-                    };
-                    let r = applier.apply(&desc).await;
-                    if r.phase == model::Phase::Failure {
-                        st.failed.insert(desc.name.clone(), desc);
-                    }
-                    self.write(session, &r, &mut st.unwritten).await;
+                    self.apply(session, applier, &e, st).await;
                 }
             }
             Next::Change(name, Change::Withheld(e)) => {
@@ -592,6 +640,7 @@ impl PushManager {
             Next::Change(name, Change::Removed { uid }) => {
                 st.keep.remove(&known::owned_by_description(ns, &name));
                 st.pending_deletions.remove(name.as_ref());
+                st.credentials.forget(&name);
                 let _ = applier.delete(ns, &name, &uid).await;
             }
             Next::SnapshotComplete => {
@@ -602,30 +651,90 @@ impl PushManager {
         }
     }
 
-    /// The charts of `e` as the applier installs them, each with the credentials in the
-    /// `chartPullSecret` it names, read now (as for a Pull cluster's stream).
-    async fn charts(&self, e: &crate::index::DescEntry) -> Vec<model::ChartRelease> {
-        let mut charts = Vec::with_capacity(e.charts.len());
-        for c in &e.charts {
-            let read = match &c.release {
-                Some(release) => {
-                    crate::pull_secrets::read_pull_secret(self.backend.as_ref(), release).await
-                }
-                None => None,
-            };
-            let auth = match read {
-                None => model::PullAuth::Anonymous,
-                Some(Ok(credentials)) => model::PullAuth::Credentials(model::PullCredentials {
-                    username: credentials.username,
-                    password: credentials.password.0,
-                }),
-                Some(Err(reason)) => model::PullAuth::Unavailable(reason),
-            };
-            charts.push(model::ChartRelease::from_received(
-                &c.chart, &c.values, auth,
-            ));
+    /// Applies `e` as it is now, its charts with the credentials of their `chartPullSecret`s
+    /// read now (as for a Pull cluster's stream), and writes the report; a failure is tried
+    /// again each tick.
+    async fn apply(
+        &self,
+        session: &Session,
+        applier: &Applier,
+        e: &crate::index::DescEntry,
+        st: &mut SessionState,
+    ) {
+        let (read, delivery) =
+            crate::pull_secrets::read_chart_credentials(self.backend.as_ref(), e).await;
+        st.credentials.record(
+            &Arc::from(e.name.as_str()),
+            delivery,
+            tokio::time::Instant::now(),
+        );
+        let charts: Vec<model::ChartRelease> = e
+            .charts
+            .iter()
+            .zip(read)
+            .map(|(c, read)| {
+                let auth = match read {
+                    None => model::PullAuth::Anonymous,
+                    Some(Ok(credentials)) => model::PullAuth::Credentials(model::PullCredentials {
+                        username: credentials.username,
+                        password: credentials.password.0,
+                    }),
+                    Some(Err(reason)) => model::PullAuth::Unavailable(reason),
+                };
+                model::ChartRelease::from_received(&c.chart, &c.values, auth)
+            })
+            .collect();
+        if !charts.is_empty()
+            && let Some((file, kubeconfig)) = &mut st.helm_kubeconfig
+            && let Err(e) = file.ensure(kubeconfig)
+        {
+            // helm then fails on the missing file, and the release with it.
+            tracing::warn!(namespace = %session.namespace, error = %e, "push mode: charts cannot be installed in this cluster");
         }
-        charts
+        let desc = model::Description {
+            namespace: e.namespace.clone(),
+            name: e.name.clone(),
+            uid: e.uid.clone(),
+            generation: e.generation,
+            orphan: model::orphans(e.labels.get(known::LABEL_DELETION_POLICY)),
+            objects: e.objects.iter().map(|b| model::parse_received(b)).collect(),
+            charts,
+        };
+        let r = applier.apply(&desc).await;
+        if r.phase == model::Phase::Failure {
+            st.failed.insert(e.name.clone());
+        } else {
+            st.failed.remove(&e.name);
+        }
+        self.write(session, &r, &mut st.unwritten).await;
+    }
+
+    /// Looks again at the pull Secrets of the Descriptions due: applies a Description again
+    /// when they now read differently (rotated, or readable at last), so that its next pull
+    /// (an upgrade, a release repaired) uses them, as a stream sends it again.
+    async fn check_credentials(&self, session: &Session, applier: &Applier, st: &mut SessionState) {
+        let now = tokio::time::Instant::now();
+        for (name, sent) in st.credentials.take_due(now) {
+            let entry = self.index.get(&session.namespace, &name);
+            let Some(e) = entry.filter(|e| !e.deleting && e.rejected.is_none()) else {
+                st.credentials.forget(&name);
+                continue;
+            };
+            if st.failed.contains(name.as_ref()) {
+                // Applied again each tick with credentials read then.
+                continue;
+            }
+            if let Some(fingerprint) = sent {
+                let (_, now_read) =
+                    crate::pull_secrets::read_chart_credentials(self.backend.as_ref(), &e).await;
+                if now_read == crate::pull_secrets::Delivery::Complete(fingerprint) {
+                    st.credentials.record(&name, now_read, now);
+                    continue;
+                }
+                tracing::info!(namespace = %session.namespace, description = %name, "push mode: a chart's pull Secret changed; applying the Description again");
+            }
+            self.apply(session, applier, &e, st).await;
+        }
     }
 
     /// What is tried again each tick: deletions the child has not finished, applies, report
@@ -655,18 +764,23 @@ impl PushManager {
             .keep
             .iter()
             .filter_map(|key| applier.report(key))
-            .filter(|r| !st.unwritten.contains_key(&r.name) && !st.failed.contains_key(&r.name))
+            .filter(|r| !st.unwritten.contains_key(&r.name) && !st.failed.contains(&r.name))
             .collect();
         for r in current {
             self.write(session, &r, &mut st.unwritten).await;
         }
-        let again: Vec<model::Description> = st.failed.values().cloned().collect();
-        for desc in again {
-            let r = applier.apply(&desc).await;
-            if r.phase != model::Phase::Failure {
-                st.failed.remove(&desc.name);
+        // Each as the index has it now, its charts' credentials read again: a pull Secret
+        // created or granted since is used.
+        let again: Vec<String> = st.failed.iter().cloned().collect();
+        for name in again {
+            match self.index.get(&session.namespace, &name) {
+                Some(e) if !e.deleting && e.rejected.is_none() => {
+                    self.apply(session, applier, &e, st).await;
+                }
+                _ => {
+                    st.failed.remove(&name);
+                }
             }
-            self.write(session, &r, &mut st.unwritten).await;
         }
     }
 
@@ -697,17 +811,35 @@ impl PushManager {
 }
 
 /// A Push session's record of what the child runs and what is to be tried again.
-#[derive(Default)]
 struct SessionState {
     /// The owner keys of the Descriptions the child is to run: the rest is pruned.
     keep: HashSet<String>,
     /// Descriptions being deleted whose objects the child still has, with their uids.
     pending_deletions: HashMap<String, String>,
-    /// Descriptions whose last apply failed (the child unreachable for a moment, say): applied
-    /// again each tick until one succeeds or a newer version replaces them, as an agent does.
-    failed: HashMap<String, model::Description>,
+    /// Descriptions whose last apply failed (the child unreachable for a moment, a pull Secret
+    /// missing, say): applied again each tick until one succeeds, as an agent does.
+    failed: HashSet<String>,
     /// Reports whose write to the parent failed for a passing reason, by Description.
     unwritten: HashMap<String, model::Report>,
+    /// When each Description's pull Secrets are read again.
+    credentials: crate::pull_secrets::CredentialChecks,
+    /// The cluster's kubeconfig for helm, with what it is written from (`None`: no helm).
+    helm_kubeconfig: Option<(HelmKubeconfig, Kubeconfig)>,
+}
+
+impl SessionState {
+    /// A session's state before anything is applied; `chart_credentials` as
+    /// [`PushManager::with_chart_credentials`].
+    fn new((retry, recheck): (Duration, Duration)) -> SessionState {
+        SessionState {
+            keep: HashSet::new(),
+            pending_deletions: HashMap::new(),
+            failed: HashSet::new(),
+            unwritten: HashMap::new(),
+            credentials: crate::pull_secrets::CredentialChecks::new(retry, recheck),
+            helm_kubeconfig: None,
+        }
+    }
 }
 
 struct Unsubscribe(Arc<Index>, String, Arc<crate::index::StreamQueue>);
@@ -744,12 +876,16 @@ mod tests {
         ]))
         .unwrap();
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        for _ in 0..2 {
-            // Written again over the last one (a session that starts again).
-            helm_for_cluster(&push_helm, "clusternet-abcde", &kubeconfig).unwrap();
-        }
         let dir = push_helm.home.join("clusternet-abcde");
         let file = dir.join("kubeconfig");
+        let (_, mut first) = helm_for_cluster(&push_helm, "clusternet-abcde");
+        // Nothing on disk until the cluster's first chart.
+        assert!(!dir.exists());
+        first.ensure(&kubeconfig).unwrap();
+        // Written again over the last one (a session that starts again).
+        let (_, mut second) = helm_for_cluster(&push_helm, "clusternet-abcde");
+        second.ensure(&kubeconfig).unwrap();
+        second.ensure(&kubeconfig).unwrap();
         assert_eq!(mode(&dir), 0o700);
         assert_eq!(mode(&file), 0o600);
         let written = Kubeconfig::read_from(&file).unwrap();
@@ -759,12 +895,17 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("\"token\":\"t0ken\""), "{text}");
         assert!(!dir.join("kubeconfig.partial").exists());
+        // The session's end removes the credentials from disk.
+        drop(second);
+        assert!(!file.exists());
         // A home that cannot be created is an error naming the file, not a panic.
         let blocked = PushHelm {
             binary: "helm".into(),
-            home: file.clone(),
+            home: dir.join("blocked"),
         };
-        let err = helm_for_cluster(&blocked, "clusternet-abcde", &kubeconfig).unwrap_err();
+        std::fs::write(dir.join("blocked"), "a file").unwrap();
+        let (_, mut blocked) = helm_for_cluster(&blocked, "clusternet-abcde");
+        let err = blocked.ensure(&kubeconfig).unwrap_err();
         assert!(err.to_string().contains("kubeconfig"), "{err}");
     }
 

@@ -265,7 +265,11 @@ pub async fn start(
                 )
             }),
         )
-        .with_helm(config.push.helm.clone()),
+        .with_helm(config.push.helm.clone())
+        .with_chart_credentials(
+            config.stream.credentials_retry,
+            config.stream.credentials_recheck,
+        ),
     );
     let push_election = push.election().cloned();
     let push_handle = push.clone();

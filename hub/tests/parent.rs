@@ -1242,6 +1242,173 @@ async fn a_push_cluster_applies_a_failed_description_again_once_the_child_answer
     drop(h);
 }
 
+/// A Push cluster's chart from a private repository, its `chartPullSecret` created after the
+/// Description: the release fails saying the Secret is missing, then installs once the Secret
+/// exists, with no edit. The hub applied a failed Description again with the credentials it had
+/// read the first time, so the chart failed until the Description changed.
+#[tokio::test]
+async fn a_push_clusters_private_chart_installs_once_its_pull_secret_exists() {
+    let tools = match atoll_e2e::chart_repo::HelmTools::locate() {
+        Ok(tools) => tools,
+        Err(e) => {
+            eprintln!("NOTICE: a_push_clusters_private_chart_installs... skipped: {e}");
+            return;
+        }
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = atoll_e2e::chart_repo::ChartRepo::start_private(
+        atoll_e2e::chart_repo::Helm::new(&tools.helm, tmp.path().join("helm-home")),
+        atoll_e2e::chart_repo::HELLO_CHART,
+        tmp.path().join("private-repo"),
+        &["0.1.0"],
+        ("robot", "hunter2"),
+    )
+    .await
+    .unwrap();
+    let p = Parent::for_agents().await;
+    let child = DevCluster::start_default().await.unwrap();
+    let home = tmp.path().join("hub-helm");
+    let push_helm = run::PushHelm {
+        binary: tools.helm.clone(),
+        home: home.clone(),
+    };
+    let h = hub(&p.client, move |c| c.push.helm = Some(push_helm)).await;
+    let ns = "clusternet-push11";
+    let id = "11111111-0000-4000-8000-000000000011";
+    push_cluster(&p.client, ns, id, child.kubeconfig_yaml()).await;
+    register_push_cluster(&p.client, id, ns, "pushed").await;
+    // No chart yet: the cluster's credentials stay off the hub's disk.
+    description(&p.client, ns, "apps.web", "pushed").await;
+    let descs: Api<Description> = Api::namespaced(p.client.clone(), ns);
+    eventually("the plain Description applied", WAIT, || async {
+        (web_phase(&descs).await == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    let kubeconfig_for_helm = home.join(ns).join("kubeconfig");
+    assert!(!kubeconfig_for_helm.exists());
+
+    create_namespace(&p.client, "apps").await;
+    let chart = json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+        "metadata": {"name": "private", "namespace": "apps"},
+        "spec": {"repo": repo.url(), "chart": "hello", "version": "0.1.0",
+                 "targetNamespace": "private-demo", "chartPullSecret": {"name": "repo-creds"}}
+    });
+    let d: Description = serde_json::from_value(json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
+        "metadata": {"name": "apps.private", "namespace": ns},
+        "spec": {"deployer": "Helm", "charts": [{"namespace": "apps", "name": "private"}],
+                 "chartRaw": [chart], "chartValues": [{}]}
+    }))
+    .unwrap();
+    descs.create(&PostParams::default(), &d).await.unwrap();
+    let status = || async {
+        descs
+            .get("apps.private")
+            .await
+            .unwrap()
+            .status
+            .map(|s| (s.phase, s.reason.unwrap_or_default()))
+    };
+    let missing = eventually("the chart to fail without its Secret", WAIT, || async {
+        match status().await {
+            Some((Some(DescriptionPhase::Failure), reason)) if reason.contains("repo-creds") => {
+                Some(reason)
+            }
+            _ => None,
+        }
+    })
+    .await;
+    eprintln!("without the Secret: {missing}");
+    // Written with the cluster's first chart, for the hub's user only.
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(&kubeconfig_for_helm)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode, 0o600);
+
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "repo-creds", "namespace": "apps"},
+        "stringData": {"username": "robot", "password": "hunter2"}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(p.client.clone(), "apps")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    eventually(
+        "the chart installed once its Secret exists",
+        WAIT * 4,
+        || async {
+            matches!(status().await, Some((Some(DescriptionPhase::Success), _))).then_some(())
+        },
+    )
+    .await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(child.client().await.unwrap(), "private-demo");
+    let installed = cms.get("private-config").await.unwrap();
+    assert_eq!(
+        installed
+            .data
+            .unwrap()
+            .get("chartVersion")
+            .map(String::as_str),
+        Some("0.1.0")
+    );
+    drop(h);
+}
+
+/// The deployer Secret of a Push cluster rewritten (credentials rotated, the child moved): the
+/// hub serves the cluster with the new kubeconfig from the next heartbeat period on. It kept
+/// the credentials it read when the session started, until it restarted.
+#[tokio::test]
+async fn a_push_cluster_is_served_with_its_deployer_secrets_new_credentials() {
+    let p = Parent::for_agents().await;
+    let before = DevCluster::start_default().await.unwrap();
+    let after = DevCluster::start_default().await.unwrap();
+    let h = hub(&p.client, |_| {}).await;
+    let ns = "clusternet-push12";
+    let descs = pushed_web(
+        &p.client,
+        ns,
+        "12121212-0000-4000-8000-000000000012",
+        before.kubeconfig_yaml(),
+    )
+    .await;
+    eventually("applied with the first credentials", WAIT, || async {
+        (web_phase(&descs).await == Some(DescriptionPhase::Success)).then_some(())
+    })
+    .await;
+    let cms = |c: Client| Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c, "default");
+    assert!(
+        cms(before.client().await.unwrap())
+            .get_opt("cm")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    Api::<Secret>::namespaced(p.client.clone(), ns)
+        .patch(
+            "child-cluster-deployer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"kubeconfig": after.kubeconfig_yaml()}})),
+        )
+        .await
+        .unwrap();
+    let moved = cms(after.client().await.unwrap());
+    eventually(
+        "the Description applied with the new credentials",
+        WAIT,
+        || async { moved.get_opt("cm").await.unwrap() },
+    )
+    .await;
+    drop(h);
+}
+
 /// A hub contending for the Push clusters' Lease as `identity`, with a short lease.
 async fn push_leader_hub(client: &Client, identity: &str) -> RunningHub {
     let identity = identity.to_string();
