@@ -175,7 +175,7 @@ struct Table {
 struct Inner {
     rv: u64,
     /// No watch resumes from below this RV: after a crash, the RV the database had (the writes
-    /// after it were acknowledged and lost, and watchers may have seen them).
+    /// after it were lost, and watchers may have seen them).
     resume_floor: u64,
     tables: HashMap<ResKey, Table>,
     uids: HashMap<String, ObjRef>,
@@ -248,7 +248,7 @@ impl Store {
             tracing::warn!(
                 stored_rv = rv,
                 resumes_at = bumped,
-                "the data directory was not closed cleanly: the last writes acknowledged may be lost, so resourceVersions jump ahead and every watch from before the restart gets 410 Expired (clients list again)"
+                "the data directory was not closed cleanly: writes watchers saw may be lost, so resourceVersions jump ahead and every watch from before the restart gets 410 Expired (clients list again)"
             );
             (bumped, bumped)
         };
@@ -431,6 +431,15 @@ impl Store {
             .map(|t| in_namespace(t, namespace))
             .unwrap_or_default();
         (objs, rx, inner.rv)
+    }
+
+    /// Resolves once every write so far is in the database (at once in memory). The server
+    /// answers a write only then, as kube-apiserver answers once etcd has it: a write a client
+    /// saw acknowledged survives a crash.
+    pub async fn durable(&self) {
+        if let Some(committed) = self.writer.as_ref().and_then(Writer::committed) {
+            let _ = committed.await;
+        }
     }
 
     /// Waits until every write so far is in the database (no-op in memory).

@@ -211,7 +211,8 @@ impl Db {
 
 enum Msg {
     Write(Vec<DbOp>, u64),
-    Sync(std::sync::mpsc::Sender<()>),
+    /// Called once everything queued before it is committed.
+    Sync(Box<dyn FnOnce() + Send>),
 }
 
 /// A background thread that owns the database and commits queued writes in batches (group
@@ -258,7 +259,7 @@ impl Writer {
                         tracing::error!(error = %e, "persisting writes failed");
                     }
                     for w in waiters {
-                        let _ = w.send(());
+                        w();
                     }
                 }
                 // Every sender is gone: the store was closed, and all it queued is committed.
@@ -283,14 +284,30 @@ impl Writer {
     /// Waits until everything queued so far is committed.
     pub(crate) fn sync(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
-        let sent = self
-            .tx
-            .lock()
-            .as_ref()
-            .is_some_and(|s| s.send(Msg::Sync(tx)).is_ok());
-        if sent {
+        if self.after_commit(move || {
+            let _ = tx.send(());
+        }) {
             let _ = rx.recv();
         }
+    }
+
+    /// A receiver answered once everything queued so far is committed; `None` once the writer
+    /// is closed.
+    pub(crate) fn committed(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.after_commit(move || {
+            let _ = tx.send(());
+        })
+        .then_some(rx)
+    }
+
+    /// Has `f` called once everything queued so far is committed; false when the writer is
+    /// closed (`f` is never called).
+    fn after_commit(&self, f: impl FnOnce() + Send + 'static) -> bool {
+        self.tx
+            .lock()
+            .as_ref()
+            .is_some_and(|s| s.send(Msg::Sync(Box::new(f))).is_ok())
     }
 
     /// Commits what is queued and stops the thread.

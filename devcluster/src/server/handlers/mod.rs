@@ -26,6 +26,21 @@ pub(crate) async fn dispatch(state: Arc<State>, ctx: Ctx) -> Result<Response<Bod
     if ctx.sub.is_none() {
         check_verb_served(&ctx)?;
     }
+    let writes = matches!(
+        ctx.method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    let response = route(state.clone(), ctx).await;
+    if writes {
+        // Answered once what it wrote is durable (a failed write may have written some too:
+        // a collection deleted in part).
+        state.store.durable().await;
+    }
+    response
+}
+
+/// The verb's handler for `ctx`.
+async fn route(state: Arc<State>, ctx: Ctx) -> Result<Response<Body>, ApiError> {
     match (&ctx.method, ctx.name.is_some(), ctx.sub.as_deref()) {
         (&Method::GET, false, None) => {
             if ctx.query.flag("watch") {
