@@ -122,7 +122,13 @@ pub(crate) struct State {
     /// since (a restarted agent, a new holder of the Push Lease) knows them too. Wall-clock
     /// time, for that reason.
     deleted: HashMap<ObjectRef, (String, Timestamp)>,
+    /// When `deleted` was last rid of its expired entries: at most every
+    /// [`DELETED_SWEEP_EVERY`], so that deleting N objects at once costs O(N), not O(N²).
+    deleted_swept: Option<Timestamp>,
 }
+
+/// How often [`State::deleted`] is rid of expired entries (each lookup skips them anyway).
+const DELETED_SWEEP_EVERY: SignedDuration = SignedDuration::from_secs(30);
 
 /// Whether a deletion at `at` is recent enough to be remembered.
 fn remembered(at: Timestamp) -> bool {
@@ -1105,7 +1111,14 @@ impl Applier {
     /// Records that `object` of `owner` is being deleted (see [`State::deleted`]).
     fn remember_deleted(&self, owner: &str, object: &ObjectRef) {
         let mut state = self.state();
-        state.deleted.retain(|_, (_, at)| remembered(*at));
+        let now = Timestamp::now();
+        if state
+            .deleted_swept
+            .is_none_or(|swept| now.duration_since(swept) >= DELETED_SWEEP_EVERY)
+        {
+            state.deleted.retain(|_, (_, at)| remembered(*at));
+            state.deleted_swept = Some(now);
+        }
         state
             .deleted
             .insert(object.clone(), (owner.to_owned(), Timestamp::now()));
