@@ -125,6 +125,9 @@ pub(crate) struct State {
     /// When `deleted` was last rid of its expired entries: at most every
     /// [`DELETED_SWEEP_EVERY`], so that deleting N objects at once costs O(N), not O(N²).
     deleted_swept: Option<Timestamp>,
+    /// Descriptions gone with all their objects whose inventory is kept for its `deleted` list
+    /// ([`Inventory::removed`]), with when: deleted once that list is no longer remembered.
+    removed: HashMap<String, Timestamp>,
 }
 
 /// How often [`State::deleted`] is rid of expired entries (each lookup skips them anyway).
@@ -346,24 +349,57 @@ impl Applier {
             return Ok(());
         }
         let inventories = self.store.list().await?;
-        let mut state = self.state();
-        if !state.inventories_loaded {
-            for inv in inventories {
-                for entry in &inv.deleted {
-                    if let Ok(at) = entry.at.parse::<Timestamp>()
-                        && remembered(at)
-                    {
-                        state
-                            .deleted
-                            .entry(entry.object.clone())
-                            .or_insert_with(|| (inv.description.clone(), at));
-                    }
+        let remembered_kinds = self.take_inventories(inventories);
+        // An object deleted lately is watched, so that a late write bringing it back is seen
+        // even when no Description applies its kind any more (its Description removed whole).
+        for (api_version, kind) in remembered_kinds {
+            match self.discovery.resolve(&api_version, &kind).await {
+                Ok(kind) => self.drift.ensure(&kind, || self.drift_scopes(&kind)),
+                Err(e) => {
+                    tracing::debug!(%api_version, %kind, error = %e, "a kind deleted lately is not watched");
                 }
-                state.inventories.insert(inv.description.clone(), inv);
             }
-            state.inventories_loaded = true;
         }
         Ok(())
+    }
+
+    /// Keeps the inventories read from the child, unless another call kept them first;
+    /// returns the kinds of the objects they deleted lately (empty when not kept).
+    fn take_inventories(&self, inventories: Vec<Inventory>) -> BTreeSet<(String, String)> {
+        let mut state = self.state();
+        if state.inventories_loaded {
+            return BTreeSet::new();
+        }
+        for inv in inventories {
+            for entry in &inv.deleted {
+                if let Ok(at) = entry.at.parse::<Timestamp>()
+                    && remembered(at)
+                {
+                    state
+                        .deleted
+                        .entry(entry.object.clone())
+                        .or_insert_with(|| (inv.description.clone(), at));
+                }
+            }
+            if inv.removed {
+                // Nothing to prune or restore: only its deletions matter, kept above.
+                let last = inv
+                    .deleted
+                    .iter()
+                    .filter_map(|e| e.at.parse::<Timestamp>().ok())
+                    .max()
+                    .unwrap_or_default();
+                state.removed.insert(inv.description.clone(), last);
+                continue;
+            }
+            state.inventories.insert(inv.description.clone(), inv);
+        }
+        state.inventories_loaded = true;
+        state
+            .deleted
+            .keys()
+            .map(|o| (o.api_version.clone(), o.kind.clone()))
+            .collect()
     }
 
     /// The current report of a Description (statuses as last seen by the drift watchers).
@@ -535,6 +571,7 @@ impl Applier {
                 releases,
                 orphan,
                 deleted: state.deleted_by_description(key),
+                removed: false,
             }
         };
         self.store.write(&inv).await?;
@@ -723,6 +760,7 @@ impl Applier {
                 releases: self.recorded_releases(key),
                 orphan: desc.orphan,
                 deleted: self.state().deleted_by_description(key),
+                removed: false,
             };
             self.store.write(&inv).await?;
             self.state().inventories.insert(key.to_owned(), inv);
@@ -839,6 +877,7 @@ impl Applier {
             releases: self.recorded_releases(key),
             orphan: desc.orphan,
             deleted: self.state().deleted_by_description(key),
+            removed: false,
         };
         if self.state().inventories.get(key) != Some(&inv) {
             match self.store.write(&inv).await {
@@ -1269,6 +1308,13 @@ impl Applier {
     /// Deletes every object of a Description (from memory and from its inventory) and waits
     /// until they are gone. The report says `deleted` only when all of them are.
     pub async fn delete(&self, namespace: &str, name: &str, uid: &str) -> Report {
+        let report = self.delete_description(namespace, name, uid).await;
+        self.sweep_removed().await;
+        report
+    }
+
+    /// [`Applier::delete`], under the Description's lock.
+    async fn delete_description(&self, namespace: &str, name: &str, uid: &str) -> Report {
         let key = atoll_crds::known::owned_by_description(namespace, name);
         let guard = self.description_lock(&key);
         let _guard = guard.lock().await;
@@ -1366,10 +1412,33 @@ impl Applier {
             }
         }
         if failures.is_empty() {
-            if let Err(e) = self.store.delete(&key).await {
+            // What it deleted stays in an inventory of its own while it is remembered: an
+            // applier started meanwhile deletes again an object a late write brings back.
+            let deleted = self.state().deleted_by_description(&key);
+            let kept = !deleted.is_empty();
+            let written = if kept {
+                self.store
+                    .write(&Inventory {
+                        description: key.clone(),
+                        uid: uid.to_owned(),
+                        objects: Vec::new(),
+                        releases: Vec::new(),
+                        orphan,
+                        deleted,
+                        removed: true,
+                    })
+                    .await
+            } else {
+                self.store.delete(&key).await
+            };
+            if let Err(e) = written {
                 failures.push(e.to_string());
             } else {
-                self.state().inventories.remove(&key);
+                let mut state = self.state();
+                state.inventories.remove(&key);
+                if kept {
+                    state.removed.insert(key.clone(), Timestamp::now());
+                }
             }
         }
         let reason = if failures.is_empty() {
@@ -1388,11 +1457,51 @@ impl Applier {
         deletion_report(name, uid, generation, objects, reason)
     }
 
+    /// Deletes the inventories of removed Descriptions ([`Inventory::removed`]) whose
+    /// deletions are no longer remembered; one whose Description was applied again meanwhile
+    /// is a live inventory again and stays.
+    async fn sweep_removed(&self) {
+        let expired: Vec<String> = self
+            .state()
+            .removed
+            .iter()
+            .filter(|(_, at)| !remembered(**at))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in expired {
+            let guard = self.description_lock(&key);
+            let _guard = guard.lock().await;
+            let live = {
+                let mut state = self.state();
+                let live =
+                    state.inventories.contains_key(&key) || state.descriptions.contains_key(&key);
+                if live {
+                    state.removed.remove(&key);
+                }
+                live
+            };
+            if live {
+                continue;
+            }
+            match self.store.delete(&key).await {
+                Ok(()) => {
+                    self.state().removed.remove(&key);
+                }
+                Err(e) => {
+                    tracing::warn!(description = %key, error = %e, "deleting the inventory of a removed Description failed; trying again later");
+                }
+            }
+        }
+    }
+
     /// After a snapshot: deletes the objects of every Description the applier knows (in memory
-    /// or in its inventory) that is not in `keep` (owner keys). Returns the pruned keys.
+    /// or in its inventory) that is not in `keep` (owner keys), and the inventories of removed
+    /// Descriptions whose deletions expired. Returns the pruned keys.
     pub async fn prune_except(&self, keep: &HashSet<String>) -> Result<Vec<String>, Error> {
         let plan = self.prune_plan(keep).await?;
-        Ok(self.prune(&plan).await)
+        let pruned = self.prune(&plan).await;
+        self.sweep_removed().await;
+        Ok(pruned)
     }
 
     /// What [`prune_except`](Applier::prune_except) would delete: the Descriptions the applier

@@ -24,6 +24,8 @@ const DATA_DELETION_POLICY: &str = "deletionPolicy";
 /// Data key of an inventory ConfigMap listing the objects its Description deleted lately
 /// (absent when there are none).
 const DATA_DELETED: &str = "deleted";
+/// Data key of an inventory ConfigMap whose Description is gone (`"true"`; absent otherwise).
+const DATA_REMOVED: &str = "removed";
 
 /// One object a Description applied.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -85,6 +87,10 @@ pub struct Inventory {
     pub orphan: bool,
     /// The objects it deleted lately.
     pub deleted: Vec<DeletedEntry>,
+    /// The Description is gone with all its objects: the inventory is kept only for `deleted`,
+    /// until those deletions are no longer remembered, so that an applier started meanwhile
+    /// still deletes an object a late write brings back.
+    pub removed: bool,
 }
 
 /// The ConfigMap name of a Description's inventory: stable, short and valid whatever the
@@ -130,6 +136,9 @@ pub fn to_config_map(inventory: &Inventory, namespace: &str) -> ConfigMap {
                     serde_json::to_string(&inventory.deleted).unwrap_or_else(|_| "[]".to_owned()),
                 );
             }
+            if inventory.removed {
+                data.insert(DATA_REMOVED.to_owned(), "true".to_owned());
+            }
             if inventory.orphan {
                 data.insert(
                     DATA_DELETION_POLICY.to_owned(),
@@ -159,6 +168,7 @@ pub fn from_config_map(cm: &ConfigMap) -> Option<Inventory> {
             .get(DATA_DELETED)
             .and_then(|d| serde_json::from_str(d).ok())
             .unwrap_or_default(),
+        removed: data.get(DATA_REMOVED).is_some_and(|v| v == "true"),
     })
 }
 
@@ -274,6 +284,7 @@ mod tests {
                 releases: vec![],
                 orphan: false,
                 deleted: vec![],
+                removed: false,
             },
             Inventory {
                 description: "clusternet-abcde.default.web".into(),
@@ -288,6 +299,7 @@ mod tests {
                     },
                     at: "2026-12-05T20:00:00Z".into(),
                 }],
+                removed: true,
                 releases: vec![ReleaseEntry {
                     name: "hello".into(),
                     namespace: "demo".into(),

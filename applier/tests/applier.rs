@@ -7,7 +7,7 @@ use atoll_testkit::eventually;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -49,12 +49,34 @@ fn deployment(name: &str, replicas: i64, image: &str) -> Value {
                 "spec": {"containers": [{"name": "app", "image": image}]}}}})
 }
 
+/// The inventories of Descriptions the child runs (not those kept for a removed Description's
+/// deletions: [`removed_inventories`]).
 async fn inventories(client: &kube::Client) -> Vec<ConfigMap> {
+    let (live, _) = all_inventories(client).await;
+    live
+}
+
+/// The inventories kept for a removed Description's recent deletions.
+async fn removed_inventories(client: &kube::Client) -> Vec<ConfigMap> {
+    let (_, removed) = all_inventories(client).await;
+    removed
+}
+
+/// Every inventory in the child: (live, removed).
+async fn all_inventories(client: &kube::Client) -> (Vec<ConfigMap>, Vec<ConfigMap>) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "clusternet-system");
-    api.list(&kube::api::ListParams::default().labels("apps.clusternet.io/inventory=true"))
+    api.list(&ListParams::default().labels("apps.clusternet.io/inventory=true"))
         .await
         .map(|l| l.items)
         .unwrap_or_default()
+        .into_iter()
+        .partition(|cm| {
+            cm.data
+                .as_ref()
+                .and_then(|d| d.get("removed"))
+                .map(String::as_str)
+                != Some("true")
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -506,6 +528,8 @@ async fn deletion_is_confirmed_only_once_the_objects_are_gone() {
     assert_eq!(report.phase, Phase::Success);
     assert!(cms.get_opt("held").await.unwrap().is_none());
     assert!(inventories(&client).await.is_empty(), "inventory removed");
+    let removed = removed_inventories(&client).await;
+    assert_eq!(removed.len(), 1, "kept for what it deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1260,4 +1284,86 @@ async fn an_object_created_again_while_its_deletion_waits_is_deleted_again() {
     let report = deletion.await.unwrap();
     assert!(report.deleted, "{}", report.reason);
     assert!(cms.get_opt("held").await.unwrap().is_none());
+}
+
+/// The same after the whole Description is deleted: its inventory stays, marked removed, with
+/// what it deleted, so that an applier started since (a restarted agent, with no Description
+/// of that kind left) deletes again an object a late write brings back. A snapshot's prune
+/// leaves that inventory alone. The inventory went with the Description, and a restarted
+/// agent left such an object in place for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_a_late_write_brings_back_after_its_description_is_deleted_is_deleted_again_after_a_restart()
+ {
+    let (_cluster, client) = child().await;
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    let report = applier
+        .apply(&desc("default.app", 1, vec![cm("default", "dropped", "1")]))
+        .await;
+    assert_eq!(report.phase, Phase::Success, "{}", report.reason);
+    let report = applier.delete(NS, "default.app", "uid-default.app").await;
+    assert!(report.deleted, "{}", report.reason);
+    let removed = || async {
+        removed_inventories(&client)
+            .await
+            .into_iter()
+            .filter_map(|cm| cm.data?.get("deleted").cloned())
+            .collect::<Vec<String>>()
+    };
+    let kept = removed().await;
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].contains("\"name\":\"dropped\""), "{kept:?}");
+    drop(applier);
+
+    // And one whose deletions are long past, left by an earlier run: removed at the next prune.
+    let expired = atoll_applier::inventory::Inventory {
+        description: "clusternet-abcde.default.old".into(),
+        uid: "uid-old".into(),
+        objects: vec![],
+        releases: vec![],
+        orphan: false,
+        deleted: vec![atoll_applier::inventory::DeletedEntry {
+            object: atoll_applier::ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "default".into(),
+                name: "old".into(),
+            },
+            at: "2026-01-01T00:00:00Z".into(),
+        }],
+        removed: true,
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), "clusternet-system")
+        .create(
+            &PostParams::default(),
+            &atoll_applier::inventory::to_config_map(&expired, "clusternet-system"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed().await.len(), 2);
+
+    let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
+    atoll_applier::start_drift_repair(&applier);
+    let pruned = applier.prune_except(&HashSet::new()).await.unwrap();
+    assert!(pruned.is_empty(), "{pruned:?}");
+    let left = removed().await;
+    assert_eq!(
+        left.len(),
+        1,
+        "the recent one kept, the expired one removed: {left:?}"
+    );
+    assert!(left[0].contains("\"name\":\"dropped\""), "{left:?}");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.patch(
+        "dropped",
+        &PatchParams::apply("atoll-agent").force(),
+        &Patch::Apply(&as_applied_by_app("dropped")),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the object that came back to be deleted again after a restart",
+        WAIT,
+        || async { cms.get_opt("dropped").await.unwrap().is_none() },
+    )
+    .await;
 }
