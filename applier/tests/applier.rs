@@ -1175,6 +1175,23 @@ fn as_applied_by_app(name: &str) -> Value {
         "data": {"k": "1"}})
 }
 
+/// Lands the late write of `dropped` ([`as_applied_by_app`]) and waits until the applier has
+/// deleted the object again.
+async fn late_write_is_deleted_again(cms: &Api<ConfigMap>, what: &str) {
+    let late = as_applied_by_app("dropped");
+    cms.patch(
+        "dropped",
+        &PatchParams::apply("atoll-agent").force(),
+        &Patch::Apply(&late),
+    )
+    .await
+    .unwrap();
+    eventually(what, WAIT, || async {
+        cms.get_opt("dropped").await.unwrap().is_none()
+    })
+    .await;
+}
+
 /// A write the applier sent before a prune (an apply or a repair the client gave up waiting
 /// for) can land after it and bring the object back, with the owner's marks. No inventory
 /// lists it as applied any more: only the record of what was deleted lately can tell.
@@ -1194,17 +1211,7 @@ async fn an_object_a_late_write_brings_back_after_its_prune_is_deleted_again() {
     assert!(cms.get_opt("dropped").await.unwrap().is_none(), "pruned");
 
     // The late write: the apply of generation 1, as the applier sent it.
-    let late = as_applied_by_app("dropped");
-    let ssa = PatchParams::apply("atoll-agent").force();
-    cms.patch("dropped", &ssa, &Patch::Apply(&late))
-        .await
-        .unwrap();
-    eventually(
-        "the object that came back to be deleted again",
-        WAIT,
-        || async { cms.get_opt("dropped").await.unwrap().is_none() },
-    )
-    .await;
+    late_write_is_deleted_again(&cms, "the object that came back to be deleted again").await;
     assert!(cms.get_opt("kept").await.unwrap().is_some());
 
     // An applier started since (the agent restarted) reads what was deleted from the
@@ -1216,13 +1223,9 @@ async fn an_object_a_late_write_brings_back_after_its_prune_is_deleted_again() {
         .apply(&desc("default.app", 2, vec![cm("default", "kept", "1")]))
         .await;
     assert_eq!(report.phase, Phase::Success, "{}", report.reason);
-    cms.patch("dropped", &ssa, &Patch::Apply(&late))
-        .await
-        .unwrap();
-    eventually(
+    late_write_is_deleted_again(
+        &cms,
         "the object that came back to be deleted again after a restart",
-        WAIT,
-        || async { cms.get_opt("dropped").await.unwrap().is_none() },
     )
     .await;
 
@@ -1353,17 +1356,9 @@ async fn an_object_a_late_write_brings_back_after_its_description_is_deleted_is_
     );
     assert!(left[0].contains("\"name\":\"dropped\""), "{left:?}");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.patch(
-        "dropped",
-        &PatchParams::apply("atoll-agent").force(),
-        &Patch::Apply(&as_applied_by_app("dropped")),
-    )
-    .await
-    .unwrap();
-    eventually(
+    late_write_is_deleted_again(
+        &cms,
         "the object that came back to be deleted again after a restart",
-        WAIT,
-        || async { cms.get_opt("dropped").await.unwrap().is_none() },
     )
     .await;
 }
