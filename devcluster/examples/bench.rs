@@ -4,7 +4,7 @@
 //! per second that change stored objects (a spec apply and a status apply to each of 1,000
 //! Deployments, the shape of the scheduler's and the hub's writes to Descriptions), the
 //! latency for one event to reach 1,000 watchers, and the bytes SQLite stores per small object compared to
-//! its raw JSON size. Requests go over plain keep-alive HTTP/1.1 connections (a minimal
+//! its raw JSON size (`BENCH_ONLY=apply`, `memory` or `sqlite`: that one figure). Requests go over plain keep-alive HTTP/1.1 connections (a minimal
 //! client, so that the client costs as little CPU as possible on a shared machine).
 
 use std::time::{Duration, Instant};
@@ -311,6 +311,18 @@ async fn main() -> anyhow::Result<()> {
         let applies = DevCluster::start_default().await?;
         let apply_per_s = apply_rate(&applies, apply_n, workers).await?;
         println!("server-side applies/s that change the object: {apply_per_s:.0}");
+        return Ok(());
+    }
+
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("sqlite") {
+        let dir = tempfile::tempdir()?;
+        let sql = DevCluster::start(Config {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Config::default()
+        })
+        .await?;
+        let sql_rate = create_rate(&sql, n, workers).await?;
+        println!("creates/s, SQLite: {sql_rate:.0}");
         return Ok(());
     }
 
