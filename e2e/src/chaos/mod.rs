@@ -2388,9 +2388,10 @@ async fn watch_descriptions(
     // A relist (the watch started again) is applied at once when complete, not object by
     // object: the states in between were never the parent's.
     let mut relisting: Option<BTreeMap<String, Description>> = None;
-    // Over-placements, judged once the watch ends (see `LATE_COPY_ANSWER`): when seen, since the
-    // start, and what.
+    // Over-placements waiting for their judgement ([`judge_over_placements`]): when seen, since
+    // the start, and what.
     let mut over_placements: Vec<(Instant, Duration, Vec<String>)> = Vec::new();
+    let mut judge_every = tokio::time::interval(Duration::from_secs(1));
     let divided = format!(
         "/descriptions/{}",
         known::description_name("chaos-b", "div")
@@ -2398,6 +2399,16 @@ async fn watch_descriptions(
     loop {
         let event = tokio::select! {
             _ = stopped.changed() => break,
+            _ = judge_every.tick() => {
+                judge_over_placements(
+                    &mut over_placements,
+                    Some(Instant::now()),
+                    late_copies.as_ref(),
+                    &divided,
+                    &mut lock(&findings),
+                );
+                continue;
+            }
             event = stream.next() => event,
         };
         let changed = match event {
@@ -2451,18 +2462,42 @@ async fn watch_descriptions(
         }
         f.record(found.into_iter().collect(), start.elapsed());
     }
-    // An over-placement is a late copy's doing when one landed on a divided Description from
-    // `LATE_COPY_REPAIR` before it was seen to `LATE_COPY_ANSWER` after.
-    let mut f = lock(&findings);
-    for (seen, elapsed, over) in over_placements {
+    judge_over_placements(
+        &mut over_placements,
+        None,
+        late_copies.as_ref(),
+        &divided,
+        &mut lock(&findings),
+    );
+}
+
+/// Judges the over-placements of `pending` seen at least [`LATE_COPY_ANSWER`] before `now` (all
+/// of them with `None`: the watch ended), and takes them out. One is a late copy's doing when a
+/// copy landed on a divided Description (a path ending in `divided`) from [`LATE_COPY_REPAIR`]
+/// before it was seen to `LATE_COPY_ANSWER` after; the others are violations. Judged as they
+/// become due, not when the watch ends: `late_copies` keeps only the latest landings, and a
+/// 12-minute run of 30 children, with 2,531 late copies on the parent, had lost its early ones
+/// by then (two over-placements at +22 and +103 s went unexcused).
+fn judge_over_placements(
+    pending: &mut Vec<(Instant, Duration, Vec<String>)>,
+    now: Option<Instant>,
+    late_copies: Option<&LateCopies>,
+    divided: &str,
+    findings: &mut DuringFindings,
+) {
+    let due = |seen: &Instant| now.is_none_or(|now| *seen + LATE_COPY_ANSWER <= now);
+    let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(pending)
+        .into_iter()
+        .partition(|(seen, _, _)| due(seen));
+    *pending = waiting;
+    for (seen, elapsed, over) in ready {
         let from = seen.checked_sub(LATE_COPY_REPAIR).unwrap_or(seen);
-        let late_copy = late_copies
-            .as_ref()
-            .is_some_and(|l| l.landed_between(&divided, from, seen + LATE_COPY_ANSWER));
+        let late_copy =
+            late_copies.is_some_and(|l| l.landed_between(divided, from, seen + LATE_COPY_ANSWER));
         if late_copy {
-            f.over_placed_by_late_copies += 1;
+            findings.over_placed_by_late_copies += 1;
         } else {
-            f.record(over, elapsed);
+            findings.record(over, elapsed);
         }
     }
 }
@@ -2980,5 +3015,56 @@ mod tests {
         for (name, want) in cases {
             assert_eq!(kind_of(name), want);
         }
+    }
+
+    /// An over-placement is judged once its window has passed, while the late copy that
+    /// excuses it is still in the (bounded) log; one with no copy is a violation, and the
+    /// watch's end judges what is left. Judged only at the end, the first would have found its
+    /// copy pushed out by a thousand later ones.
+    #[test]
+    fn over_placements_are_judged_while_their_late_copies_are_still_logged() {
+        let divided = "/descriptions/chaos-b.div";
+        let copies = requests::LateCopies::default();
+        let t0 = Instant::now();
+        copies.landed_at(&format!("/apis/x/namespaces/clusternet-a{divided}"), t0);
+        let mut pending = vec![
+            (t0, Duration::from_secs(1), vec!["excused".to_string()]),
+            (
+                t0 + Duration::from_secs(30),
+                Duration::from_secs(31),
+                vec!["unexcused".to_string()],
+            ),
+        ];
+        let mut findings = DuringFindings::default();
+        // Not due yet: the copy may still be logged after the state was seen.
+        judge_over_placements(
+            &mut pending,
+            Some(t0),
+            Some(&copies),
+            divided,
+            &mut findings,
+        );
+        assert_eq!(pending.len(), 2);
+        judge_over_placements(
+            &mut pending,
+            Some(t0 + LATE_COPY_ANSWER),
+            Some(&copies),
+            divided,
+            &mut findings,
+        );
+        assert_eq!(pending.len(), 1);
+        assert_eq!(findings.over_placed_by_late_copies, 1);
+        assert!(findings.violations.is_empty());
+        // A thousand later landings push the copy out of the log; the judgement is made.
+        for i in 0..requests::LATE_COPIES_KEPT {
+            copies.landed_at(&format!("/configmaps/c{i}"), t0 + Duration::from_secs(2));
+        }
+        judge_over_placements(&mut pending, None, Some(&copies), divided, &mut findings);
+        assert!(pending.is_empty());
+        assert_eq!(findings.over_placed_by_late_copies, 1);
+        assert_eq!(
+            findings.violations.keys().collect::<Vec<_>>(),
+            vec!["unexcused"]
+        );
     }
 }

@@ -275,15 +275,20 @@ fn client_certificate(
 pub struct LateCopies(Arc<std::sync::Mutex<std::collections::VecDeque<(String, Instant)>>>);
 
 /// How many landings [`LateCopies`] keeps.
-const LATE_COPIES_KEPT: usize = 1000;
+pub(crate) const LATE_COPIES_KEPT: usize = 1000;
 
 impl LateCopies {
     fn landed(&self, path: &str) {
+        self.landed_at(path, Instant::now());
+    }
+
+    /// Records a landing on `path` at `at`.
+    pub(crate) fn landed_at(&self, path: &str, at: Instant) {
         let mut log = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if log.len() == LATE_COPIES_KEPT {
             log.pop_front();
         }
-        log.push_back((path.to_owned(), Instant::now()));
+        log.push_back((path.to_owned(), at));
     }
 
     /// One line per landing, oldest first: how long ago, and the path.
