@@ -128,9 +128,13 @@ pub(crate) struct State {
     /// Descriptions gone with all their objects whose inventory is kept for its `deleted` list
     /// ([`Inventory::removed`]), with when: deleted once that list is no longer remembered.
     removed: HashMap<String, Timestamp>,
+    /// When `removed` was last looked through for expired inventories: at most every
+    /// [`DELETED_SWEEP_EVERY`], so that a prune of N Descriptions does not look N times.
+    removed_swept: Option<Timestamp>,
 }
 
-/// How often [`State::deleted`] is rid of expired entries (each lookup skips them anyway).
+/// How often [`State::deleted`] is rid of expired entries (each lookup skips them anyway), and
+/// [`State::removed`] of expired inventories.
 const DELETED_SWEEP_EVERY: SignedDuration = SignedDuration::from_secs(30);
 
 /// Whether a deletion at `at` is recent enough to be remembered.
@@ -1461,13 +1465,23 @@ impl Applier {
     /// deletions are no longer remembered; one whose Description was applied again meanwhile
     /// is a live inventory again and stays.
     async fn sweep_removed(&self) {
-        let expired: Vec<String> = self
-            .state()
-            .removed
-            .iter()
-            .filter(|(_, at)| !remembered(**at))
-            .map(|(key, _)| key.clone())
-            .collect();
+        let expired: Vec<String> = {
+            let mut state = self.state();
+            let now = Timestamp::now();
+            if state
+                .removed_swept
+                .is_some_and(|swept| now.duration_since(swept) < DELETED_SWEEP_EVERY)
+            {
+                return;
+            }
+            state.removed_swept = Some(now);
+            state
+                .removed
+                .iter()
+                .filter(|(_, at)| !remembered(**at))
+                .map(|(key, _)| key.clone())
+                .collect()
+        };
         for key in expired {
             let guard = self.description_lock(&key);
             let _guard = guard.lock().await;

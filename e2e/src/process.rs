@@ -316,8 +316,8 @@ const PORT_RESERVATION: Duration = Duration::from_secs(600);
 ///
 /// Choosing a port and the process binding it are two steps, so each choice is also reserved
 /// with a file in `$TMPDIR/atoll-ports`: no other choice, in this process or another, takes the
-/// same port for [`PORT_RESERVATION`] (two fleets chose one port before either bound it, and a
-/// kube-controller-manager failed with "address already in use").
+/// same port for [`PORT_RESERVATION`] (a kube-controller-manager once failed with "address
+/// already in use" on a port chosen so: another choice had most likely taken it meanwhile).
 ///
 /// Taken below the kernel's ephemeral range: a port from that range, once released, can be taken
 /// as the local port of any outgoing connection on the machine (a busy real-tier fleet opens

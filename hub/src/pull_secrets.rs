@@ -42,21 +42,22 @@ pub async fn read_chart_credentials<B: Backend>(
     let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
     let mut read_all = Vec::with_capacity(e.charts.len());
     for (index, entry) in e.charts.iter().enumerate() {
-        let read = match &entry.release {
-            Some(release) => read_pull_secret(backend, release).await,
-            None => None,
+        let Some(release) = &entry.release else {
+            read_all.push(None);
+            continue;
         };
-        match (&read, &entry.release) {
-            (Some(Ok(credentials)), _) => {
+        let read = read_pull_secret(backend, release).await;
+        match &read {
+            None => {}
+            Some(Ok(credentials)) => {
                 named = true;
                 (index, &credentials.username, &credentials.password.0).hash(&mut fingerprint);
             }
-            (Some(Err(reason)), Some(release)) => {
+            Some(Err(reason)) => {
                 named = true;
                 complete = false;
                 tracing::warn!(description = %e.name, chart = %format!("{}/{}", release.chart_namespace, release.name), %reason, "a chart goes without its repository credentials");
             }
-            _ => {}
         }
         read_all.push(read);
     }

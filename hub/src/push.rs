@@ -709,14 +709,21 @@ impl PushManager {
         self.write(session, &r, &mut st.unwritten).await;
     }
 
+    /// The index's entry of Description `name` to apply now; `None` when it is gone, being
+    /// deleted or withheld (its deletion or its hold is handled as it comes).
+    fn to_apply(&self, namespace: &str, name: &str) -> Option<Arc<crate::index::DescEntry>> {
+        self.index
+            .get(namespace, name)
+            .filter(|e| !e.deleting && e.rejected.is_none())
+    }
+
     /// Looks again at the pull Secrets of the Descriptions due: applies a Description again
     /// when they now read differently (rotated, or readable at last), so that its next pull
     /// (an upgrade, a release repaired) uses them, as a stream sends it again.
     async fn check_credentials(&self, session: &Session, applier: &Applier, st: &mut SessionState) {
         let now = tokio::time::Instant::now();
         for (name, sent) in st.credentials.take_due(now) {
-            let entry = self.index.get(&session.namespace, &name);
-            let Some(e) = entry.filter(|e| !e.deleting && e.rejected.is_none()) else {
+            let Some(e) = self.to_apply(&session.namespace, &name) else {
                 st.credentials.forget(&name);
                 continue;
             };
@@ -773,11 +780,9 @@ impl PushManager {
         // created or granted since is used.
         let again: Vec<String> = st.failed.iter().cloned().collect();
         for name in again {
-            match self.index.get(&session.namespace, &name) {
-                Some(e) if !e.deleting && e.rejected.is_none() => {
-                    self.apply(session, applier, &e, st).await;
-                }
-                _ => {
+            match self.to_apply(&session.namespace, &name) {
+                Some(e) => self.apply(session, applier, &e, st).await,
+                None => {
                     st.failed.remove(&name);
                 }
             }
