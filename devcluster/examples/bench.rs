@@ -299,6 +299,24 @@ async fn fan_out(watchers: usize) -> anyhow::Result<(Duration, Duration, Duratio
     Ok((p(0.5), p(0.99), p(1.0)))
 }
 
+/// Creates/s of `n` small objects over `workers` connections into a devcluster with a data
+/// dir, and the bytes its database takes once the server stopped.
+async fn sqlite_create_rate(n: usize, workers: usize) -> anyhow::Result<(f64, u64)> {
+    let dir = tempfile::tempdir()?;
+    let sql = DevCluster::start(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    })
+    .await?;
+    let rate = create_rate(&sql, n, workers).await?;
+    drop(sql);
+    let mut db_bytes = 0u64;
+    for entry in std::fs::read_dir(dir.path())? {
+        db_bytes += entry?.metadata()?.len();
+    }
+    Ok((rate, db_bytes))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n: usize = std::env::args()
@@ -315,13 +333,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     if std::env::var("BENCH_ONLY").as_deref() == Ok("sqlite") {
-        let dir = tempfile::tempdir()?;
-        let sql = DevCluster::start(Config {
-            data_dir: Some(dir.path().to_path_buf()),
-            ..Config::default()
-        })
-        .await?;
-        let sql_rate = create_rate(&sql, n, workers).await?;
+        let (sql_rate, _) = sqlite_create_rate(n, workers).await?;
         println!("creates/s, SQLite: {sql_rate:.0}");
         return Ok(());
     }
@@ -341,18 +353,7 @@ async fn main() -> anyhow::Result<()> {
     let apply_per_s = apply_rate(&applies, apply_n, workers).await?;
     drop(applies);
 
-    let dir = tempfile::tempdir()?;
-    let sql = DevCluster::start(Config {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..Config::default()
-    })
-    .await?;
-    let sql_rate = create_rate(&sql, n, workers).await?;
-    drop(sql);
-    let mut db_bytes = 0u64;
-    for entry in std::fs::read_dir(dir.path())? {
-        db_bytes += entry?.metadata()?.len();
-    }
+    let (sql_rate, db_bytes) = sqlite_create_rate(n, workers).await?;
     let raw: usize = (0..n).map(|i| small_object(i).len()).sum();
 
     let (p50, p99, max) = fan_out(1000).await?;
