@@ -375,10 +375,14 @@ impl Applier {
             return BTreeSet::new();
         }
         for inv in inventories {
+            // The latest of its deletions (the epoch when none can be read: expired at once).
+            let mut last = Timestamp::default();
             for entry in &inv.deleted {
-                if let Ok(at) = entry.at.parse::<Timestamp>()
-                    && remembered(at)
-                {
+                let Ok(at) = entry.at.parse::<Timestamp>() else {
+                    continue;
+                };
+                last = last.max(at);
+                if remembered(at) {
                     state
                         .deleted
                         .entry(entry.object.clone())
@@ -387,12 +391,6 @@ impl Applier {
             }
             if inv.removed {
                 // Nothing to prune or restore: only its deletions matter, kept above.
-                let last = inv
-                    .deleted
-                    .iter()
-                    .filter_map(|e| e.at.parse::<Timestamp>().ok())
-                    .max()
-                    .unwrap_or_default();
                 state.removed.insert(inv.description.clone(), last);
                 continue;
             }
@@ -1164,7 +1162,7 @@ impl Applier {
         }
         state
             .deleted
-            .insert(object.clone(), (owner.to_owned(), Timestamp::now()));
+            .insert(object.clone(), (owner.to_owned(), now));
     }
 
     /// The owner that deleted `object` lately, when no Description wants it now.

@@ -537,12 +537,12 @@ impl PushManager {
         tracing::info!(namespace = %session.namespace, cluster = %session.managed_cluster_name, "push mode: serving cluster from the hub");
         self.backend.connected(&session).await;
         let mut applier = Applier::new(child.clone(), known::FIELD_MANAGER_HUB);
-        let mut st = SessionState::new(self.chart_credentials);
+        let mut st = SessionState::new(kubeconfig, self.chart_credentials);
         // Without helm the cluster's plain feeds still run; its charts fail saying so.
         if let Some(helm) = &self.helm {
             let (helm, file) = helm_for_cluster(helm, &session.namespace);
             applier = applier.with_helm(helm);
-            st.helm_kubeconfig = Some((file, kubeconfig.clone()));
+            st.helm_kubeconfig = Some(file);
         }
         let applier = Arc::new(applier);
         // The drift watchers see each object's status as it changes after its apply (a
@@ -577,7 +577,7 @@ impl PushManager {
                     }
                 }
                 _ = tick.tick() => {
-                    if self.credentials_changed(&session.namespace, &kubeconfig).await {
+                    if self.credentials_changed(&session.namespace, &st.kubeconfig).await {
                         // Ended: [`PushManager::serve`] starts the session again within a
                         // second, with the new credentials.
                         tracing::info!(namespace = %session.namespace, "push mode: the child's credentials changed; serving it again with the new ones");
@@ -685,8 +685,8 @@ impl PushManager {
             })
             .collect();
         if !charts.is_empty()
-            && let Some((file, kubeconfig)) = &mut st.helm_kubeconfig
-            && let Err(e) = file.ensure(kubeconfig)
+            && let Some(file) = &mut st.helm_kubeconfig
+            && let Err(e) = file.ensure(&st.kubeconfig)
         {
             // helm then fails on the missing file, and the release with it.
             tracing::warn!(namespace = %session.namespace, error = %e, "push mode: charts cannot be installed in this cluster");
@@ -828,20 +828,23 @@ struct SessionState {
     unwritten: HashMap<String, model::Report>,
     /// When each Description's pull Secrets are read again.
     credentials: crate::pull_secrets::CredentialChecks,
-    /// The cluster's kubeconfig for helm, with what it is written from (`None`: no helm).
-    helm_kubeconfig: Option<(HelmKubeconfig, Kubeconfig)>,
+    /// The child's kubeconfig the session serves it with (from the deployer Secret).
+    kubeconfig: Kubeconfig,
+    /// Its copy on disk for helm (`None`: no helm).
+    helm_kubeconfig: Option<HelmKubeconfig>,
 }
 
 impl SessionState {
-    /// A session's state before anything is applied; `chart_credentials` as
-    /// [`PushManager::with_chart_credentials`].
-    fn new((retry, recheck): (Duration, Duration)) -> SessionState {
+    /// A session's state before anything is applied, serving the child with `kubeconfig`;
+    /// `chart_credentials` as [`PushManager::with_chart_credentials`].
+    fn new(kubeconfig: Kubeconfig, (retry, recheck): (Duration, Duration)) -> SessionState {
         SessionState {
             keep: HashSet::new(),
             pending_deletions: HashMap::new(),
             failed: HashSet::new(),
             unwritten: HashMap::new(),
             credentials: crate::pull_secrets::CredentialChecks::new(retry, recheck),
+            kubeconfig,
             helm_kubeconfig: None,
         }
     }
