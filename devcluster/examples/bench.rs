@@ -206,9 +206,20 @@ fn applied_status(i: usize, round: usize) -> Vec<u8> {
 /// Server-side applies per second that change the stored object: `n` Deployments are created
 /// by apply (not timed), then each gets a changed spec apply and a changed status apply
 /// (timed), over `workers` connections.
-async fn apply_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::Result<f64> {
+async fn apply_rate(
+    cluster: &DevCluster,
+    n: usize,
+    workers: usize,
+    watched: bool,
+) -> anyhow::Result<f64> {
     let mut rate = 0.0;
-    for round in 0..2 {
+    // Watched, a round more before the timed one: the watch history is full (10,000 events) by
+    // then, so each write costs what it costs from then on (an event in, an event out).
+    let rounds = if watched { 3 } else { 2 };
+    for round in 0..rounds {
+        if watched && round == 1 {
+            watch_deployments(cluster).await?;
+        }
         let seconds = over_connections(cluster.addr(), n, workers, move |mut c, i| async move {
             let path = format!(
                 "/apis/apps/v1/namespaces/default/deployments/app-{i}?fieldManager=spec-writer&force=true"
@@ -233,10 +244,28 @@ async fn apply_rate(cluster: &DevCluster, n: usize, workers: usize) -> anyhow::R
             Ok(c)
         })
         .await?;
-        // Round 0 creates; round 1 is the timed one: two applies per object.
+        // Round 0 creates; the last round is the timed one: two applies per object.
         rate = 2.0 * n as f64 / seconds;
     }
     Ok(rate)
+}
+
+/// A plain watch of the Deployments, read to its end in the background (its events are
+/// serialised for it, as for the watchers of a real fleet).
+async fn watch_deployments(cluster: &DevCluster) -> anyhow::Result<()> {
+    let mut c = Conn::open(cluster.addr()).await?;
+    c.send(
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments?watch=true",
+        b"",
+    )
+    .await?;
+    let (status, _) = c.read_head().await?;
+    if status != 200 {
+        bail!("watch returned {status}");
+    }
+    tokio::spawn(async move { while c.read_chunk().await.is_ok() {} });
+    Ok(())
 }
 
 /// The content type of a server-side apply.
@@ -325,10 +354,14 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(20_000);
     let workers = 8;
     let apply_n = 5000;
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("apply") {
+    if let Ok(only @ ("apply" | "apply-watched")) = std::env::var("BENCH_ONLY").as_deref() {
         let applies = DevCluster::start_default().await?;
-        let apply_per_s = apply_rate(&applies, apply_n, workers).await?;
-        println!("server-side applies/s that change the object: {apply_per_s:.0}");
+        let rss_before = rss_bytes();
+        let apply_per_s = apply_rate(&applies, apply_n, workers, only == "apply-watched").await?;
+        let grown = rss_bytes().saturating_sub(rss_before) as f64 / (1 << 20) as f64;
+        println!(
+            "server-side applies/s that change the object ({only}): {apply_per_s:.0}, RSS grew {grown:.1} MiB"
+        );
         return Ok(());
     }
 
@@ -350,7 +383,7 @@ async fn main() -> anyhow::Result<()> {
     // After the memory figure: the allocator keeps what the applies freed, which would hide
     // the creates' growth.
     let applies = DevCluster::start_default().await?;
-    let apply_per_s = apply_rate(&applies, apply_n, workers).await?;
+    let apply_per_s = apply_rate(&applies, apply_n, workers, false).await?;
     drop(applies);
 
     let (sql_rate, db_bytes) = sqlite_create_rate(n, workers).await?;

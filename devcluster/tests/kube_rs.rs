@@ -1508,3 +1508,101 @@ async fn a_job_gets_a_generated_selector_and_keeps_its_template() {
         status.message
     );
 }
+
+/// A watch resuming from far back gets its events from the part of the history kept encoded
+/// (past the latest `devcluster::store::WHOLE_EVENTS`, their objects since replaced), the
+/// selector transitions included: an object that left the selector is DELETED for it, one that
+/// entered is ADDED.
+#[tokio::test]
+async fn a_selector_watch_resuming_from_far_back_sees_the_transitions() {
+    let (_c, client) = cluster().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // A plain watcher takes every event as it happens (only those are kept encoded).
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let watching = {
+        let (api, seen) = (api.clone(), seen.clone());
+        let stream = api
+            .watch(&WatchParams::default().timeout(60), "0")
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) = ev {
+                    let rv = o.resource_version().unwrap_or_default();
+                    seen.fetch_max(rv.parse().unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let mut mover = cm("mover", json!({}));
+    mover.metadata.labels = Some([("colour".to_string(), "red".to_string())].into());
+    let from = api
+        .create(&PostParams::default(), &mover)
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap();
+    api.patch(
+        "mover",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata":{"labels":{"colour":"blue"}}})),
+    )
+    .await
+    .unwrap();
+    api.create(&PostParams::default(), &cm("filler", json!({})))
+        .await
+        .unwrap();
+    for i in 0..devcluster::store::WHOLE_EVENTS + 50 {
+        api.patch(
+            "filler",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data":{"i": i.to_string()}})),
+        )
+        .await
+        .unwrap();
+    }
+    // Written again, the mover's earlier event no longer holds the stored object: encoded.
+    let last: u64 = api
+        .patch(
+            "mover",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata":{"labels":{"size":"big"}}})),
+        )
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap()
+        .parse()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while seen.load(std::sync::atomic::Ordering::SeqCst) < last {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the plain watcher took every event");
+    watching.abort();
+
+    for (colour, expected) in [
+        ("red", vec!["DELETED mover"]),
+        ("blue", vec!["ADDED mover", "MODIFIED mover"]),
+    ] {
+        let params = WatchParams::default()
+            .labels(&format!("colour={colour}"))
+            .timeout(1);
+        let stream = api.watch(&params, &from).await.unwrap();
+        futures::pin_mut!(stream);
+        let mut types = Vec::new();
+        while let Some(ev) = stream.try_next().await.unwrap() {
+            match ev {
+                WatchEvent::Added(o) => types.push(format!("ADDED {}", o.name_any())),
+                WatchEvent::Modified(o) => types.push(format!("MODIFIED {}", o.name_any())),
+                WatchEvent::Deleted(o) => types.push(format!("DELETED {}", o.name_any())),
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(e) => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(types, expected, "colour={colour}");
+    }
+}

@@ -6,9 +6,10 @@
 //! are serialised, get consecutive resourceVersions, land in SQLite in one transaction and are
 //! broadcast in order.
 
+mod history;
 mod sqlite;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -19,6 +20,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::Error;
+use history::History;
+pub use history::WHOLE_EVENTS;
 use sqlite::{Db, DbOp, Writer};
 
 /// A stored object (immutable once stored; writes replace it).
@@ -167,9 +170,7 @@ pub struct Page {
 #[derive(Default)]
 struct Table {
     objects: BTreeMap<(String, String), Obj>,
-    history: VecDeque<Arc<WatchEvent>>,
-    /// Every event with an RV above this is in `history`.
-    floor: u64,
+    history: History,
 }
 
 struct Inner {
@@ -190,6 +191,8 @@ pub struct Store {
     writer: Option<Writer>,
     events: broadcast::Sender<Arc<WatchEvent>>,
     history_limit: usize,
+    /// How many of each resource's latest events its history keeps whole.
+    whole_events: usize,
 }
 
 /// Default number of events kept per resource for watch resumption.
@@ -280,7 +283,12 @@ impl Store {
             count: 0,
         };
         for (g, r, lrv) in last {
-            inner.tables.entry(ResKey::new(&g, &r)).or_default().floor = lrv;
+            inner
+                .tables
+                .entry(ResKey::new(&g, &r))
+                .or_default()
+                .history
+                .floor = lrv;
         }
         for (key, obj) in objects {
             let r = ObjRef {
@@ -303,6 +311,7 @@ impl Store {
             writer,
             events,
             history_limit: DEFAULT_HISTORY,
+            whole_events: WHOLE_EVENTS,
         }
     }
 
@@ -400,20 +409,28 @@ impl Store {
     /// after `from`, a receiver for later ones and the current RV; `Err(floor)` when events
     /// after `from` are no longer all in the history.
     pub fn watch_from(&self, key: &ResKey, from: u64) -> Result<Resumed, u64> {
-        let inner = self.inner.lock();
-        let rx = self.events.subscribe();
-        if from < inner.resume_floor {
-            return Err(inner.resume_floor);
-        }
-        let Some(table) = inner.tables.get(key) else {
-            return Ok((Vec::new(), rx, inner.rv));
+        let (kept, rx, rv) = {
+            let inner = self.inner.lock();
+            let rx = self.events.subscribe();
+            if from < inner.resume_floor {
+                return Err(inner.resume_floor);
+            }
+            let Some(table) = inner.tables.get(key) else {
+                return Ok((Vec::new(), rx, inner.rv));
+            };
+            (table.history.after(from)?, rx, inner.rv)
         };
-        if from < table.floor {
-            return Err(table.floor);
+        // Decoded outside the lock: a resume from far back decodes many events.
+        let mut events = Vec::with_capacity(kept.len());
+        for k in kept {
+            let at = k.rv();
+            let Some(ev) = k.into_event(key) else {
+                tracing::warn!(resource = %key.resource, rv = at, "a kept watch event does not decode; the watch must list again");
+                return Err(at);
+            };
+            events.push(ev);
         }
-        let start = table.history.partition_point(|e| e.rv <= from);
-        let events = table.history.iter().skip(start).cloned().collect();
-        Ok((events, rx, inner.rv))
+        Ok((events, rx, rv))
     }
 
     /// Subscribes to changes and returns the current objects of `key` (optionally one
@@ -675,14 +692,12 @@ impl Txn<'_> {
             line: OnceLock::new(),
             metadata_line: OnceLock::new(),
         });
-        let limit = self.store.history_limit;
         if let Some(table) = self.guard.tables.get_mut(key) {
-            table.history.push_back(ev.clone());
-            while table.history.len() > limit {
-                if let Some(old) = table.history.pop_front() {
-                    table.floor = old.rv;
-                }
-            }
+            table.history.push(
+                ev.clone(),
+                self.store.history_limit,
+                self.store.whole_events,
+            );
         }
         if self.guard.persisted {
             self.ops.push(DbOp::LastChange {
@@ -778,6 +793,38 @@ mod tests {
         let (evs, _, rv) = s.watch_from(&k, 3).ok().unwrap();
         assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![4, 5]);
         assert_eq!(rv, 5);
+    }
+
+    #[test]
+    fn a_watch_resuming_past_the_whole_events_gets_them_as_recorded() {
+        let mut s = Store::memory();
+        s.whole_events = 1;
+        let k = ResKey::new("", "configmaps");
+        let mut rx = s.subscribe();
+        let mut recorded = Vec::new();
+        let mut watch = |recorded: &mut Vec<Arc<WatchEvent>>| {
+            while let Ok(ev) = rx.try_recv() {
+                ev.line();
+                recorded.push(ev);
+            }
+        };
+        for colour in ["red", "blue", "green"] {
+            let mut obj = cm("ns", "a");
+            obj["metadata"]["labels"] = json!({ "colour": colour });
+            s.begin().put(&k, obj);
+            watch(&mut recorded);
+        }
+        s.begin().remove(&k, "ns", "a");
+        watch(&mut recorded);
+        let (resumed, _, _) = s.watch_from(&k, 0).ok().unwrap();
+        assert_eq!(resumed.len(), 4);
+        for (r, e) in resumed.iter().zip(&recorded) {
+            assert_eq!((r.rv, r.type_), (e.rv, e.type_));
+            assert_eq!((&r.object, &r.prev), (&e.object, &e.prev));
+        }
+        // The latest is kept whole, the others were decoded.
+        assert!(Arc::ptr_eq(&resumed[3], &recorded[3]));
+        assert!(!Arc::ptr_eq(&resumed[2], &recorded[2]));
     }
 
     #[test]
