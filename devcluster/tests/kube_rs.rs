@@ -241,6 +241,17 @@ async fn list_with_selectors_and_pages() {
     assert!(l.metadata.resource_version.is_some());
 }
 
+/// `TYPE name` of a watch event; `None` for a bookmark (an error fails the test).
+fn described(ev: WatchEvent<ConfigMap>) -> Option<String> {
+    match ev {
+        WatchEvent::Added(o) => Some(format!("ADDED {}", o.name_any())),
+        WatchEvent::Modified(o) => Some(format!("MODIFIED {}", o.name_any())),
+        WatchEvent::Deleted(o) => Some(format!("DELETED {}", o.name_any())),
+        WatchEvent::Bookmark(_) => None,
+        WatchEvent::Error(e) => panic!("{e:?}"),
+    }
+}
+
 #[tokio::test]
 async fn raw_watch_resumes_after_rv_and_reports_transitions() {
     let (_c, client) = cluster().await;
@@ -265,13 +276,7 @@ async fn raw_watch_resumes_after_rv_and_reports_transitions() {
     api.delete("w1", &DeleteParams::default()).await.unwrap();
     let mut types = Vec::new();
     while let Some(ev) = stream.try_next().await.unwrap() {
-        match ev {
-            WatchEvent::Added(o) => types.push(format!("ADDED {}", o.name_any())),
-            WatchEvent::Modified(o) => types.push(format!("MODIFIED {}", o.name_any())),
-            WatchEvent::Deleted(o) => types.push(format!("DELETED {}", o.name_any())),
-            WatchEvent::Bookmark(_) => {}
-            WatchEvent::Error(e) => panic!("{e:?}"),
-        }
+        types.extend(described(ev));
         if types.len() == 2 {
             break;
         }
@@ -1595,13 +1600,7 @@ async fn a_selector_watch_resuming_from_far_back_sees_the_transitions() {
         futures::pin_mut!(stream);
         let mut types = Vec::new();
         while let Some(ev) = stream.try_next().await.unwrap() {
-            match ev {
-                WatchEvent::Added(o) => types.push(format!("ADDED {}", o.name_any())),
-                WatchEvent::Modified(o) => types.push(format!("MODIFIED {}", o.name_any())),
-                WatchEvent::Deleted(o) => types.push(format!("DELETED {}", o.name_any())),
-                WatchEvent::Bookmark(_) => {}
-                WatchEvent::Error(e) => panic!("{e:?}"),
-            }
+            types.extend(described(ev));
         }
         assert_eq!(types, expected, "colour={colour}");
     }

@@ -1,9 +1,11 @@
-//! The watch history of one resource: its latest events whole, the older ones as their encoded
-//! lines, decoded again only for a watch that resumes that far back.
+//! The watch history of one resource: its latest events whole, the older ones (once a later
+//! write replaced their object, and a watcher took them as they were) as their encoded lines,
+//! decoded again only for a watch that resumes that far back.
 //!
 //! Whole, an event holds its object as a tree of JSON values, several times the size of its
 //! encoding; most of a busy resource's history is never read again (a watch resumes from a
-//! recent resourceVersion), so only the latest events keep the tree.
+//! recent resourceVersion), so only the latest events keep the tree. An event whose object is
+//! still stored keeps it too: the store holds that tree anyway.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
