@@ -33,6 +33,8 @@ struct Slot {
     rv: u64,
     /// Whether its object is still the stored one: a later write has not replaced it.
     stored: bool,
+    /// The resourceVersion of the state its change replaced (read once, at its write).
+    replaced: Option<u64>,
     kept: Kept,
 }
 
@@ -46,7 +48,6 @@ pub(super) enum Kept {
 /// An event without its trees: what a watch needs to send it and to filter it by selectors.
 #[derive(Clone)]
 pub(super) struct Encoded {
-    rv: u64,
     type_: EventType,
     namespace: String,
     /// The event's line (`{"type":..,"object":..}`), as watchers were sent it.
@@ -75,6 +76,7 @@ impl History {
         self.events.push_back(Slot {
             rv: ev.rv,
             stored: ev.type_ != EventType::Deleted,
+            replaced,
             kept: Kept::Whole(ev),
         });
         while self.events.len() > limit {
@@ -96,17 +98,27 @@ impl History {
         }
     }
 
-    /// The events after `from`, or `Err(floor)` when they are no longer all here.
-    pub(super) fn after(&self, from: u64) -> Result<Vec<Kept>, u64> {
+    /// The events after `from` with their resourceVersions, or `Err(floor)` when they are no
+    /// longer all here.
+    pub(super) fn after(&self, from: u64) -> Result<Vec<(u64, Kept)>, u64> {
         if from < self.floor {
             return Err(self.floor);
         }
         let start = self.events.partition_point(|e| e.rv <= from);
-        Ok(self.events.range(start..).map(|e| e.kept.clone()).collect())
+        Ok(self
+            .events
+            .range(start..)
+            .map(|e| (e.rv, e.kept.clone()))
+            .collect())
     }
 
     fn encode(&mut self, i: usize) {
-        let Some(Kept::Whole(ev)) = self.events.get(i).map(|e| &e.kept) else {
+        let Some(Slot {
+            kept: Kept::Whole(ev),
+            replaced,
+            ..
+        }) = self.events.get(i)
+        else {
             return;
         };
         // Only an event a watcher took as it was has its line: encoding another would cost the
@@ -115,9 +127,11 @@ impl History {
         let Some(line) = ev.line.get().cloned() else {
             return;
         };
-        let prev = ev.prev.as_ref().map(|p| self.earlier(p, &ev.namespace, i));
+        let prev = ev
+            .prev
+            .as_ref()
+            .map(|p| self.earlier(p, *replaced, &ev.namespace, i));
         let encoded = Encoded {
-            rv: ev.rv,
             type_: ev.type_,
             namespace: ev.namespace.clone(),
             line,
@@ -126,11 +140,17 @@ impl History {
         self.events[i].kept = Kept::Encoded(Box::new(encoded));
     }
 
-    /// `state` as an encoded event keeps it: the line of the event before `before` that
-    /// stored it (each write has its own resourceVersion, stamped on the object it stores),
-    /// else the state itself.
-    fn earlier(&self, state: &super::Obj, namespace: &str, before: usize) -> Earlier {
-        let earlier = stored_at(state)
+    /// `state`, stored at `stored_at`, as an encoded event keeps it: the line of the event
+    /// before `before` that stored it (each write has its own resourceVersion, stamped on the
+    /// object it stores), else the state itself.
+    fn earlier(
+        &self,
+        state: &super::Obj,
+        stored_at: Option<u64>,
+        namespace: &str,
+        before: usize,
+    ) -> Earlier {
+        let earlier = stored_at
             .and_then(|rv| self.position(rv))
             .filter(|&j| j < before)
             .and_then(|j| self.events.get(j))
@@ -162,16 +182,9 @@ fn stored_at(object: &Value) -> Option<u64> {
 }
 
 impl Kept {
-    pub(super) fn rv(&self) -> u64 {
-        match self {
-            Kept::Whole(ev) => ev.rv,
-            Kept::Encoded(e) => e.rv,
-        }
-    }
-
-    /// The event as watchers take it; `None` when an encoded one does not decode (never
-    /// expected: this history encoded it).
-    pub(super) fn into_event(self, key: &ResKey) -> Option<Arc<WatchEvent>> {
+    /// The event at `rv` as watchers take it; `None` when an encoded one does not decode
+    /// (never expected: this history encoded it).
+    pub(super) fn into_event(self, rv: u64, key: &ResKey) -> Option<Arc<WatchEvent>> {
         let e = match self {
             Kept::Whole(ev) => return Some(ev),
             Kept::Encoded(e) => e,
@@ -185,7 +198,7 @@ impl Kept {
         let line = OnceLock::new();
         let _ = line.set(e.line);
         Some(Arc::new(WatchEvent {
-            rv: e.rv,
+            rv,
             key: key.clone(),
             namespace: e.namespace,
             type_: e.type_,
@@ -297,7 +310,8 @@ mod tests {
         };
         assert!(matches!(&e.prev, Some(Earlier::Tree(t)) if Arc::ptr_eq(t, &v1)));
         let key = ResKey::new("", "configmaps");
-        let resumed = h.after(1).unwrap().pop().unwrap().into_event(&key).unwrap();
+        let (rv, kept) = h.after(1).unwrap().pop().unwrap();
+        let resumed = kept.into_event(rv, &key).unwrap();
         assert_eq!((&resumed.object, resumed.prev.as_ref()), (&gone, Some(&v1)));
     }
 
@@ -337,7 +351,7 @@ mod tests {
             .after(0)
             .unwrap()
             .into_iter()
-            .map(|k| k.into_event(&key).unwrap())
+            .map(|(rv, k)| k.into_event(rv, &key).unwrap())
             .collect();
         assert_eq!(resumed.len(), 3);
         for (r, e) in resumed.iter().zip(&recorded) {

@@ -422,9 +422,8 @@ impl Store {
         };
         // Decoded outside the lock: a resume from far back decodes many events.
         let mut events = Vec::with_capacity(kept.len());
-        for k in kept {
-            let at = k.rv();
-            let Some(ev) = k.into_event(key) else {
+        for (at, k) in kept {
+            let Some(ev) = k.into_event(at, key) else {
                 tracing::warn!(resource = %key.resource, rv = at, "a kept watch event does not decode; the watch must list again");
                 return Err(at);
             };
