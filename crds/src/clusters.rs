@@ -135,6 +135,64 @@ pub struct ClusterRegistrationRequestStatus {
     /// The name of the ManagedCluster created for this cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_cluster_name: Option<String>,
+
+    /// A request to register this cluster again, made with a bootstrap token while it is
+    /// registered (atoll). It is kept apart so that it never changes the registration above:
+    /// nothing happens until an administrator sets its `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub re_registration: Option<ReRegistration>,
+}
+
+/// A bootstrap token's request to register a cluster that is registered already. Approving it
+/// gives the requester a new cluster token for the same dedicated namespace (and so the
+/// cluster's workloads, Secrets included), and the current token stops working; denying it
+/// leaves the registration as it is. A newer request replaces this one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReRegistration {
+    /// Identifies this request; the hub acts on a decision only for the request it recorded.
+    pub id: String,
+
+    /// When the hub received the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<Time>,
+
+    /// The id of the bootstrap token the request presented (never its secret).
+    pub bootstrap_token_id: String,
+
+    /// The network address the request came from, as the hub saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+
+    /// The cluster name the request asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+
+    /// What approving the request replaces.
+    pub replaces: ReRegistrationReplaces,
+
+    /// An administrator's decision: `Approved` or `Denied`. Unset while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<ApprovedResult>")]
+    pub result: Option<ApprovedResult>,
+
+    /// Why an administrator denied the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+}
+
+/// What a re-registration would replace.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ReRegistrationReplaces {
+    /// The cluster's token is valid and its agent has shown that it holds it: approving hands
+    /// the cluster to the requester and locks the current agent out.
+    #[default]
+    LiveRegistration,
+    /// The cluster's token no longer works: it was revoked (its `cluster-token` Secret or its
+    /// ManagedCluster in the dedicated namespace was deleted) or it expired.
+    RevokedToken,
+    /// The cluster's dedicated namespace is gone; approving creates a new one.
+    LostNamespace,
 }
 
 /// The result of a registration request.

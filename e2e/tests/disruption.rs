@@ -408,6 +408,190 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
+/// The id of `child`: the uid of its kube-system namespace, as its agent sends it.
+async fn cluster_id(f: &Fleet, child: &str) -> String {
+    support::jsonpath(
+        f.child(child),
+        "namespace",
+        None,
+        "kube-system",
+        "{.metadata.uid}",
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+/// `field` of registration request `request`'s pending or decided re-registration.
+async fn re_registration(f: &Fleet, request: &str, field: &str) -> String {
+    support::jsonpath(
+        &f.parent,
+        "clusterregistrationrequest",
+        None,
+        request,
+        &format!("{{.status.reRegistration.{field}}}"),
+    )
+    .await
+    .unwrap()
+    .unwrap_or_default()
+}
+
+/// An administrator's decision on a re-registration, with kubectl as the hub README gives it.
+async fn decide_re_registration(f: &Fleet, request: &str, decision: &str) {
+    f.parent
+        .run(&[
+            "patch",
+            "clusterregistrationrequest",
+            request,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"status":{{"reRegistration":{decision}}}}}"#),
+        ])
+        .await
+        .unwrap();
+}
+
+/// A `Sync` stream to the fleet's hub whose Hello says it is cluster `cluster_id` named
+/// `name`, with `token`: what a hostile client holding the fleet's bootstrap token sends (a
+/// real agent of a registered cluster presents its cluster token). Resolves to the hub's
+/// answer: the Welcome's cluster token, or the refusal.
+async fn hello_to_hub(
+    f: &Fleet,
+    cluster_id: &str,
+    name: &str,
+    token: &str,
+) -> Result<String, tonic::Status> {
+    use atoll_proto::v1;
+    let state = atoll_e2e::state::FleetState::load(&f.dir.join("fleet.json")).unwrap();
+    let url = state.hub_url.expect("the fleet's hub address");
+    let hello = v1::AgentMessage {
+        seq: 0,
+        message: Some(v1::agent_message::Message::Hello(v1::Hello {
+            protocol_version: v1::ProtocolVersion::V1 as i32,
+            cluster_id: cluster_id.into(),
+            cluster_name: name.into(),
+            cluster_labels: Default::default(),
+            token: token.into(),
+            agent_version: "hostile".into(),
+            cluster_type: String::new(),
+        })),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(hello).await.unwrap();
+    let mut hub = v1::hub_client::HubClient::connect(url).await.unwrap();
+    let mut replies = hub
+        .sync(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    let first = replies.message().await?;
+    drop(tx);
+    match first.and_then(|m| m.message) {
+        Some(v1::hub_message::Message::Welcome(w)) => Ok(w.cluster_token),
+        other => panic!("expected a Welcome, got {other:?}"),
+    }
+}
+
+fn unbase64(s: &str) -> String {
+    use base64::Engine;
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_bootstrap_token_cannot_unbind_a_registered_cluster_and_a_denial_leaves_it_registered() {
+    let Some(f) = fleet("bootstrap token against a registered cluster", &[]).await else {
+        return;
+    };
+    apply_example(&f, "dividing").await;
+    converge(&f, "the 1:2 division", &api(Some("2"), Some("4"))).await;
+    let ns1 = f.dedicated_namespace("child-1");
+    let request = format!("clusternet-{}", cluster_id(&f, "child-1").await);
+    let descriptions = f
+        .parent
+        .run(&["get", "descriptions", "-n", &ns1, "-o", "name"])
+        .await
+        .unwrap();
+    assert!(!descriptions.trim().is_empty());
+
+    // The hostile Hello, held by the hub: its request is recorded apart and nothing changes.
+    let bootstrap = std::fs::read_to_string(f.dir.join("bootstrap-token")).unwrap();
+    let id = cluster_id(&f, "child-1").await;
+    let hostile = {
+        let (f, id, token) = (&f, id.clone(), bootstrap.trim().to_string());
+        async move { hello_to_hub(f, &id, "child-1", &token).await }
+    };
+    tokio::pin!(hostile);
+    let recorded = tokio::time::timeout(CONVERGE, async {
+        loop {
+            tokio::select! {
+                answer = &mut hostile => panic!("the hostile Hello was answered: {answer:?}"),
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+            if re_registration(&f, &request, "replaces").await == "LiveRegistration" {
+                return;
+            }
+        }
+    });
+    recorded
+        .await
+        .expect("the re-registration request is recorded");
+    let token_id = bootstrap.split('.').next().unwrap().to_string();
+    assert_eq!(
+        re_registration(&f, &request, "bootstrapTokenId").await,
+        token_id
+    );
+    assert!(
+        re_registration(&f, &request, "peer")
+            .await
+            .starts_with("127.0.0.1:"),
+        "the request names where it came from"
+    );
+    // Held for long enough for the scheduler and the agent to act on a lost registration.
+    let held = tokio::time::timeout(Duration::from_secs(10), &mut hostile).await;
+    assert!(held.is_err(), "the hostile Hello was answered: {held:?}");
+    let result = support::jsonpath(
+        &f.parent,
+        "clusterregistrationrequest",
+        None,
+        &request,
+        "{.status.result}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(result.as_deref(), Some("Approved"));
+    assert_eq!(
+        f.parent
+            .run(&["get", "descriptions", "-n", &ns1, "-o", "name"])
+            .await
+            .unwrap(),
+        descriptions,
+        "the cluster's Descriptions stay"
+    );
+    converge(&f, "the division, unchanged", &api(Some("2"), Some("4"))).await;
+
+    // Denied: the hostile stream is refused, the registration and the agent's token stay.
+    decide_re_registration(
+        &f,
+        &request,
+        r#"{"result":"Denied","errorMessage":"not one of ours"}"#,
+    )
+    .await;
+    let refused = tokio::time::timeout(CONVERGE, &mut hostile)
+        .await
+        .expect("the hub answers the denied request")
+        .expect_err("the denied request is refused");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(refused.message().contains("not one of ours"), "{refused:?}");
+    let token = unbase64(&agents_token(&f, "child-1").await);
+    let welcome = hello_to_hub(&f, &id, "child-1", &token).await;
+    assert!(
+        welcome.as_deref().is_ok_and(str::is_empty),
+        "the cluster token still connects, and is kept: {welcome:?}"
+    );
+    wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready after").await;
+    converge(&f, "the division, unchanged", &api(Some("2"), Some("4"))).await;
+}
+
 #[tokio::test]
 async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
     let Some(f) = fleet("token revocation and rotation", &[]).await else {
@@ -456,16 +640,33 @@ async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
         hash_before
     );
 
-    // Revocation: deleting child-2's token Secret closes its open stream. The agent registers
-    // again with its bootstrap token (this fleet's hub approves automatically), which issues a
-    // new token; had the stream stayed open, the Secret would stay gone.
+    // Revocation: deleting child-2's token Secret closes its open stream. The agent asks to
+    // register again with its bootstrap token, and that waits for an administrator even on
+    // this hub, which approves new clusters automatically: a revoked token stays revoked.
     let ns2 = f.dedicated_namespace("child-2");
     let hash2 = cluster_token_data(&f, &ns2, "sha256").await.unwrap();
     let token2 = agents_token(&f, "child-2").await;
+    let request2 = format!("clusternet-{}", cluster_id(&f, "child-2").await);
     f.parent
         .run(&["delete", "secret", "cluster-token", "-n", &ns2])
         .await
         .unwrap();
+    POLL.eventually("child-2's request to register again", CONVERGE, || async {
+        let replaces = re_registration(&f, &request2, "replaces").await;
+        if replaces == "RevokedToken" {
+            Ok(())
+        } else {
+            Err(format!("reRegistration.replaces={replaces:?}"))
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        cluster_token_data(&f, &ns2, "sha256").await.unwrap(),
+        None,
+        "a bootstrap token undid the revocation without an administrator"
+    );
+    decide_re_registration(&f, &request2, r#"{"result":"Approved"}"#).await;
     let (_, took) = POLL
         .eventually_timed("child-2 registered again", CONVERGE, || async {
             let hash = cluster_token_data(&f, &ns2, "sha256").await?;
@@ -478,7 +679,7 @@ async fn revoking_and_rotating_cluster_tokens_reach_the_running_agent() {
         })
         .await;
     eprintln!(
-        "FIGURE cluster-token deleted -> the agent registered again: {}",
+        "FIGURE re-registration approved -> the agent registered again: {}",
         secs(took)
     );
     wait_clusters(&f, "child-1=True,child-2=True", "both clusters Ready after").await;

@@ -22,14 +22,13 @@ use crate::token::{
 use atoll_applier::model::Report;
 use atoll_crds::apps::DescriptionStatus;
 use atoll_crds::clusters::{
-    ApprovedResult, ClusterRegistrationRequest, ClusterRegistrationRequestSpec, ManagedCluster,
-    ManagedClusterSpec, ManagedClusterStatus, SyncMode,
+    ApprovedResult, ClusterRegistrationRequest, ManagedCluster, ManagedClusterSpec,
+    ManagedClusterStatus, SyncMode,
 };
 use atoll_crds::{conditions, known};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -43,6 +42,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod registration;
 
 /// The hub's name as the reporting controller of its Events. (What it creates is labelled
 /// `clusternet.io/created-by=clusternet-hub`, [`known::CREATED_BY_HUB`], as in Clusternet.)
@@ -570,276 +571,6 @@ impl KubeBackend {
         })
     }
 
-    /// Registers a cluster that presented a bootstrap token: its ClusterRegistrationRequest,
-    /// the approval (automatic, or an administrator's), then its namespace, ManagedCluster and
-    /// a fresh cluster token.
-    async fn register(&self, hello: &AgentHello) -> Result<Admission, Error> {
-        // Held for the API calls, released while waiting for a manual approval.
-        let mut permit = self.handshake_permit().await;
-        let crr = self.registration_request(hello).await?;
-        let re_registration = self.is_registered(&crr).await?;
-        let crr = if re_registration {
-            self.hold_re_registration(hello, &crr).await?
-        } else {
-            crr
-        };
-        let crr = self
-            .await_approval(hello, crr, re_registration, &mut permit)
-            .await?;
-        let admission = self.complete_registration(hello, &crr).await;
-        drop(permit);
-        admission
-    }
-
-    /// The cluster's ClusterRegistrationRequest, created pending when it has none.
-    async fn registration_request(
-        &self,
-        hello: &AgentHello,
-    ) -> Result<ClusterRegistrationRequest, Error> {
-        if let Some(crr) = self.crr(&hello.cluster_id).await? {
-            return Ok(crr);
-        }
-        let name = known::cluster_registration_request_name(&hello.cluster_id);
-        let spec = ClusterRegistrationRequestSpec {
-            cluster_id: hello.cluster_id.clone(),
-            cluster_type: Some(hello.cluster_type.clone()),
-            cluster_name: Some(hello.cluster_name.clone()),
-            cluster_namespace: None,
-            cluster_labels: hello.cluster_labels.clone(),
-            sync_mode: SyncMode::Pull,
-        };
-        let mut crr = ClusterRegistrationRequest::new(&name, spec);
-        crr.metadata.labels = Some(cluster_labels(hello, true));
-        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
-        match api.create(&PostParams::default(), &crr).await {
-            Ok(c) => Ok(c),
-            Err(kube::Error::Api(s)) if s.code == 409 => self
-                .crr(&hello.cluster_id)
-                .await?
-                .ok_or_else(|| Error::WriteParentObject {
-                    operation: "create ClusterRegistrationRequest".into(),
-                    object: name.clone(),
-                    reason: "it already existed, then was gone on reading".into(),
-                }),
-            Err(e) => Err(api_err("create ClusterRegistrationRequest", &name)(e)),
-        }
-    }
-
-    /// A bootstrap token must not take over a cluster that is registered already: whoever
-    /// holds one could otherwise get that cluster's Descriptions (Secrets included) and lock
-    /// its agent out. Such a request goes back to pending and waits for an administrator, also
-    /// with automatic approval; the cluster's current token keeps working meanwhile.
-    async fn hold_re_registration(
-        &self,
-        hello: &AgentHello,
-        crr: &ClusterRegistrationRequest,
-    ) -> Result<ClusterRegistrationRequest, Error> {
-        let name = crr.name_any();
-        let message = format!(
-            "cluster {} is registered already and asked to register again with a bootstrap \
-             token; its current cluster token keeps working. If this is the cluster's own \
-             agent (it lost its token), approve: kubectl patch clsrr {name} \
-             --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'; \
-             otherwise deny it and revoke the bootstrap token",
-            hello.cluster_id
-        );
-        let status = json!({"status": {"result": null, "errorMessage": message}});
-        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
-        let crr = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(api_err(
-                "reset ClusterRegistrationRequest to pending",
-                &name,
-            ))?;
-        tracing::warn!(cluster_id = %hello.cluster_id, "a bootstrap token asked to re-register a registered cluster; waiting for an administrator");
-        self.event(
-            crr.object_ref(&()),
-            EventType::Warning,
-            "ReRegistrationPending",
-            message,
-            "Register",
-        )
-        .await;
-        Ok(crr)
-    }
-
-    /// Waits until the request is approved (at once with automatic approval, unless it is a
-    /// re-registration), polling it without holding a handshake permit; a denial ends the
-    /// registration with an Event.
-    async fn await_approval<'a>(
-        &'a self,
-        hello: &AgentHello,
-        mut crr: ClusterRegistrationRequest,
-        re_registration: bool,
-        permit: &mut Option<tokio::sync::SemaphorePermit<'a>>,
-    ) -> Result<ClusterRegistrationRequest, Error> {
-        let name = crr.name_any();
-        loop {
-            match crr.status.as_ref().and_then(|s| s.result) {
-                Some(ApprovedResult::Approved) => return Ok(crr),
-                Some(ApprovedResult::Denied) | Some(ApprovedResult::Failed) => {
-                    let reason = crr
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.error_message.clone())
-                        .unwrap_or_else(|| "denied by an administrator".into());
-                    self.event(
-                        crr.object_ref(&()),
-                        EventType::Warning,
-                        "RegistrationDenied",
-                        format!(
-                            "the agent of cluster {} was refused: {reason}",
-                            hello.cluster_id
-                        ),
-                        "Register",
-                    )
-                    .await;
-                    return Err(Error::RegistrationDenied {
-                        cluster_id: hello.cluster_id.clone(),
-                        reason,
-                    });
-                }
-                None if !self.inner.config.manual_approval && !re_registration => return Ok(crr),
-                None => {
-                    tracing::info!(
-                        cluster_id = %hello.cluster_id,
-                        "waiting for approval: kubectl patch clsrr {name} --subresource=status --type=merge -p '{{\"status\":{{\"result\":\"Approved\"}}}}'"
-                    );
-                    *permit = None;
-                    tokio::time::sleep(self.inner.config.approval_poll).await;
-                    *permit = self.handshake_permit().await;
-                    crr = self.crr(&hello.cluster_id).await?.ok_or_else(|| {
-                        Error::RegistrationDenied {
-                            cluster_id: hello.cluster_id.clone(),
-                            reason: format!("ClusterRegistrationRequest {name} was deleted"),
-                        }
-                    })?;
-                }
-            }
-        }
-    }
-
-    /// Gives an approved cluster its dedicated namespace (the one it had, if any), its
-    /// ManagedCluster and a fresh cluster token, and records all of it on the request.
-    async fn complete_registration(
-        &self,
-        hello: &AgentHello,
-        crr: &ClusterRegistrationRequest,
-    ) -> Result<Admission, Error> {
-        let name = crr.name_any();
-        let previous_ns = crr
-            .status
-            .as_ref()
-            .and_then(|s| s.dedicated_namespace.clone());
-        let ns = self.ensure_namespace(hello, previous_ns).await?;
-        let mc_name = crr
-            .status
-            .as_ref()
-            .and_then(|s| s.managed_cluster_name.clone())
-            .unwrap_or_else(|| hello.cluster_name.clone());
-        let existing = self
-            .ensure_managed_cluster(hello, &ns, &mc_name, true)
-            .await?;
-        let cluster_token = token::mint_cluster_token();
-        // A rotation asked for before this registration is answered by its token.
-        let requested =
-            existing.and_then(|mc| mc.annotations().get(ANNOTATION_ROTATE_TOKEN).cloned());
-        let mut record = TokenRecord::issue(
-            &cluster_token,
-            Timestamp::now(),
-            self.inner.config.cluster_token_lifetime,
-            requested,
-        );
-        // Until the agent shows it holds the token, losing it on the way (a broken stream, a
-        // failed write of its Secret) must not leave the cluster waiting for an administrator.
-        record.awaiting_agent = true;
-        self.store_token_record(&ns, &record).await?;
-        self.inner
-            .tokens_awaiting_agent
-            .lock()
-            .insert(ns.clone(), record.current.clone());
-        let status = json!({"status": {
-            "result": "Approved",
-            "dedicatedNamespace": ns,
-            "managedClusterName": mc_name,
-            "errorMessage": null,
-        }});
-        let api: Api<ClusterRegistrationRequest> = Api::all(self.client());
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(api_err("approve ClusterRegistrationRequest", &name))?;
-        self.inner.metrics.write("registration");
-        tracing::info!(cluster_id = %hello.cluster_id, namespace = %ns, managed_cluster = %mc_name, "cluster registered");
-        self.event(
-            crr.object_ref(&()),
-            EventType::Normal,
-            "Registered",
-            format!(
-                "cluster {} registered as {ns}/{mc_name}; a new cluster token was issued",
-                hello.cluster_id
-            ),
-            "Register",
-        )
-        .await;
-        Ok(Admission {
-            namespace: ns,
-            managed_cluster_name: mc_name,
-            credentials: credentials_of(&record, record.current.clone()),
-            cluster_token: Some(SecretString(cluster_token)),
-        })
-    }
-
-    async fn ensure_namespace(
-        &self,
-        hello: &AgentHello,
-        previous: Option<String>,
-    ) -> Result<String, Error> {
-        let api: Api<Namespace> = Api::all(self.client());
-        if let Some(ns) = previous
-            && api
-                .get_opt(&ns)
-                .await
-                .map_err(api_err("get Namespace", &ns))?
-                .is_some_and(|n| n.metadata.deletion_timestamp.is_none())
-        {
-            return Ok(ns);
-        }
-        let selector = format!("{}={}", known::LABEL_CLUSTER_ID, hello.cluster_id);
-        let existing = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(api_err("list Namespaces", &selector))?;
-        if let Some(n) = existing
-            .items
-            .into_iter()
-            .find(|n| n.metadata.deletion_timestamp.is_none())
-        {
-            return Ok(n.name_any());
-        }
-        for _ in 0..5 {
-            let name = random_namespace_name();
-            let ns = Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    labels: Some(cluster_labels(hello, false)),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            };
-            match api.create(&PostParams::default(), &ns).await {
-                Ok(_) => return Ok(name),
-                Err(kube::Error::Api(s)) if s.code == 409 => continue,
-                Err(e) => return Err(api_err("create Namespace", &name)(e)),
-            }
-        }
-        Err(Error::WriteParentObject {
-            operation: "create Namespace".into(),
-            object: known::DEDICATED_NAMESPACE_PREFIX.into(),
-            reason: "five random names were all taken".into(),
-        })
-    }
-
     /// Creates the ManagedCluster, or restores the labels the hub owns on it. The agent's own
     /// labels are taken at registration only (`registering`): afterwards they are the
     /// administrator's, and a reconnecting agent does not put back a label someone removed.
@@ -903,20 +634,6 @@ impl KubeBackend {
                 }
             }
         }
-    }
-
-    /// Whether `crr` describes a registered cluster: approved, with a dedicated namespace whose
-    /// cluster-token Secret holds the hash of a token its agent has shown it holds.
-    async fn is_registered(&self, crr: &ClusterRegistrationRequest) -> Result<bool, Error> {
-        let Some(st) = crr.status.as_ref() else {
-            return Ok(false);
-        };
-        let (Some(ApprovedResult::Approved), Some(ns)) =
-            (st.result, st.dedicated_namespace.as_ref())
-        else {
-            return Ok(false);
-        };
-        Ok(self.token_record(ns).await?.0.holds_registration())
     }
 
     /// The first heartbeat of a cluster whose token this replica issued at its registration:
@@ -1316,7 +1033,7 @@ impl Backend for KubeBackend {
                     let permit = this.handshake_permit().await;
                     this.check_bootstrap(&hello, &t).await?;
                     drop(permit);
-                    this.register(&hello).await
+                    this.register(&hello, &t).await
                 }
                 None => {
                     let _permit = this.handshake_permit().await;

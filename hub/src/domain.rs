@@ -45,6 +45,9 @@ pub struct AgentHello {
     pub agent_version: String,
     /// `StandardCluster` or `EdgeCluster` (defaulted to `StandardCluster`).
     pub cluster_type: String,
+    /// The network address the stream came from, as the hub saw it (recorded on a request to
+    /// register a registered cluster again).
+    pub peer: Option<String>,
 }
 
 fn is_uuid(s: &str) -> bool {
@@ -162,6 +165,7 @@ impl AgentHello {
             token: SecretString(hello.token),
             agent_version: hello.agent_version,
             cluster_type,
+            peer: None,
         })
     }
 }

@@ -243,6 +243,7 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
                 "too many agent handshakes in progress on this hub; retry with backoff",
             )
         })?;
+        let peer = request.remote_addr().map(|a| a.to_string());
         let mut inbound = request.into_inner();
         let first = match tokio::time::timeout(self.config.hello_timeout, inbound.message()).await {
             Ok(Ok(Some(m))) => m,
@@ -266,11 +267,12 @@ impl<B: Backend> v1::hub_server::Hub for HubService<B> {
                 ));
             }
         };
-        let hello = AgentHello::from_proto(hello).map_err(|e| {
+        let mut hello = AgentHello::from_proto(hello).map_err(|e| {
             self.metrics.handshake_failed(&e);
             tracing::info!(error = %e, "refused a Hello");
             status_of(&e)
         })?;
+        hello.peer = peer;
         let admission = self.backend.admit(&hello).await.map_err(|e| {
             self.metrics.handshake_failed(&e);
             tracing::warn!(cluster_id = %hello.cluster_id, error = %e, "refused an agent");

@@ -5,7 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use atoll_crds::apps::{Description, DescriptionPhase, DescriptionSpec};
-use atoll_crds::clusters::{ApprovedResult, ClusterRegistrationRequest, ManagedCluster};
+use atoll_crds::clusters::{
+    ApprovedResult, ClusterRegistrationRequest, ManagedCluster, ReRegistration,
+    ReRegistrationReplaces,
+};
 use atoll_crds::{conditions, known};
 use atoll_hub::run::{self, HubConfig, RunningHub};
 use atoll_proto::v1;
@@ -229,6 +232,82 @@ fn ready(mc: &ManagedCluster) -> Option<String> {
         .map(str::to_string)
 }
 
+/// A stream that has sent its Hello and waits for the hub's answer.
+type Pending<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Agent, tonic::Status>> + 'a>>;
+
+/// A Hello with the bootstrap token for registered cluster `ID_A`, as a hostile client sends
+/// it (the real agent holds its cluster token).
+fn hostile_hello(h: &RunningHub) -> Pending<'_> {
+    Box::pin(connect(h, ID_A, "edge-a", BOOTSTRAP_TOKEN))
+}
+
+/// Checks that `pending` is held (no answer within two seconds) and that its request is
+/// recorded apart, as replacing `replaces`, with who asked and from where; returns it.
+async fn assert_held(
+    pending: &mut Pending<'_>,
+    crrs: &Api<ClusterRegistrationRequest>,
+    name: &str,
+    replaces: ReRegistrationReplaces,
+) -> ReRegistration {
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), pending)
+            .await
+            .is_err(),
+        "a bootstrap token registered an approved cluster again without an administrator"
+    );
+    let request = crrs
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .re_registration
+        .expect("the request is recorded");
+    assert_eq!(request.replaces, replaces);
+    assert_eq!(
+        Some(request.bootstrap_token_id.as_str()),
+        BOOTSTRAP_TOKEN.split('.').next()
+    );
+    assert!(
+        request
+            .peer
+            .as_deref()
+            .is_some_and(|p| p.starts_with("127.0.0.1:")),
+        "{request:?}"
+    );
+    assert_eq!(request.cluster_name.as_deref(), Some("edge-a"));
+    assert!(request.requested_at.is_some() && request.result.is_none());
+    request
+}
+
+/// The refusal a held Hello ends with.
+async fn refusal(pending: Pending<'_>) -> tonic::Status {
+    match tokio::time::timeout(WAIT, pending).await.unwrap() {
+        Ok(_) => panic!("the held Hello was welcomed"),
+        Err(e) => e,
+    }
+}
+
+/// An administrator's decision on the pending re-registration of request `name`.
+async fn decide_re_registration(
+    crrs: &Api<ClusterRegistrationRequest>,
+    name: &str,
+    decision: serde_json::Value,
+) {
+    decide(crrs, name, json!({"reRegistration": decision})).await;
+}
+
+/// A merge patch of request `name`'s status, as an administrator writes it.
+async fn decide(crrs: &Api<ClusterRegistrationRequest>, name: &str, status: serde_json::Value) {
+    crrs.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap();
+}
+
 #[tokio::test]
 async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_the_cluster_token() {
     let p = Parent::for_agents().await;
@@ -321,45 +400,78 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     assert!(again.welcome.epoch > w.epoch);
     drop(again);
 
-    // Re-registering with the bootstrap token does not take the cluster over, also with
-    // automatic approval: the request goes back to pending and names the command that
-    // approves it, and the current cluster token keeps working meanwhile.
+    // A bootstrap token cannot take the cluster over, also with automatic approval: its
+    // request is recorded apart, the registration stays Approved and the current cluster
+    // token keeps working.
     let crrs = Api::<ClusterRegistrationRequest>::all(p.client.clone());
+    let name = format!("clusternet-{ID_A}");
+    let mut held = hostile_hello(&h);
+    let request = assert_held(
+        &mut held,
+        &crrs,
+        &name,
+        ReRegistrationReplaces::LiveRegistration,
+    )
+    .await;
+    let st = crrs.get(&name).await.unwrap().status.unwrap();
+    assert_eq!(st.result, Some(ApprovedResult::Approved));
+    assert_eq!(
+        st.dedicated_namespace.as_deref(),
+        Some(w.namespace.as_str())
+    );
+    let still = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
+    assert!(still.welcome.cluster_token.is_empty());
+    drop(still);
+    // Denying the request refuses that Hello alone: the registration and its token stay.
+    decide_re_registration(
+        &crrs,
+        &name,
+        json!({"result": "Denied", "errorMessage": "not ours"}),
+    )
+    .await;
+    let err = refusal(held).await;
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message().contains("not ours") && err.message().contains("unchanged"),
+        "{err:?}"
+    );
+    let st = crrs.get(&name).await.unwrap().status.unwrap();
+    assert_eq!(st.result, Some(ApprovedResult::Approved));
+    assert_eq!(
+        st.dedicated_namespace.as_deref(),
+        Some(w.namespace.as_str())
+    );
+    assert_eq!(
+        st.re_registration.map(|r| (r.id, r.result)),
+        Some((request.id, Some(ApprovedResult::Denied)))
+    );
+    let still = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
+    assert!(still.welcome.cluster_token.is_empty());
+    drop(still);
+    // Approving a new request hands the cluster over: same namespace and cluster, a new
+    // token; the old one is revoked.
     let re = {
-        let pending = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN);
-        tokio::pin!(pending);
-        assert!(
-            tokio::time::timeout(Duration::from_secs(2), &mut pending)
-                .await
-                .is_err(),
-            "a bootstrap token re-registered an approved cluster without a new approval"
-        );
-        let st = crrs
-            .get(&format!("clusternet-{ID_A}"))
+        let mut pending = hostile_hello(&h);
+        assert_held(
+            &mut pending,
+            &crrs,
+            &name,
+            ReRegistrationReplaces::LiveRegistration,
+        )
+        .await;
+        decide_re_registration(&crrs, &name, json!({"result": "Approved"})).await;
+        pending.await.unwrap()
+    };
+    assert_eq!(
+        crrs.get(&name)
             .await
             .unwrap()
             .status
-            .unwrap();
-        assert_eq!(st.result, None);
-        let message = st.error_message.unwrap_or_default();
-        assert!(
-            message.contains("registered already") && message.contains("kubectl patch clsrr"),
-            "{message}"
-        );
-        let still = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
-        assert!(still.welcome.cluster_token.is_empty());
-        drop(still);
-        // An administrator approves: same namespace and cluster, a new token; the old one is
-        // revoked.
-        crrs.patch_status(
-            &format!("clusternet-{ID_A}"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"result": "Approved"}})),
-        )
-        .await
-        .unwrap();
-        pending.await.unwrap()
-    };
+            .unwrap()
+            .re_registration,
+        None,
+        "the registration it was given answers the request"
+    );
     assert_eq!(re.welcome.namespace, w.namespace);
     assert_ne!(re.welcome.cluster_token, w.cluster_token);
     let revoked = connect(&h, ID_A, "edge-a", &w.cluster_token)
@@ -528,6 +640,68 @@ async fn manual_approval_waits_for_the_user_and_denial_reaches_the_agent() {
         .unwrap();
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     assert!(err.message().contains("unknown datacenter"), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_revoked_cluster_token_needs_a_new_approval_before_a_bootstrap_token_registers_again() {
+    for manual_approval in [true, false] {
+        let p = Parent::for_agents().await;
+        let h = hub(&p.client, |c| c.backend.manual_approval = manual_approval).await;
+        let crrs: Api<ClusterRegistrationRequest> = Api::all(p.client.clone());
+        let name = format!("clusternet-{ID_A}");
+        let mut first = Box::pin(connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN));
+        if manual_approval {
+            assert!(
+                tokio::time::timeout(Duration::from_millis(500), &mut first)
+                    .await
+                    .is_err()
+            );
+            decide(&crrs, &name, json!({"result": "Approved"})).await;
+        }
+        let a = first.await.unwrap();
+        let w = a.welcome.clone();
+        // The agent shows it holds its token, then an administrator revokes it.
+        a.heartbeat(true).await;
+        let secrets = Api::<Secret>::namespaced(p.client.clone(), &w.namespace);
+        eventually("the token reached its agent", WAIT, || async {
+            let s = secrets.get("cluster-token").await.unwrap();
+            let record = atoll_hub::backend::record_of_secret(&s);
+            record.holds_registration().then_some(())
+        })
+        .await;
+        drop(a);
+        secrets
+            .delete("cluster-token", &DeleteParams::default())
+            .await
+            .unwrap();
+        let revoked = connect(&h, ID_A, "edge-a", &w.cluster_token)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(revoked.code(), Code::Unauthenticated, "{revoked:?}");
+        // The bootstrap token does not undo the revocation, with or without automatic approval.
+        let mut again = hostile_hello(&h);
+        assert_held(
+            &mut again,
+            &crrs,
+            &name,
+            ReRegistrationReplaces::RevokedToken,
+        )
+        .await;
+        assert_eq!(
+            crrs.get(&name).await.unwrap().status.unwrap().result,
+            Some(ApprovedResult::Approved)
+        );
+        decide_re_registration(&crrs, &name, json!({"result": "Approved"})).await;
+        let re = tokio::time::timeout(WAIT, again).await.unwrap().unwrap();
+        assert_eq!(
+            re.welcome.namespace, w.namespace,
+            "manual={manual_approval}"
+        );
+        assert!(!re.welcome.cluster_token.is_empty());
+        assert_ne!(re.welcome.cluster_token, w.cluster_token);
+        h.stop().await.unwrap();
+    }
 }
 
 #[tokio::test]

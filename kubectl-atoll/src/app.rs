@@ -29,7 +29,7 @@ use crate::args::{
     DescribeClusterArgs, Get, GetManifestsArgs, InputArgs, PlanArgs, Shell, StatusArgs,
 };
 use crate::manifests::{self, Kind, Object};
-use crate::registration::{self, Decision, Lookup};
+use crate::registration::{self, Action, Decision, Lookup, ReplaceNeeded};
 use crate::{clusters, describe, output, plan, status};
 
 /// Field manager of the plugin's writes, as the API server records it in `managedFields`.
@@ -39,10 +39,10 @@ pub const FIELD_MANAGER: &str = "kubectl-atoll";
 pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Error> {
     let text = match cli.command {
         Command::Clusters(a) => list_clusters(&a).await?,
-        Command::Approve(a) => decide(&a.client, &a.cluster, Decision::Approve).await?,
+        Command::Approve(a) => decide(&a.client, &a.cluster, Decision::Approve, a.replace).await?,
         Command::Deny(a) => {
             let decision = Decision::Deny { reason: a.reason };
-            decide(&a.client, &a.cluster, decision).await?
+            decide(&a.client, &a.cluster, decision, false).await?
         }
         Command::Status(a) if a.watch => return watch_status(&a, out).await,
         Command::Status(a) => subscription_status(&a).await?,
@@ -137,7 +137,12 @@ async fn registration_requests(client: &Client) -> Result<Vec<ClusterRegistratio
 
 /// Sets the result of `cluster`'s registration request, as the hub README tells an administrator
 /// to with `kubectl patch clsrr … --subresource=status --type=merge`.
-async fn decide(args: &ClientArgs, cluster: &str, decision: Decision) -> Result<String, Error> {
+async fn decide(
+    args: &ClientArgs,
+    cluster: &str,
+    decision: Decision,
+    replace: bool,
+) -> Result<String, Error> {
     let client = connect(args).await?;
     let requests = registration_requests(&client).await?;
     let crr = registration::find(&requests, cluster).map_err(|lookup| match lookup {
@@ -151,23 +156,33 @@ async fn decide(args: &ClientArgs, cluster: &str, decision: Decision) -> Result<
     })?;
     let name = crr.name_any();
     let resource = format!("clusterregistrationrequest.clusters.clusternet.io/{name}");
-    if decision == Decision::Approve
-        && crr.status.as_ref().and_then(|s| s.result) == Some(decision.result())
-    {
-        return Ok(format!("{resource} already approved\n"));
-    }
+    let (patch, done) = match registration::action(crr, &decision, replace) {
+        Ok(Action::AlreadyApproved) => return Ok(format!("{resource} already approved\n")),
+        Ok(Action::Write { patch, done }) => (patch, done),
+        Err(ReplaceNeeded { request }) => {
+            return Err(Error::ReplaceNeeded {
+                name,
+                bootstrap_token_id: request.bootstrap_token_id,
+                peer: request.peer.unwrap_or_else(|| "an unknown address".into()),
+                requested_at: request
+                    .requested_at
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_else(|| "an unknown time".into()),
+            });
+        }
+    };
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
     Api::<ClusterRegistrationRequest>::all(client)
-        .patch_status(&name, &params, &Patch::Merge(decision.status_patch()))
+        .patch_status(&name, &params, &Patch::Merge(patch))
         .await
         .map_err(|source| Error::PatchRegistrationStatus {
             name: name.clone(),
             source,
         })?;
-    Ok(format!("{resource} {}\n", decision.verb()))
+    Ok(format!("{resource} {done}\n"))
 }
 
 /// The Subscription's namespace: `-n`, else the kubeconfig context's.

@@ -49,15 +49,22 @@ pub enum Command {
         (clusternet-<cluster-id>), the cluster id, or the cluster's name. This sets the \
         request's status.result to Approved, as \
         `kubectl patch clsrr NAME --subresource=status --type=merge -p '{\"status\":{\"result\":\"Approved\"}}'` does.\n\n\
+        A cluster that is registered already and asked to register again with a bootstrap \
+        token (`kubectl atoll clusters` lists it as ReRegistration) is decided apart: \
+        approving sets status.reRegistration.result instead, and when the cluster's agent \
+        still holds a valid token it takes --replace, because the requester then gets the \
+        cluster and the current agent is locked out.\n\n\
         Examples:\n  \
         kubectl atoll approve edge-1\n  \
-        kubectl atoll approve clusternet-3f1e9a52-8c41-4b7e-9d0a-2b6c5e4f7a10")]
+        kubectl atoll approve clusternet-3f1e9a52-8c41-4b7e-9d0a-2b6c5e4f7a10\n  \
+        kubectl atoll approve edge-1 --replace")]
     Approve(ApproveArgs),
     /// Deny a cluster's registration; its agent is refused with the reason given.
     #[command(
         after_help = "CLUSTER is found as for `approve`. This sets the request's \
         status.result to Denied and status.errorMessage to the reason; a cluster that was \
-        registered already loses its connection to the hub.\n\n\
+        registered already loses its connection to the hub. When a request to register the \
+        cluster again waits, only that request is denied and the registration stays.\n\n\
         Examples:\n  \
         kubectl atoll deny edge-2 --reason \"not one of our sites\""
     )]
@@ -284,6 +291,10 @@ pub struct ClustersArgs {
 pub struct ApproveArgs {
     /// The cluster: its registration request's name, its id, or its name.
     pub cluster: String,
+    /// Approve a request to register the cluster again even though its agent holds a valid
+    /// token: the requester gets the cluster and the current agent is locked out.
+    #[arg(long)]
+    pub replace: bool,
     /// How to reach the parent cluster.
     #[command(flatten)]
     pub client: ClientArgs,

@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use atoll_crds::clusters::{ApprovedResult, ClusterRegistrationRequest, ManagedCluster, SyncMode};
+use atoll_crds::clusters::{
+    ApprovedResult, ClusterRegistrationRequest, ManagedCluster, ReRegistration,
+    ReRegistrationReplaces, SyncMode,
+};
 use atoll_crds::known;
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::registration::pending_re_registration;
 use crate::table::{NONE, Table, age, cell};
 
 /// Headers of the clusters table.
@@ -134,11 +138,32 @@ pub(crate) fn taints(taints: &[Taint]) -> String {
 }
 
 /// Whether a registration waits for an administrator: its result is neither `Approved` nor
-/// `Denied` (no result yet, or `Failed`).
+/// `Denied` (no result yet, or `Failed`), or a request to register it again waits.
 pub fn is_pending(crr: &ClusterRegistrationRequest) -> bool {
-    !matches!(
-        crr.status.as_ref().and_then(|s| s.result),
-        Some(ApprovedResult::Approved | ApprovedResult::Denied)
+    pending_re_registration(crr).is_some()
+        || !matches!(
+            crr.status.as_ref().and_then(|s| s.result),
+            Some(ApprovedResult::Approved | ApprovedResult::Denied)
+        )
+}
+
+/// The MESSAGE of a waiting re-registration: who asks, and what approving it replaces.
+fn re_registration_message(request: &ReRegistration) -> String {
+    let what = match request.replaces {
+        ReRegistrationReplaces::LiveRegistration => {
+            "to replace the live registration (approving takes --replace)"
+        }
+        ReRegistrationReplaces::RevokedToken => {
+            "for a new token (the current one was revoked or expired)"
+        }
+        ReRegistrationReplaces::LostNamespace => {
+            "to register again (its dedicated namespace is gone)"
+        }
+    };
+    format!(
+        "bootstrap token {} from {} asks {what}",
+        request.bootstrap_token_id,
+        request.peer.as_deref().unwrap_or("an unknown address")
     )
 }
 
@@ -154,6 +179,17 @@ pub fn pending_table(requests: &[ClusterRegistrationRequest], now: Timestamp) ->
     let mut table = Table::new(&PENDING_HEADERS);
     table.rows.extend(pending.into_iter().map(|crr| {
         let status = crr.status.as_ref();
+        if let Some(request) = pending_re_registration(crr) {
+            return vec![
+                cell(crr.metadata.name.as_deref()),
+                cell(crr.spec.cluster_name.as_deref()),
+                cell(Some(&crr.spec.cluster_id)),
+                sync_mode(crr.spec.sync_mode).to_owned(),
+                "ReRegistration".to_owned(),
+                age(request.requested_at.as_ref(), now),
+                re_registration_message(request),
+            ];
+        }
         let result = match status.and_then(|s| s.result) {
             Some(ApprovedResult::Failed) => "Failed",
             _ => "Pending",
@@ -386,6 +422,45 @@ mod tests {
         assert_eq!(table.column("AGE"), ["30m", "2m"]);
         assert_eq!(table.column("SYNC MODE"), ["Pull", "Pull"]);
         assert_eq!(table.column("MESSAGE"), ["namespace taken", "<none>"]);
+    }
+
+    #[test]
+    fn a_registered_cluster_asked_to_register_again_is_listed_with_who_asks_and_what_it_replaces() {
+        let mut asked = request(
+            "asked",
+            Some(ApprovedResult::Approved),
+            "2026-01-01T00:00:00Z",
+        );
+        asked.status.get_or_insert_default().re_registration = Some(ReRegistration {
+            id: "r1".into(),
+            requested_at: Some(t("2026-01-01T00:55:00Z")),
+            bootstrap_token_id: "abcdef".into(),
+            peer: Some("10.1.2.3:4567".into()),
+            ..ReRegistration::default()
+        });
+        let mut decided = asked.clone();
+        decided.metadata.name = Some("decided".into());
+        if let Some(r) = decided
+            .status
+            .as_mut()
+            .and_then(|s| s.re_registration.as_mut())
+        {
+            r.result = Some(ApprovedResult::Denied);
+        }
+        let table = pending_table(&[asked, decided], now());
+        assert_eq!(
+            table.column("NAME"),
+            ["asked"],
+            "a decided request no longer waits"
+        );
+        assert_eq!(table.column("STATUS"), ["ReRegistration"]);
+        assert_eq!(table.column("AGE"), ["5m"]);
+        assert_eq!(
+            table.column("MESSAGE"),
+            [
+                "bootstrap token abcdef from 10.1.2.3:4567 asks to replace the live registration (approving takes --replace)"
+            ]
+        );
     }
 
     #[test]

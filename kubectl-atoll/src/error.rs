@@ -27,6 +27,27 @@ pub enum Error {
         /// The names of the matching requests.
         candidates: Vec<String>,
     },
+    /// An approval would hand a registered cluster, whose agent holds a valid token, to
+    /// whoever asked to register it again, and `--replace` was not given.
+    #[error(
+        "cluster {name} is registered and its agent holds a valid cluster token; a bootstrap \
+         token (id {bootstrap_token_id}) from {peer} asked at {requested_at} to register it \
+         again. Approving hands the cluster, its Descriptions and their Secrets, to that \
+         requester and locks the current agent out. If the cluster's own agent lost its \
+         token, run `kubectl atoll approve {name} --replace`; otherwise run `kubectl atoll \
+         deny {name} --reason REASON` (the registration stays) and delete bootstrap token \
+         {bootstrap_token_id}"
+    )]
+    ReplaceNeeded {
+        /// The request's name.
+        name: String,
+        /// The bootstrap token id the re-registration presented.
+        bootstrap_token_id: String,
+        /// Where it came from.
+        peer: String,
+        /// When it was made.
+        requested_at: String,
+    },
     /// Patching a ClusterRegistrationRequest's status (approve, deny) failed.
     #[error("failed to patch the status of ClusterRegistrationRequest {name}")]
     PatchRegistrationStatus {

@@ -1,8 +1,12 @@
 //! `kubectl atoll approve` and `deny`: which ClusterRegistrationRequest a name means, and the
 //! status patch an administrator writes (the hub README's `kubectl patch clsrr … --subresource=status
-//! --type=merge`).
+//! --type=merge`). A pending request to register a registered cluster again is decided apart
+//! from the registration, and approving one that would replace a live registration takes
+//! `--replace`.
 
-use atoll_crds::clusters::{ApprovedResult, ClusterRegistrationRequest};
+use atoll_crds::clusters::{
+    ApprovedResult, ClusterRegistrationRequest, ReRegistration, ReRegistrationReplaces,
+};
 use serde_json::{Value, json};
 
 /// What the administrator decides.
@@ -45,6 +49,80 @@ impl Decision {
             Decision::Deny { .. } => "denied",
         }
     }
+}
+
+/// What deciding a request writes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// A merge patch of the request's `status` subresource, and what the output line says.
+    Write {
+        /// The patch.
+        patch: Value,
+        /// What was done: `approved`, `denied`, `re-registration approved`, ….
+        done: &'static str,
+    },
+    /// The registration is approved and nothing else waits.
+    AlreadyApproved,
+}
+
+/// An approval that would replace a live registration, asked for without `--replace`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplaceNeeded {
+    /// The request waiting.
+    pub request: Box<ReRegistration>,
+}
+
+/// The request to register `crr`'s cluster again that waits for a decision, if any.
+pub fn pending_re_registration(crr: &ClusterRegistrationRequest) -> Option<&ReRegistration> {
+    crr.status
+        .as_ref()
+        .and_then(|s| s.re_registration.as_ref())
+        .filter(|r| r.result.is_none())
+}
+
+/// What `decision` on `crr` writes. With a re-registration waiting, the decision is about it
+/// alone (a denial leaves the registration as it is) and names it by id, on the
+/// resourceVersion read, so that it never lands on a newer request; approving one that
+/// replaces a live registration needs `replace`.
+pub fn action(
+    crr: &ClusterRegistrationRequest,
+    decision: &Decision,
+    replace: bool,
+) -> Result<Action, ReplaceNeeded> {
+    let Some(request) = pending_re_registration(crr) else {
+        if *decision == Decision::Approve
+            && crr.status.as_ref().and_then(|s| s.result) == Some(ApprovedResult::Approved)
+        {
+            return Ok(Action::AlreadyApproved);
+        }
+        return Ok(Action::Write {
+            patch: decision.status_patch(),
+            done: decision.verb(),
+        });
+    };
+    if *decision == Decision::Approve
+        && request.replaces == ReRegistrationReplaces::LiveRegistration
+        && !replace
+    {
+        return Err(ReplaceNeeded {
+            request: Box::new(request.clone()),
+        });
+    }
+    let (answer, done) = match decision {
+        Decision::Approve => (
+            json!({"id": request.id, "result": "Approved"}),
+            "re-registration approved",
+        ),
+        Decision::Deny { reason } => (
+            json!({"id": request.id, "result": "Denied", "errorMessage": reason}),
+            "re-registration denied; the registration is unchanged",
+        ),
+    };
+    let mut patch = json!({"status": {"reRegistration": answer}});
+    if let Some(rv) = &crr.metadata.resource_version {
+        patch["metadata"] = json!({ "resourceVersion": rv });
+    }
+    Ok(Action::Write { patch, done })
 }
 
 /// Why no single registration matches a name.
@@ -146,6 +224,91 @@ mod tests {
             assert_eq!(name(find(&requests, query)), want, "{query}");
         }
         assert_eq!(name(find(&[], "x")), Err(Lookup::None));
+    }
+
+    fn re_registering(replaces: ReRegistrationReplaces) -> ClusterRegistrationRequest {
+        let mut c = crr("id-a", Some("alpha"), Some("alpha"));
+        c.metadata.resource_version = Some("42".into());
+        let status = c.status.get_or_insert_default();
+        status.result = Some(ApprovedResult::Approved);
+        status.re_registration = Some(ReRegistration {
+            id: "r1".into(),
+            bootstrap_token_id: "abcdef".into(),
+            replaces,
+            ..ReRegistration::default()
+        });
+        c
+    }
+
+    #[test]
+    fn a_re_registration_is_decided_apart_and_replacing_a_live_registration_takes_replace() {
+        use ReRegistrationReplaces::*;
+        let deny = Decision::Deny {
+            reason: "not ours".into(),
+        };
+        let live = re_registering(LiveRegistration);
+        let needed = action(&live, &Decision::Approve, false).unwrap_err();
+        assert_eq!(needed.request.bootstrap_token_id, "abcdef");
+        let approved = json!({"metadata": {"resourceVersion": "42"},
+            "status": {"reRegistration": {"id": "r1", "result": "Approved"}}});
+        assert_eq!(
+            action(&live, &Decision::Approve, true),
+            Ok(Action::Write {
+                patch: approved.clone(),
+                done: "re-registration approved"
+            })
+        );
+        // A denial never needs --replace and never touches the registration's own result.
+        let denied = json!({"metadata": {"resourceVersion": "42"},
+            "status": {"reRegistration": {"id": "r1", "result": "Denied", "errorMessage": "not ours"}}});
+        for replace in [false, true] {
+            assert_eq!(
+                action(&live, &deny, replace),
+                Ok(Action::Write {
+                    patch: denied.clone(),
+                    done: "re-registration denied; the registration is unchanged"
+                })
+            );
+        }
+        // Nothing live is replaced: no --replace needed.
+        for replaces in [RevokedToken, LostNamespace] {
+            assert_eq!(
+                action(&re_registering(replaces), &Decision::Approve, false),
+                Ok(Action::Write {
+                    patch: approved.clone(),
+                    done: "re-registration approved"
+                })
+            );
+        }
+        // A decided re-registration no longer waits: the registration is decided as before.
+        let mut decided = re_registering(LiveRegistration);
+        if let Some(r) = decided
+            .status
+            .as_mut()
+            .and_then(|s| s.re_registration.as_mut())
+        {
+            r.result = Some(ApprovedResult::Denied);
+        }
+        assert_eq!(pending_re_registration(&decided), None);
+        assert_eq!(
+            action(&decided, &Decision::Approve, false),
+            Ok(Action::AlreadyApproved)
+        );
+        assert_eq!(
+            action(&decided, &deny, false),
+            Ok(Action::Write {
+                patch: deny.status_patch(),
+                done: "denied"
+            })
+        );
+        let pending = crr("id-b", None, None);
+        assert_eq!(
+            action(&pending, &Decision::Approve, false),
+            Ok(Action::Write {
+                patch: Decision::Approve.status_patch(),
+                done: "approved"
+            })
+        );
     }
 
     #[test]

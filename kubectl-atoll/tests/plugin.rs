@@ -381,6 +381,92 @@ async fn approve_and_deny_write_the_result_the_hub_reads() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_to_register_a_registered_cluster_again_is_decided_apart_and_replacing_takes_replace()
+ {
+    let f = Fixture::start().await;
+    let client = f.client();
+    registrations(&client).await;
+    let api: Api<ClusterRegistrationRequest> = Api::all(client.clone());
+    let edge = known::cluster_registration_request_name(EDGE_ID);
+    let ask = |id: &str| {
+        json!({"status": {"reRegistration": {
+            "id": id, "requestedAt": ago(60), "bootstrapTokenId": "abcdef",
+            "peer": "10.9.8.7:40000", "clusterName": "edge", "replaces": "LiveRegistration",
+            "result": null, "errorMessage": null,
+        }}})
+    };
+    api.patch_status(&edge, &ss(), &Patch::Merge(&ask("r1")))
+        .await
+        .unwrap();
+    let page = f.run(&["clusters"]).await.ok();
+    assert!(
+        page.contains("ReRegistration")
+            && page.contains("bootstrap token abcdef from 10.9.8.7:40000"),
+        "{page}"
+    );
+
+    // Approving would hand a live registration over: refused without --replace, nothing written.
+    let line = f.run(&["approve", "edge"]).await.failed();
+    assert!(
+        line.contains("abcdef")
+            && line.contains("10.9.8.7:40000")
+            && line.contains("kubectl atoll approve clusternet-")
+            && line.contains("--replace"),
+        "{line}"
+    );
+    let re = |crr: ClusterRegistrationRequest| {
+        let st = crr.status.unwrap_or_default();
+        (st.result, st.re_registration.and_then(|r| r.result))
+    };
+    assert_eq!(
+        re(api.get(&edge).await.unwrap()),
+        (Some(ApprovedResult::Approved), None)
+    );
+
+    // Denying refuses the request alone: the registration stays Approved.
+    let out = f.run(&["deny", "edge", "--reason", "not ours"]).await.ok();
+    assert!(
+        out.ends_with(&format!(
+            "/{edge} re-registration denied; the registration is unchanged\n"
+        )),
+        "{out}"
+    );
+    let crr = api.get(&edge).await.unwrap();
+    let st = crr.status.clone().unwrap_or_default();
+    assert_eq!(st.error_message, None);
+    assert_eq!(
+        st.re_registration.and_then(|r| r.error_message).as_deref(),
+        Some("not ours")
+    );
+    assert_eq!(
+        re(crr),
+        (Some(ApprovedResult::Approved), Some(ApprovedResult::Denied))
+    );
+
+    // A new request, approved with --replace.
+    api.patch_status(&edge, &ss(), &Patch::Merge(&ask("r2")))
+        .await
+        .unwrap();
+    let out = f.run(&["approve", "edge", "--replace"]).await.ok();
+    assert!(out.ends_with(" re-registration approved\n"), "{out}");
+    let crr = api.get(&edge).await.unwrap();
+    assert_eq!(
+        crr.status
+            .as_ref()
+            .and_then(|s| s.re_registration.as_ref())
+            .map(|r| r.id.as_str()),
+        Some("r2")
+    );
+    assert_eq!(
+        re(crr),
+        (
+            Some(ApprovedResult::Approved),
+            Some(ApprovedResult::Approved)
+        )
+    );
+}
+
 fn feed() -> Feed {
     Feed {
         api_version: "apps/v1".into(),
