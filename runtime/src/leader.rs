@@ -4,6 +4,7 @@
 //! the timestamps written in it, so clock skew between replicas does not matter.
 
 use crate::Error;
+use crate::admin::Readiness;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -170,12 +171,24 @@ impl LeaderElection {
     /// Waits until this contender holds the Lease, then keeps renewing it in the background.
     /// Errors while waiting are logged and retried.
     pub async fn acquire(self) -> Leadership {
+        self.acquire_standing_by(&Readiness::default()).await
+    }
+
+    /// [`LeaderElection::acquire`], with `standing_by` set while this contender stands by: its
+    /// last round reached the API server and another replica holds the Lease. A standby is
+    /// Ready (readiness means serving or standing by), so that a Deployment of two replicas
+    /// shows 2/2 and a rolling update goes on; a round that fails clears it. It is left as it
+    /// is once the Lease is held: the caller says when it serves.
+    pub async fn acquire_standing_by(self, standing_by: &Readiness) -> Leadership {
         let retry = self.lease_duration / 5;
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(true) => break,
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "leader election round failed"),
+                Ok(false) => standing_by.set(true),
+                Err(e) => {
+                    standing_by.set(false);
+                    tracing::warn!(error = %e, "leader election round failed");
+                }
             }
             tokio::time::sleep(retry).await;
         }

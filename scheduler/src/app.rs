@@ -79,10 +79,13 @@ async fn schedule(
             args.leader.lease_duration(),
         );
         tracing::info!(%identity, "waiting for leadership");
-        tokio::select! {
-            held = election.acquire() => Some(held),
+        let held = tokio::select! {
+            held = election.acquire_standing_by(&readiness) => held,
             () = shutdown.clone().requested() => return Ok(()),
-        }
+        };
+        // Ready again once the new leader's caches have synced.
+        readiness.set(false);
+        Some(held)
     } else {
         None
     };
