@@ -146,6 +146,19 @@ bench-cold-start:
 k8s:
 	e2e/k8s/build.sh
 
+## images: OCI image archives of the scheduler, the hub, the agent (with helm) and kubectl-atoll
+## in target/images/<binary>.tar, built from the release binaries without a container daemon
+## (images/): `docker load -i`, `podman load -i`, `ctr images import`, `kind load image-archive`
+## and `k3s ctr images import` take them. Same inputs, same digests. HELM=/path/to/helm to use
+## a helm of your own instead of building the pinned one.
+.PHONY: images
+HELM ?=
+images:
+	$(CARGO) build --release -p atoll-scheduler -p atoll-hub -p atoll-agent -p kubectl-atoll -p atoll-images
+	@if [ -z "$(HELM)" ]; then e2e/k8s/build.sh --helm-only; fi
+	target/release/atoll-images --out target/images \
+		--helm "$(if $(HELM),$(HELM),$$(e2e/k8s/build.sh --print-bin-dir)/helm)"
+
 ## ----- local fleet (atoll-e2e) -----------------------------------------------------------------
 ## Debug binaries: the shared target/ already holds most debug artifacts, and the dev profile
 ## builds dependencies at opt-level 1, so a debug build finishes in a fraction of a release build

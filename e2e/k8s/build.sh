@@ -17,6 +17,7 @@
 #                                    ETCD_VERSION, KWOK_VERSION, HELM_VERSION (v3.x or v4.x),
 #                                    REGISTRY_VERSION
 #   e2e/k8s/build.sh --print-bin-dir print where the binaries of K8S_VERSION are (built or not)
+#   e2e/k8s/build.sh --helm-only     build only helm and registry (what `make images` needs)
 #   e2e/k8s/build.sh --pin           rewrite the committed go.mod/go.sum from versions.env
 set -euo pipefail
 
@@ -45,7 +46,7 @@ case "${1:-}" in
     echo "$bin"
     exit 0
     ;;
-  --pin | "") ;;
+  --pin | --helm-only | "") ;;
   *) fail "unknown argument '$1' (see the comment at the top of $0)" ;;
 esac
 
@@ -122,7 +123,9 @@ digest() { cat "$@" | sha256sum | cut -c1-16; }
 stamp="k8s=$k8s_version etcd=$etcd_version kwok=$kwok_version $(digest "$here"/{etcd,kubernetes,kwok}/go.sum "$here"/etcd/main.go)"
 helm_stamp="helm=$helm_version registry=$registry_version $(digest "$here"/{helm,registry}/go.sum)"
 up_to_date() { [ -f "$bin/$1" ] && [ "$(cat "$bin/$1")" = "$2" ]; }
-if up_to_date .stamp "$stamp" && up_to_date .stamp-helm "$helm_stamp"; then
+helm_only=false
+[ "${1:-}" = "--helm-only" ] && helm_only=true
+if { $helm_only || up_to_date .stamp "$stamp"; } && up_to_date .stamp-helm "$helm_stamp"; then
   echo "make k8s: up to date in $bin"
   exit 0
 fi
@@ -200,7 +203,9 @@ build_helm_tools() {
   echo "$helm_stamp" >"$bin/.stamp-helm"
 }
 
-if up_to_date .stamp "$stamp"; then
+if $helm_only; then
+  :
+elif up_to_date .stamp "$stamp"; then
   echo "make k8s: control plane up to date"
 else
   build_control_plane
