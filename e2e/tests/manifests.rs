@@ -632,3 +632,76 @@ async fn the_kube_system_bootstrap_tokens_component_grants_get_only_and_turns_th
         serde_yaml::to_string(&hub["spec"]["template"]["spec"]["containers"][0]["args"]).unwrap();
     assert!(args.contains("--kube-system-bootstrap-tokens"), "{args}");
 }
+
+#[tokio::test]
+async fn the_hub_exposure_components_make_its_service_a_node_port_or_a_load_balancer() {
+    if !kubectl_or_skip("hub exposure components").await {
+        return;
+    }
+    let parent = manifests().join("parent").canonicalize().unwrap();
+    for (component, service_type, node_port) in [
+        ("hub-nodeport", "NodePort", Some(30443)),
+        ("hub-loadbalancer", "LoadBalancer", None),
+    ] {
+        let overlay = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let base = relative(overlay.path(), &parent);
+        std::fs::write(
+            overlay.path().join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+                base.display(),
+                base.join(component).display()
+            ),
+        )
+        .unwrap();
+        let objects = render(overlay.path().to_str().unwrap()).await;
+        let service = objects
+            .iter()
+            .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "atoll-hub")
+            .unwrap();
+        assert_eq!(service["spec"]["type"], service_type, "{component}");
+        let port = &service["spec"]["ports"][0];
+        assert_eq!(port["port"], 8443, "{component}");
+        assert_eq!(port["targetPort"], "grpc", "{component}");
+        assert_eq!(port["nodePort"].as_u64(), node_port, "{component}");
+    }
+    // The base keeps the hub inside the cluster.
+    let objects = render("parent").await;
+    let service = objects
+        .iter()
+        .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "atoll-hub")
+        .unwrap();
+    assert_eq!(service["spec"]["type"], "ClusterIP");
+}
+
+#[tokio::test]
+async fn the_installs_name_the_images_make_images_builds() {
+    if !kubectl_or_skip("image names").await {
+        return;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    for (dir, deployment, image) in [
+        ("parent", "atoll-scheduler", "atoll-scheduler"),
+        ("parent", "atoll-hub", "atoll-hub"),
+        ("agent", "atoll-agent", "atoll-agent"),
+        ("agent-namespaced", "atoll-agent", "atoll-agent"),
+    ] {
+        let objects = render(dir).await;
+        let d = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == deployment)
+            .unwrap();
+        let want = format!("localhost/{image}:{version}");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["image"].as_str(),
+            Some(want.as_str()),
+            "{dir}: the reference atoll-images gives the archive it writes"
+        );
+    }
+    // atoll-images names its archives `<repository>/<binary>:<tag>` with these defaults.
+    let images = std::fs::read_to_string(manifests().join("../images/src/main.rs")).unwrap();
+    assert!(
+        images.contains(r#"default_value = "localhost""#),
+        "atoll-images' default repository is localhost"
+    );
+}
