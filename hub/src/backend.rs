@@ -582,8 +582,11 @@ impl KubeBackend {
         registering: bool,
     ) -> Result<Option<ManagedCluster>, Error> {
         let api: Api<ManagedCluster> = Api::namespaced(self.client(), ns);
+        // The hub's own labels name the registered cluster, never what a Hello says: an agent
+        // must not take another cluster's name (and the Subscriptions that select it).
+        let hub_labels = managed_cluster_labels(&hello.cluster_id, name);
         let mut labels = hello.cluster_labels.clone();
-        labels.extend(cluster_labels(hello, false));
+        labels.extend(hub_labels.clone());
         let obj = format!("{ns}/{name}");
         match api
             .get_opt(name)
@@ -591,11 +594,7 @@ impl KubeBackend {
             .map_err(api_err("get ManagedCluster", &obj))?
         {
             Some(mc) => {
-                let labels = if registering {
-                    labels
-                } else {
-                    cluster_labels(hello, false)
-                };
+                let labels = if registering { labels } else { hub_labels };
                 let missing = labels.iter().any(|(k, v)| mc.labels().get(k) != Some(v));
                 if missing {
                     let patch = json!({"metadata": {"labels": labels}});
@@ -970,6 +969,18 @@ fn credentials_of(record: &TokenRecord, token_sha256: String) -> Credentials {
         rotation: record.rotation.clone(),
         renew_at: record.renew_at(),
     }
+}
+
+/// The labels the hub keeps on the ManagedCluster `name` of cluster `cluster_id`.
+fn managed_cluster_labels(cluster_id: &str, name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (known::LABEL_CLUSTER_ID.to_string(), cluster_id.to_string()),
+        (known::LABEL_CLUSTER_NAME.to_string(), name.to_string()),
+        (
+            known::LABEL_CREATED_BY.to_string(),
+            known::CREATED_BY_HUB.to_string(),
+        ),
+    ])
 }
 
 fn cluster_labels(hello: &AgentHello, crr: bool) -> BTreeMap<String, String> {

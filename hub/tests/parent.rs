@@ -370,10 +370,8 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
         Some(known::CREATED_BY_HUB)
     );
 
-    let mc = Api::<ManagedCluster>::namespaced(p.client.clone(), &w.namespace)
-        .get("edge-a")
-        .await
-        .unwrap();
+    let mcs = Api::<ManagedCluster>::namespaced(p.client.clone(), &w.namespace);
+    let mc = mcs.get("edge-a").await.unwrap();
     assert_eq!(mc.spec.cluster_id, ID_A);
     assert_eq!(mc.spec.sync_mode, atoll_crds::clusters::SyncMode::Pull);
     assert_eq!(mc.labels().get("env").map(String::as_str), Some("test"));
@@ -399,6 +397,19 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     assert!(again.welcome.cluster_token.is_empty());
     assert!(again.welcome.epoch > w.epoch);
     drop(again);
+    // A reconnecting agent that says it is another cluster keeps its registered name: the
+    // cluster-name label Subscriptions select on is the hub's, not the Hello's.
+    let renamed = connect(&h, ID_A, "edge-b", &w.cluster_token).await.unwrap();
+    assert_eq!(renamed.welcome.namespace, w.namespace);
+    drop(renamed);
+    let mc = mcs.get("edge-a").await.unwrap();
+    assert_eq!(
+        mc.labels()
+            .get(known::LABEL_CLUSTER_NAME)
+            .map(String::as_str),
+        Some("edge-a")
+    );
+    assert!(mcs.get_opt("edge-b").await.unwrap().is_none());
 
     // A bootstrap token cannot take the cluster over, also with automatic approval: its
     // request is recorded apart, the registration stays Approved and the current cluster

@@ -6,7 +6,10 @@
 //! that is registered already must never change that registration: it is recorded apart, in
 //! `status.reRegistration`, and acted on only when an administrator decides it.
 
-use super::{KubeBackend, api_err, cluster_labels, credentials_of, random_namespace_name};
+use super::{
+    KubeBackend, api_err, cluster_labels, credentials_of, managed_cluster_labels,
+    random_namespace_name,
+};
 use crate::Error;
 use crate::domain::{Admission, AgentHello, SecretString};
 use crate::token::{self, ANNOTATION_ROTATE_TOKEN, BootstrapToken, TokenRecord};
@@ -395,12 +398,12 @@ impl KubeBackend {
             .status
             .as_ref()
             .and_then(|s| s.dedicated_namespace.clone());
-        let ns = self.ensure_namespace(hello, previous_ns).await?;
         let mc_name = crr
             .status
             .as_ref()
             .and_then(|s| s.managed_cluster_name.clone())
             .unwrap_or_else(|| hello.cluster_name.clone());
+        let ns = self.ensure_namespace(hello, previous_ns, &mc_name).await?;
         let existing = self
             .ensure_managed_cluster(hello, &ns, &mc_name, true)
             .await?;
@@ -458,6 +461,7 @@ impl KubeBackend {
         &self,
         hello: &AgentHello,
         previous: Option<String>,
+        mc_name: &str,
     ) -> Result<String, Error> {
         if let Some(ns) = previous
             && self.namespace_present(&ns).await?
@@ -482,7 +486,7 @@ impl KubeBackend {
             let ns = Namespace {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
-                    labels: Some(cluster_labels(hello, false)),
+                    labels: Some(managed_cluster_labels(&hello.cluster_id, mc_name)),
                     ..ObjectMeta::default()
                 },
                 ..Namespace::default()
