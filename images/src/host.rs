@@ -137,16 +137,16 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The layer every image shares: users, CA bundle and the libraries of all the binaries.
-fn base_layer(inputs: &Inputs) -> Result<Layer, Error> {
+/// The layer every image shares: users, CA bundle and the libraries of all `binaries`.
+pub fn base_layer(ca_bundle: &Path, binaries: &[PathBuf]) -> Result<Layer, Error> {
     let mut libs = BTreeMap::new();
-    for spec in &IMAGES {
-        for lib in libraries(&inputs.bin_dir.join(spec.binary))? {
+    for binary in binaries {
+        for lib in libraries(binary)? {
             add_host_path(&lib, &mut libs)?;
         }
     }
     oci::layer(oci::base_entries(
-        read(&inputs.ca_bundle)?,
+        read(ca_bundle)?,
         libs.into_values().collect(),
     ))
 }
@@ -161,29 +161,42 @@ fn app_layer(inputs: &Inputs, spec: &ImageSpec) -> Result<Layer, Error> {
     oci::layer(entries)
 }
 
-/// Builds every image of [`IMAGES`] into `out/<binary>.tar`.
-pub fn build_images(inputs: &Inputs, out: &Path) -> Result<Vec<Built>, Error> {
+/// Builds the image of `spec` over `base` into `out/<binary>.tar`.
+pub fn build_image(
+    inputs: &Inputs,
+    spec: &ImageSpec,
+    base: &Layer,
+    out: &Path,
+) -> Result<Built, Error> {
     let write_failed = |path: &Path, source| Error::WriteArchive {
         path: path.display().to_string(),
         source,
     };
     std::fs::create_dir_all(out).map_err(|e| write_failed(out, e))?;
-    let base = base_layer(inputs)?;
-    let mut built = Vec::new();
-    for spec in &IMAGES {
-        let reference = format!("{}/{}:{}", inputs.repository, spec.binary, inputs.tag);
-        let image = oci::image(spec, &reference, base.clone(), app_layer(inputs, spec)?);
-        let bytes = oci::archive(&image)?;
-        let path = out.join(format!("{}.tar", spec.binary));
-        std::fs::write(&path, &bytes).map_err(|e| write_failed(&path, e))?;
-        built.push(Built {
-            reference,
-            digest: image.manifest.digest,
-            archive: path,
-            size: bytes.len(),
-        });
-    }
-    Ok(built)
+    let reference = format!("{}/{}:{}", inputs.repository, spec.binary, inputs.tag);
+    let image = oci::image(spec, &reference, base.clone(), app_layer(inputs, spec)?);
+    let bytes = oci::archive(&image)?;
+    let path = out.join(format!("{}.tar", spec.binary));
+    std::fs::write(&path, &bytes).map_err(|e| write_failed(&path, e))?;
+    Ok(Built {
+        reference,
+        digest: image.manifest.digest,
+        archive: path,
+        size: bytes.len(),
+    })
+}
+
+/// Builds every image of [`IMAGES`] into `out/<binary>.tar`.
+pub fn build_images(inputs: &Inputs, out: &Path) -> Result<Vec<Built>, Error> {
+    let binaries: Vec<PathBuf> = IMAGES
+        .iter()
+        .map(|spec| inputs.bin_dir.join(spec.binary))
+        .collect();
+    let base = base_layer(&inputs.ca_bundle, &binaries)?;
+    IMAGES
+        .iter()
+        .map(|spec| build_image(inputs, spec, &base, out))
+        .collect()
 }
 
 #[cfg(test)]
