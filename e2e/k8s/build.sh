@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds the real-tier test binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
-# kwok) and the Helm test tools (helm, and registry: an in-memory OCI registry) from the upstream
-# projects' published Go modules into a cache outside git:
+# kwok), the real nodes' kubelet and kube-proxy, and the Helm test tools (helm, and registry: an
+# in-memory OCI registry) from the upstream projects' published Go modules into a cache outside git:
 #
 #   ${ATOLL_K8S_CACHE:-$HOME/.cache/atoll/k8s}/<K8S_VERSION>/bin/
 #
 # The versions are pinned in versions.env beside this script; the Go modules of ours that require
-# them (kubernetes/, etcd/, kwok/, helm/, registry/) carry committed go.sum files. A second run
-# with the same versions is a no-op. The control plane and the Helm tools are stamped apart
-# (.stamp, .stamp-helm), so a new helm does not rebuild kube-apiserver and the reverse.
+# them (kubernetes/, node/, etcd/, kwok/, helm/, registry/) carry committed go.sum files. A second
+# run with the same versions is a no-op. The control plane, the node binaries and the Helm tools
+# are stamped apart (.stamp, .stamp-node, .stamp-helm), so a new helm does not rebuild
+# kube-apiserver and the reverse.
 #
 #   e2e/k8s/build.sh                 build the pinned versions (what `make k8s` runs)
 #   K8S_VERSION=v1.37.2 e2e/k8s/build.sh
@@ -63,26 +64,34 @@ apiserver_tools=(
   k8s.io/kubernetes/cmd/kube-controller-manager
   k8s.io/kubernetes/cmd/kube-scheduler
 )
+node_tools=(
+  k8s.io/kubernetes/cmd/kubelet
+  k8s.io/kubernetes/cmd/kube-proxy
+)
 
-# Writes a Go module in $1 that requires k8s.io/kubernetes $2, with every staging module the
-# kubernetes go.mod replaces by a ./staging path pinned to the matching v0.x release instead.
-resolve_kubernetes_module() {
-  local dir="$1" version="$2" modfile staging m
+# Writes a Go module named after $1 in $2 that requires k8s.io/kubernetes $3, with every staging
+# module the kubernetes go.mod replaces by a ./staging path pinned to the matching v0.x release
+# instead, and tools $4...
+resolve_k8s_tools_module() {
+  local name="$1" dir="$2" version="$3" modfile staging m
+  shift 3
   staging="v0.${version#v1.}"
   rm -f "$dir/go.mod" "$dir/go.sum"
   (
     cd "$dir"
-    go mod init atoll.invalid/e2e/k8s/kubernetes >/dev/null 2>&1
+    go mod init "atoll.invalid/e2e/k8s/$name" >/dev/null 2>&1
     modfile="$(go mod download -json "k8s.io/kubernetes@$version" 2>/dev/null | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')" || true
     [ -n "$modfile" ] || fail "k8s.io/kubernetes@$version: cannot be downloaded from the Go module proxy ($(go env GOPROXY))"
     go mod edit -require="k8s.io/kubernetes@$version"
     for m in $(grep -E '=> \./staging/' "$modfile" | awk '{print $1}'); do
       go mod edit -replace="$m=$m@$staging"
     done
-    for m in "${apiserver_tools[@]}"; do go mod edit -tool="$m"; done
+    for m in "$@"; do go mod edit -tool="$m"; done
     go mod tidy
   )
 }
+resolve_kubernetes_module() { resolve_k8s_tools_module kubernetes "$1" "$2" "${apiserver_tools[@]}"; }
+resolve_node_module() { resolve_k8s_tools_module node "$1" "$2" "${node_tools[@]}"; }
 
 # Writes a Go module named after $1 in $2 that requires module $3 at $4, with optional tools $5...
 resolve_simple_module() {
@@ -109,6 +118,8 @@ resolve_registry_module() {
 
 if [ "${1:-}" = "--pin" ]; then
   resolve_kubernetes_module "$here/kubernetes" "$pinned_k8s"
+  mkdir -p "$here/node"
+  resolve_node_module "$here/node" "$pinned_k8s"
   resolve_etcd_module "$here/etcd" "$pinned_etcd"
   resolve_kwok_module "$here/kwok" "$pinned_kwok"
   resolve_helm_module "$here/helm" "$pinned_helm"
@@ -122,10 +133,12 @@ fi
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 stamp="k8s=$k8s_version etcd=$etcd_version kwok=$kwok_version $(digest "$here"/{etcd,kubernetes,kwok}/go.sum "$here"/etcd/main.go)"
 helm_stamp="helm=$helm_version registry=$registry_version $(digest "$here"/{helm,registry}/go.sum)"
+node_stamp="k8s=$k8s_version $(digest "$here"/node/go.sum)"
 up_to_date() { [ -f "$bin/$1" ] && [ "$(cat "$bin/$1")" = "$2" ]; }
 helm_only=false
 [ "${1:-}" = "--helm-only" ] && helm_only=true
-if { $helm_only || up_to_date .stamp "$stamp"; } && up_to_date .stamp-helm "$helm_stamp"; then
+if { $helm_only || { up_to_date .stamp "$stamp" && up_to_date .stamp-node "$node_stamp"; }; } \
+  && up_to_date .stamp-helm "$helm_stamp"; then
   echo "make k8s: up to date in $bin"
   exit 0
 fi
@@ -187,6 +200,14 @@ build_control_plane() {
   echo "$stamp" >"$bin/.stamp"
 }
 
+build_node() {
+  prepare node "$pinned_k8s" "$k8s_version"
+  echo "make k8s: building kubernetes $k8s_version node binaries (kubelet, kube-proxy)"
+  (cd "$work/node" && go build -trimpath -ldflags "-s -w $(version_ldflags "$k8s_version")" -o "$bin/" "${node_tools[@]}") \
+    || fail "building kubelet and kube-proxy $k8s_version failed (output above)"
+  echo "$node_stamp" >"$bin/.stamp-node"
+}
+
 build_helm_tools() {
   local module
   module="$(helm_module "$helm_version")"
@@ -205,10 +226,17 @@ build_helm_tools() {
 
 if $helm_only; then
   :
-elif up_to_date .stamp "$stamp"; then
-  echo "make k8s: control plane up to date"
 else
-  build_control_plane
+  if up_to_date .stamp "$stamp"; then
+    echo "make k8s: control plane up to date"
+  else
+    build_control_plane
+  fi
+  if up_to_date .stamp-node "$node_stamp"; then
+    echo "make k8s: kubelet and kube-proxy up to date"
+  else
+    build_node
+  fi
 fi
 if up_to_date .stamp-helm "$helm_stamp"; then
   echo "make k8s: helm and registry up to date"
