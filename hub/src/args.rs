@@ -75,6 +75,19 @@ pub struct HubArgs {
     /// at once; more are refused with RESOURCE_EXHAUSTED and the agent retries with backoff.
     #[arg(long, env = "ATOLL_HUB_MAX_HANDSHAKES", default_value_t = 256)]
     pub max_handshakes: usize,
+    /// How long a Hello is held waiting for an administrator to approve (or deny) its
+    /// registration; then the agent is told to retry (UNAVAILABLE) and the request stays.
+    #[arg(long, env = "ATOLL_HUB_APPROVAL_WAIT", default_value = "60s", value_parser = parse_duration)]
+    pub approval_wait: Duration,
+    /// Hellos that may wait for an administrator's decision at once; more are refused with
+    /// RESOURCE_EXHAUSTED (their requests stay), so that pending registrations never hold
+    /// every handshake slot. Keep it under --max-handshakes.
+    #[arg(
+        long,
+        env = "ATOLL_HUB_MAX_WAITING_REGISTRATIONS",
+        default_value_t = 64
+    )]
+    pub max_waiting_registrations: usize,
     /// How long a cluster token is accepted after it is issued (e.g. `720h`); agents get a new
     /// one half-way through, when they reconnect (the hub closes their stream then). Unset or
     /// `0`: tokens live until revoked or rotated.
@@ -205,6 +218,9 @@ mod tests {
         assert_eq!(a.max_message_bytes, 4 * 1024 * 1024);
         assert!(!a.auto_approve, "approval is manual unless asked for");
         assert_eq!(a.cluster_token_lifetime, None, "tokens live until revoked");
+        assert_eq!(a.approval_wait, Duration::from_secs(60));
+        assert_eq!(a.max_waiting_registrations, 64);
+        assert!(a.max_waiting_registrations < a.max_handshakes);
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub struct BackendConfig {
     pub disconnect_grace: Duration,
     /// How often a pending registration is re-read while waiting for approval.
     pub approval_poll: Duration,
+    /// How long a Hello is held waiting for an administrator's decision; then the agent is
+    /// told to retry (`UNAVAILABLE`) and the request stays for the decision.
+    pub approval_wait: Duration,
+    /// How many Hellos may wait for a decision at once; more are refused at once
+    /// (`RESOURCE_EXHAUSTED`), so that waiting registrations never hold every handshake slot.
+    pub max_waiting_registrations: usize,
     /// How long a cluster token is accepted after it is issued (`None`: until revoked). Agents
     /// get a new one half-way through.
     pub cluster_token_lifetime: Option<Duration>,
@@ -72,6 +78,8 @@ impl Default for BackendConfig {
             kube_system_bootstrap_tokens: false,
             disconnect_grace: Duration::from_secs(20),
             approval_poll: Duration::from_secs(1),
+            approval_wait: Duration::from_secs(60),
+            max_waiting_registrations: 64,
             cluster_token_lifetime: None,
         }
     }
@@ -116,6 +124,8 @@ struct Inner {
     /// checks), a pool of its own: a flood of bad Hellos waits here and never delays the
     /// heartbeats of clusters that are connected.
     handshake_calls: tokio::sync::Semaphore,
+    /// Hellos waiting for an administrator's decision ([`BackendConfig::max_waiting_registrations`]).
+    waiting_registrations: Arc<tokio::sync::Semaphore>,
     /// The same bound for heartbeats, a pool of their own: under a flood of status reports
     /// heartbeats waiting behind them went overdue and marked every cluster `Ready=Unknown`.
     heartbeat_calls: tokio::sync::Semaphore,
@@ -319,6 +329,9 @@ impl KubeBackend {
                 calls: tokio::sync::Semaphore::new(CALLS_IN_FLIGHT),
                 handshake_calls: tokio::sync::Semaphore::new(HANDSHAKE_CALLS_IN_FLIGHT),
                 heartbeat_calls: tokio::sync::Semaphore::new(HEARTBEAT_CALLS_IN_FLIGHT),
+                waiting_registrations: Arc::new(tokio::sync::Semaphore::new(
+                    config.max_waiting_registrations.max(1),
+                )),
                 helm_owners: tokio::sync::Mutex::new(None),
                 written_statuses: WrittenStatuses::default(),
                 report_sequence: std::sync::atomic::AtomicI64::new(0),

@@ -26,6 +26,17 @@ pub enum Error {
         /// The reason recorded on the ClusterRegistrationRequest.
         reason: String,
     },
+    /// The registration waits for an administrator's decision longer than the hub holds a
+    /// Hello, or too many Hellos wait already; the agent retries, and the request stays.
+    #[error("cluster {cluster_id}: {reason}")]
+    AwaitApproval {
+        /// The cluster id.
+        cluster_id: String,
+        /// What it waits for and how to decide it.
+        reason: String,
+        /// Whether the hub refused to hold it at all (too many Hellos wait).
+        full: bool,
+    },
     /// The agent speaks a protocol version this hub does not.
     #[error(
         "unsupported protocol version {got}; this hub speaks protocol version 1 (V1): run an \
@@ -173,6 +184,7 @@ impl Error {
         match self {
             Error::Authenticate { .. } => "authenticate",
             Error::RegistrationDenied { .. } => "registration_denied",
+            Error::AwaitApproval { .. } => "await_approval",
             Error::CheckProtocolVersion { .. } => "check_protocol_version",
             Error::ParseHello { .. } => "parse_hello",
             Error::AuthoriseReport { .. } => "authorise_report",

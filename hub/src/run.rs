@@ -98,6 +98,10 @@ impl HubConfig {
                 kube_system_bootstrap_tokens: a.kube_system_bootstrap_tokens,
                 disconnect_grace: a.disconnect_grace,
                 approval_poll: Duration::from_secs(1),
+                approval_wait: a.approval_wait,
+                max_waiting_registrations: a
+                    .max_waiting_registrations
+                    .clamp(1, a.max_handshakes.max(1)),
                 cluster_token_lifetime: a.cluster_token_lifetime.filter(|d| !d.is_zero()),
             },
             controllers: ControllerConfig {
@@ -147,6 +151,8 @@ impl HubConfig {
                 kube_system_bootstrap_tokens: false,
                 disconnect_grace: Duration::from_millis(500),
                 approval_poll: Duration::from_millis(100),
+                approval_wait: Duration::from_secs(60),
+                max_waiting_registrations: 64,
                 cluster_token_lifetime: None,
             },
             controllers: ControllerConfig {

@@ -188,6 +188,8 @@ pub fn status_of(e: &Error) -> Status {
         Error::RegistrationDenied { .. } | Error::AuthoriseReport { .. } => {
             Status::permission_denied(msg)
         }
+        Error::AwaitApproval { full: true, .. } => Status::resource_exhausted(msg),
+        Error::AwaitApproval { full: false, .. } => Status::unavailable(msg),
         Error::CheckProtocolVersion { .. } => Status::failed_precondition(msg),
         Error::ParseHello { .. } => Status::invalid_argument(msg),
         Error::CallApiServer { .. } | Error::WriteParentObject { .. } | Error::Runtime(_) => {

@@ -459,8 +459,17 @@ async fn registration_creates_namespace_cluster_and_token_and_reconnects_with_th
     let still = connect(&h, ID_A, "edge-a", &w.cluster_token).await.unwrap();
     assert!(still.welcome.cluster_token.is_empty());
     drop(still);
-    // Approving a new request hands the cluster over: same namespace and cluster, a new
-    // token; the old one is revoked.
+    // The same requester asking again is refused at once, with the decision.
+    let again = tokio::time::timeout(Duration::from_secs(2), hostile_hello(&h))
+        .await
+        .expect("refused at once")
+        .err()
+        .unwrap();
+    assert_eq!(again.code(), Code::PermissionDenied, "{again:?}");
+    assert!(again.message().contains("not ours"), "{again:?}");
+    // Once the administrator clears the decision, a new request waits again, and approving it
+    // hands the cluster over: same namespace and cluster, a new token; the old one is revoked.
+    decide(&crrs, &name, json!({"reRegistration": null})).await;
     let re = {
         let mut pending = hostile_hello(&h);
         assert_held(
@@ -713,6 +722,80 @@ async fn a_revoked_cluster_token_needs_a_new_approval_before_a_bootstrap_token_r
         assert_ne!(re.welcome.cluster_token, w.cluster_token);
         h.stop().await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_registration_waits_for_approval_within_bounds_and_a_retry_finds_its_decision() {
+    let p = Parent::for_agents().await;
+    let h = hub(&p.client, |c| {
+        c.backend.manual_approval = true;
+        c.backend.approval_wait = Duration::from_secs(3);
+        c.backend.max_waiting_registrations = 1;
+    })
+    .await;
+    let crrs: Api<ClusterRegistrationRequest> = Api::all(p.client.clone());
+    let name = format!("clusternet-{ID_A}");
+    // Held at most approval_wait, then told to retry; the request stays pending.
+    let mut waiting = Box::pin(connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut waiting)
+            .await
+            .is_err()
+    );
+    // The only waiting slot is taken: another cluster's Hello is refused at once.
+    let full = tokio::time::timeout(
+        Duration::from_secs(2),
+        connect(&h, ID_B, "edge-b", BOOTSTRAP_TOKEN),
+    )
+    .await
+    .expect("refused at once, not held")
+    .err()
+    .unwrap();
+    assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
+    let retry = refusal(waiting).await;
+    assert_eq!(retry.code(), Code::Unavailable, "{retry:?}");
+    assert!(
+        retry.message().contains("kubectl atoll approve"),
+        "{retry:?}"
+    );
+    assert_eq!(
+        crrs.get(&name).await.unwrap().status.and_then(|s| s.result),
+        None
+    );
+    // Approved between two attempts: the next one is welcomed at once.
+    decide(&crrs, &name, json!({"result": "Approved"})).await;
+    let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
+    a.heartbeat(true).await;
+    let secrets = Api::<Secret>::namespaced(p.client.clone(), &a.welcome.namespace);
+    eventually("the token reached its agent", WAIT, || async {
+        let s = secrets.get("cluster-token").await.unwrap();
+        atoll_hub::backend::record_of_secret(&s)
+            .holds_registration()
+            .then_some(())
+    })
+    .await;
+    drop(a);
+
+    // A request to register it again outlives the held Hello: the retry is the same request,
+    // and an approval given between two attempts applies to it.
+    let mut held = hostile_hello(&h);
+    let request = assert_held(
+        &mut held,
+        &crrs,
+        &name,
+        ReRegistrationReplaces::LiveRegistration,
+    )
+    .await;
+    assert_eq!(refusal(held).await.code(), Code::Unavailable);
+    decide_re_registration(&crrs, &name, json!({"result": "Approved"})).await;
+    let again = tokio::time::timeout(Duration::from_millis(900), hostile_hello(&h))
+        .await
+        .expect("welcomed at once: the decision was there")
+        .unwrap();
+    assert!(!again.welcome.cluster_token.is_empty());
+    let st = crrs.get(&name).await.unwrap().status.unwrap();
+    assert_eq!(st.re_registration, None, "answered: {:?}", request.id);
+    h.stop().await.unwrap();
 }
 
 #[tokio::test]

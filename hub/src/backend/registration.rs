@@ -26,6 +26,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use rand::Rng;
 use serde_json::{Value, json};
+use std::time::Instant;
 
 /// Whether the dedicated namespace a registration recorded is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +114,21 @@ pub(crate) fn re_registration_notice(
             ""
         },
     )
+}
+
+/// Whether `asked` is the same request as the recorded `earlier`, asked again: the same
+/// bootstrap token, name, replacement and address (the port aside: a retry is a new
+/// connection).
+pub(crate) fn is_retry_of(asked: &ReRegistration, earlier: &ReRegistration) -> bool {
+    fn host(peer: &Option<String>) -> Option<&str> {
+        peer.as_deref()
+            .map(|p| p.rsplit_once(':').map_or(p, |(host, _)| host))
+    }
+    asked.bootstrap_token_id == earlier.bootstrap_token_id
+        && asked.cluster_name == earlier.cluster_name
+        && asked.replaces == earlier.replaces
+        && host(&asked.peer).is_some()
+        && host(&asked.peer) == host(&earlier.peer)
 }
 
 /// A fresh id for a re-registration request.
@@ -230,6 +246,8 @@ impl KubeBackend {
         permit: &mut Option<tokio::sync::SemaphorePermit<'a>>,
     ) -> Result<ClusterRegistrationRequest, Error> {
         let name = crr.name_any();
+        let mut waiting = None;
+        let started = Instant::now();
         loop {
             match crr.status.as_ref().and_then(|s| s.result) {
                 Some(ApprovedResult::Approved) => return Ok(crr),
@@ -243,10 +261,14 @@ impl KubeBackend {
                 }
                 None if !self.inner.config.manual_approval => return Ok(crr),
                 None => {
-                    tracing::info!(
-                        cluster_id = %hello.cluster_id,
-                        "waiting for approval: kubectl atoll approve {name}"
-                    );
+                    if waiting.is_none() {
+                        waiting = Some(self.waiting_slot(hello, &name)?);
+                        tracing::info!(
+                            cluster_id = %hello.cluster_id,
+                            "waiting for approval: kubectl atoll approve {name}"
+                        );
+                    }
+                    self.within_wait(started, hello, &name)?;
                     crr = self.reread(hello, &name, permit).await?;
                 }
             }
@@ -265,7 +287,9 @@ impl KubeBackend {
         permit: &mut Option<tokio::sync::SemaphorePermit<'a>>,
     ) -> Result<ClusterRegistrationRequest, Error> {
         let name = crr.name_any();
-        let request = ReRegistration {
+        let _waiting = self.waiting_slot(hello, &name)?;
+        let started = Instant::now();
+        let asked = ReRegistration {
             id: request_id(),
             requested_at: Some(Time(Timestamp::now())),
             bootstrap_token_id: bootstrap.id.clone(),
@@ -275,6 +299,70 @@ impl KubeBackend {
             result: None,
             error_message: None,
         };
+        let recorded = crr.status.as_ref().and_then(|s| s.re_registration.as_ref());
+        // The agent retrying after the hub stopped holding its Hello asks again with the same
+        // request, so that a decision taken meanwhile applies to it.
+        let (id, mut current) = match recorded.filter(|r| is_retry_of(&asked, r)) {
+            Some(r) => (r.id.clone(), Some(crr.clone())),
+            None => {
+                self.record_re_registration(hello, crr, &asked).await?;
+                (asked.id, None)
+            }
+        };
+        loop {
+            let crr = match current.take() {
+                Some(crr) => crr,
+                None => {
+                    self.within_wait(started, hello, &name)?;
+                    self.reread(hello, &name, permit).await?
+                }
+            };
+            let st = crr.status.clone().unwrap_or_default();
+            if st.result != Some(ApprovedResult::Approved) {
+                let reason = st
+                    .error_message
+                    .unwrap_or_else(|| "the registration is no longer approved".into());
+                return Err(self.refuse(hello, &crr, "RegistrationDenied", reason).await);
+            }
+            let Some(request) = st.re_registration.filter(|r| r.id == id) else {
+                let reason =
+                    "a newer request to register the cluster again replaced this one, or the \
+                     registration was given again meanwhile"
+                        .to_string();
+                return Err(Error::RegistrationDenied {
+                    cluster_id: hello.cluster_id.clone(),
+                    reason,
+                });
+            };
+            match request.result {
+                None => continue,
+                Some(ApprovedResult::Approved) => return Ok(crr),
+                Some(ApprovedResult::Denied) | Some(ApprovedResult::Failed) => {
+                    let reason = format!(
+                        "the request to register the cluster again was denied: {}; the \
+                         cluster's registration is unchanged",
+                        request
+                            .error_message
+                            .as_deref()
+                            .unwrap_or("denied by an administrator")
+                    );
+                    return Err(self
+                        .refuse(hello, &crr, "ReRegistrationDenied", reason)
+                        .await);
+                }
+            }
+        }
+    }
+
+    /// Records `request` in `crr`'s `status.reRegistration`, replacing any earlier one, with a
+    /// Warning Event and a log line for the administrator.
+    async fn record_re_registration(
+        &self,
+        hello: &AgentHello,
+        crr: &ClusterRegistrationRequest,
+        request: &ReRegistration,
+    ) -> Result<(), Error> {
+        let name = crr.name_any();
         // A merge patch keeps the fields it leaves out: the decision on an earlier request
         // must be cleared explicitly.
         let mut recorded = json!(request);
@@ -288,59 +376,66 @@ impl KubeBackend {
         )
         .await
         .map_err(api_err("record a re-registration request", &name))?;
-        let notice = re_registration_notice(&name, &hello.cluster_id, &request);
         tracing::warn!(
             cluster_id = %hello.cluster_id,
             bootstrap_token_id = %request.bootstrap_token_id,
             peer = request.peer.as_deref().unwrap_or("unknown"),
-            replaces = ?replaces,
+            replaces = ?request.replaces,
             "a bootstrap token asked to register a registered cluster again; waiting for an administrator"
         );
         self.event(
             crr.object_ref(&()),
             EventType::Warning,
             "ReRegistrationPending",
-            notice,
+            re_registration_notice(&name, &hello.cluster_id, request),
             "Register",
         )
         .await;
-        loop {
-            let crr = self.reread(hello, &name, permit).await?;
-            let st = crr.status.clone().unwrap_or_default();
-            if st.result != Some(ApprovedResult::Approved) {
-                let reason = st
-                    .error_message
-                    .unwrap_or_else(|| "the registration is no longer approved".into());
-                return Err(self.refuse(hello, &crr, "RegistrationDenied", reason).await);
-            }
-            let Some(current) = st.re_registration.filter(|r| r.id == request.id) else {
-                let reason =
-                    "a newer request to register the cluster again replaced this one, or the \
-                     registration was given again meanwhile"
-                        .to_string();
-                return Err(Error::RegistrationDenied {
+        Ok(())
+    }
+
+    /// A slot among the Hellos that wait for a decision, or the refusal when all are taken.
+    fn waiting_slot(
+        &self,
+        hello: &AgentHello,
+        name: &str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
+        self.inner
+            .waiting_registrations
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                self.inner
+                    .metrics
+                    .handshake_refused("registrations_waiting_full");
+                Error::AwaitApproval {
                     cluster_id: hello.cluster_id.clone(),
-                    reason,
-                });
-            };
-            match current.result {
-                None => continue,
-                Some(ApprovedResult::Approved) => return Ok(crr),
-                Some(ApprovedResult::Denied) | Some(ApprovedResult::Failed) => {
-                    let reason = format!(
-                        "the request to register the cluster again was denied: {}; the \
-                         cluster's registration is unchanged",
-                        current
-                            .error_message
-                            .as_deref()
-                            .unwrap_or("denied by an administrator")
-                    );
-                    return Err(self
-                        .refuse(hello, &crr, "ReRegistrationDenied", reason)
-                        .await);
+                    reason: format!(
+                        "{} registrations wait for an administrator on this hub already; the \
+                         request {name} stays, decide it with kubectl atoll approve or deny, \
+                         and the agent retries",
+                        self.inner.config.max_waiting_registrations
+                    ),
+                    full: true,
                 }
-            }
+            })
+    }
+
+    /// Whether the Hello may be held longer; after [`BackendConfig::approval_wait`] the agent
+    /// is told to retry, and the request stays for the decision.
+    fn within_wait(&self, started: Instant, hello: &AgentHello, name: &str) -> Result<(), Error> {
+        let wait = self.inner.config.approval_wait;
+        if started.elapsed() < wait {
+            return Ok(());
         }
+        Err(Error::AwaitApproval {
+            cluster_id: hello.cluster_id.clone(),
+            reason: format!(
+                "no decision on registration request {name} within {wait:?}: approve it with \
+                 kubectl atoll approve {name} (or deny it); the agent retries"
+            ),
+            full: false,
+        })
     }
 
     /// Waits one poll without a handshake permit, then reads the request again.
@@ -607,6 +702,47 @@ mod tests {
                 "{result:?} {ns:?} {record:?} manual={manual}"
             );
         }
+    }
+
+    #[test]
+    fn a_retry_is_the_same_token_name_replacement_and_host_on_another_port() {
+        let earlier = ReRegistration {
+            id: "1".into(),
+            bootstrap_token_id: "abcdef".into(),
+            peer: Some("10.0.0.9:5555".into()),
+            cluster_name: Some("edge".into()),
+            ..ReRegistration::default()
+        };
+        let again = |edit: fn(&mut ReRegistration)| {
+            let mut r = earlier.clone();
+            r.id = "2".into();
+            r.peer = Some("10.0.0.9:6000".into());
+            edit(&mut r);
+            r
+        };
+        assert!(is_retry_of(&again(|_| {}), &earlier));
+        assert!(!is_retry_of(
+            &again(|r| r.peer = Some("10.0.0.8:6000".into())),
+            &earlier
+        ));
+        assert!(!is_retry_of(&again(|r| r.peer = None), &earlier));
+        assert!(!is_retry_of(
+            &again(|r| r.bootstrap_token_id = "zzzzzz".into()),
+            &earlier
+        ));
+        assert!(!is_retry_of(
+            &again(|r| r.cluster_name = Some("other".into())),
+            &earlier
+        ));
+        assert!(!is_retry_of(
+            &again(|r| r.replaces = ReRegistrationReplaces::RevokedToken),
+            &earlier
+        ));
+        let v6 = |p: &str| ReRegistration {
+            peer: Some(p.into()),
+            ..earlier.clone()
+        };
+        assert!(is_retry_of(&v6("[::1]:1"), &v6("[::1]:2")));
     }
 
     #[test]

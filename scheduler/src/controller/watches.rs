@@ -7,7 +7,7 @@ use atoll_crds::apps::{
     Description, Feed, Globalization, Localization, Manifest, OverridePolicy, Subscription,
 };
 use atoll_crds::atoll::FeedGrant;
-use atoll_crds::clusters::{ClusterRegistrationRequest, ManagedCluster};
+use atoll_crds::clusters::{ApprovedResult, ClusterRegistrationRequest, ManagedCluster};
 use atoll_crds::known;
 use atoll_runtime::ready::Ready;
 use futures::StreamExt;
@@ -169,9 +169,24 @@ pub(super) fn grants(client: &Client, wiring: &Wiring) -> Store<FeedGrant> {
     )
 }
 
+/// What a registration makes the scheduler trust: the cluster id and dedicated namespace of an
+/// approved registration, nothing (`""`) otherwise. A request that waits (a new cluster's, or a
+/// registered cluster's request to register again) changes no placement.
+fn trusted_as(crr: &ClusterRegistrationRequest) -> String {
+    match crr.status.as_ref() {
+        Some(st) if st.result == Some(ApprovedResult::Approved) => format!(
+            "{}:{}",
+            crr.spec.cluster_id,
+            st.dedicated_namespace.as_deref().unwrap_or_default()
+        ),
+        _ => String::new(),
+    }
+}
+
 /// Starts the ClusterRegistrationRequest watch: which ManagedClusters the hub registered.
-/// A registration's result or dedicated namespace changing can add or remove a cluster from
-/// every placement, so it triggers every Subscription.
+/// A change of what a registration makes the scheduler trust ([`trusted_as`]) can add or
+/// remove a cluster from every placement, so it triggers every Subscription; nothing else
+/// does, so that a flood of registration requests costs no reconciles.
 pub(super) fn registrations(client: &Client, wiring: &Wiring) -> Store<ClusterRegistrationRequest> {
     let all = wiring.all.clone();
     let bump = wiring.inputs.clone();
@@ -187,17 +202,13 @@ pub(super) fn registrations(client: &Client, wiring: &Wiring) -> Store<ClusterRe
                 Event::InitApply(c) => (c, true),
                 _ => return Vec::new(),
             };
-            let state = match (event, crr.status.as_ref()) {
-                (Event::Delete(_), _) | (_, None) => String::new(),
-                (_, Some(st)) => format!(
-                    "{}:{:?}:{}",
-                    crr.spec.cluster_id,
-                    st.result,
-                    st.dedicated_namespace.as_deref().unwrap_or_default()
-                ),
+            let state = if matches!(event, Event::Delete(_)) {
+                String::new()
+            } else {
+                trusted_as(crr)
             };
             let previous = registration_states.insert(crr.name_any(), state.clone());
-            if initial || previous.as_ref() == Some(&state) {
+            if initial || previous.unwrap_or_default() == state {
                 return Vec::new();
             }
             bump.bump();
@@ -311,4 +322,68 @@ fn feed_triggers(
     .into_iter()
     .map(|r| Trigger::One(tx.clone(), r))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atoll_crds::clusters::{
+        ClusterRegistrationRequestSpec, ClusterRegistrationRequestStatus, ReRegistration,
+    };
+
+    fn request(status: Option<ClusterRegistrationRequestStatus>) -> ClusterRegistrationRequest {
+        let mut crr = ClusterRegistrationRequest::new(
+            "clusternet-a",
+            ClusterRegistrationRequestSpec {
+                cluster_id: "a".into(),
+                ..ClusterRegistrationRequestSpec::default()
+            },
+        );
+        crr.status = status;
+        crr
+    }
+
+    fn status(
+        result: Option<ApprovedResult>,
+        ns: Option<&str>,
+    ) -> ClusterRegistrationRequestStatus {
+        ClusterRegistrationRequestStatus {
+            result,
+            dedicated_namespace: ns.map(str::to_owned),
+            ..ClusterRegistrationRequestStatus::default()
+        }
+    }
+
+    #[test]
+    fn only_what_an_approved_registration_names_changes_placements() {
+        let untrusted = [
+            request(None),
+            request(Some(status(None, None))),
+            request(Some(status(
+                Some(ApprovedResult::Denied),
+                Some("clusternet-x"),
+            ))),
+            request(Some(status(Some(ApprovedResult::Failed), None))),
+        ];
+        for crr in &untrusted {
+            assert_eq!(trusted_as(crr), "", "{:?}", crr.status);
+        }
+        let approved = request(Some(status(
+            Some(ApprovedResult::Approved),
+            Some("clusternet-x"),
+        )));
+        assert_eq!(trusted_as(&approved), "a:clusternet-x");
+        // A request to register it again leaves what the registration names as it is.
+        let mut asked = approved.clone();
+        if let Some(st) = asked.status.as_mut() {
+            st.re_registration = Some(ReRegistration::default());
+            st.error_message = Some("anything".into());
+        }
+        assert_eq!(trusted_as(&asked), trusted_as(&approved));
+        let moved = request(Some(status(
+            Some(ApprovedResult::Approved),
+            Some("clusternet-y"),
+        )));
+        assert_ne!(trusted_as(&moved), trusted_as(&approved));
+    }
 }
