@@ -12,7 +12,7 @@
 
 use arbitrary::Arbitrary;
 use atoll_crds::apps::{FieldFormat, OverrideConfig, OverrideType};
-use atoll_scheduler::overrides::apply_override;
+use atoll_scheduler::overrides::{RenderBudget, apply_override};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
 
@@ -283,11 +283,11 @@ fn check(input: &Input) {
     };
     let before = document(input);
     let mut doc = before.clone();
-    let result = apply_override(&mut doc, &config, "fuzz");
+    let result = apply_override(&mut doc, &config, "fuzz", &mut RenderBudget::default());
 
     // Same override, same result.
     let mut again = before.clone();
-    let second = apply_override(&mut again, &config, "fuzz");
+    let second = apply_override(&mut again, &config, "fuzz", &mut RenderBudget::default());
     assert_eq!(result.is_ok(), second.is_ok());
     assert_eq!(doc, again, "not deterministic");
 
@@ -305,7 +305,7 @@ fn check(input: &Input) {
     // document reads back as it was written.
     if matches!(input.kind, Kind::MergePatch | Kind::FieldMergePatch) {
         let mut twice = doc.clone();
-        let r = apply_override(&mut twice, &config, "fuzz");
+        let r = apply_override(&mut twice, &config, "fuzz", &mut RenderBudget::default());
         assert!(
             r.is_ok(),
             "a merge patch applied once fails the second time: {r:?}"

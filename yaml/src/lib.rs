@@ -5,8 +5,9 @@
 //!   open flow collections (`[` and `{`) for every token, so `{a: ` repeated 32,000 times
 //!   (160 KB) took 2.6 s before its own depth limit refused it. The text is scanned for its
 //!   flow nesting first, in one pass, and refused before serde_yaml sees it.
-//! - **Alias expansion** ([`MAX_VALUES`]): aliases repeat what an anchor holds, so a few
-//!   hundred bytes can stand for billions of values; serde_yaml bounds only alias jumps.
+//! - **Alias expansion** ([`MAX_VALUES`], [`MAX_EXPANDED_BYTES`]): aliases repeat what an
+//!   anchor holds, so a few hundred bytes can stand for billions of values, and an alias of a
+//!   long string for gigabytes of text; serde_yaml bounds only alias jumps.
 
 mod depth;
 mod values;
@@ -23,6 +24,14 @@ pub const MAX_FLOW_DEPTH: usize = 128;
 /// text without aliases that fits in a ConfigMap (1 MiB) holds, so only alias expansions are
 /// refused.
 pub const MAX_VALUES: usize = 1_000_000;
+
+/// Most bytes one text may expand to, counting [`VALUE_BYTES`] per value plus the text of each
+/// string and map key: 32 MiB, more than a text without aliases that fits in a ConfigMap
+/// (1 MiB) expands to, so that only alias expansions are refused.
+pub const MAX_EXPANDED_BYTES: usize = 32 * 1024 * 1024;
+
+/// What one value costs of [`MAX_EXPANDED_BYTES`] besides its text.
+pub const VALUE_BYTES: usize = 16;
 
 /// Why a text was not read.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +159,27 @@ mod tests {
         let scalars = vec!["x"; 10_000].join(", ");
         let aliases = vec!["*a"; 2_000].join(", ");
         format!("a: &a [{scalars}]\nb: [{aliases}]\n")
+    }
+
+    /// A 1 MiB string repeated by 2,000 aliases: 2 GiB from about 1 MiB of text, only 2,002
+    /// values.
+    #[test]
+    fn alias_expansion_of_a_long_string_past_the_byte_limit_is_refused() {
+        let text = format!(
+            "a: &a {}\nb: [{}]\n",
+            "x".repeat(1024 * 1024),
+            vec!["*a"; 2_000].join(", ")
+        );
+        let started = Instant::now();
+        let err = parse(&text).unwrap_err();
+        assert!(err.to_string().contains("bytes"), "{err}");
+        assert!(started.elapsed().as_secs() < 10);
+        // The same text without the aliases is read.
+        let plain = format!("a: {}\n", "x".repeat(1024 * 1024));
+        assert!(parse(&plain).is_ok());
+        // Every document of a text shares the byte budget.
+        let many = vec![format!("a: {}", "y".repeat(1024 * 1024)); 40].join("\n---\n");
+        assert!(documents(&many).unwrap_err().to_string().contains("bytes"));
     }
 
     #[test]

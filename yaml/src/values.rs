@@ -7,14 +7,20 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use crate::{Error, MAX_VALUES};
+use crate::{Error, MAX_EXPANDED_BYTES, MAX_VALUES, VALUE_BYTES};
 
-/// The values a text may still expand to.
-pub(crate) struct Budget(Cell<usize>);
+/// The values, and the bytes, a text may still expand to.
+pub(crate) struct Budget {
+    values: Cell<usize>,
+    bytes: Cell<usize>,
+}
 
 impl Budget {
     pub(crate) fn new() -> Budget {
-        Budget(Cell::new(MAX_VALUES))
+        Budget {
+            values: Cell::new(MAX_VALUES),
+            bytes: Cell::new(MAX_EXPANDED_BYTES),
+        }
     }
 }
 
@@ -29,17 +35,32 @@ where
 struct Bounded<'a>(&'a Budget);
 
 impl Bounded<'_> {
-    fn take<E: de::Error>(&self) -> Result<(), E> {
-        match self.0.0.get().checked_sub(1) {
-            Some(left) => {
-                self.0.0.set(left);
-                Ok(())
-            }
-            None => Err(E::custom(format!(
+    /// Spends one value holding `text` bytes of text (a string, or a map key).
+    fn take_text<E: de::Error>(&self, text: usize) -> Result<(), E> {
+        let budget = self.0;
+        let values = budget.values.get().checked_sub(1).ok_or_else(|| {
+            E::custom(format!(
                 "the document expands to more than {MAX_VALUES} values (YAML aliases \
                  repeating large anchors?)"
-            ))),
-        }
+            ))
+        })?;
+        let bytes = budget
+            .bytes
+            .get()
+            .checked_sub(VALUE_BYTES.saturating_add(text))
+            .ok_or_else(|| {
+                E::custom(format!(
+                    "the document expands to more than {MAX_EXPANDED_BYTES} bytes (YAML \
+                     aliases repeating large anchors?)"
+                ))
+            })?;
+        budget.values.set(values);
+        budget.bytes.set(bytes);
+        Ok(())
+    }
+
+    fn take<E: de::Error>(&self) -> Result<(), E> {
+        self.take_text(0)
     }
 }
 
@@ -93,12 +114,12 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        self.take()?;
+        self.take_text(v.len())?;
         Ok(Value::String(v.to_owned()))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        self.take()?;
+        self.take_text(v.len())?;
         Ok(Value::String(v))
     }
 
@@ -128,6 +149,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
         self.take()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            self.take_text(key.len())?;
             let value = map.next_value_seed(Bounded(self.0))?;
             out.insert(key, value);
         }

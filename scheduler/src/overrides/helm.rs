@@ -14,7 +14,7 @@
 use atoll_crds::apps::{ChartReference, OverrideConfig, OverrideType};
 use serde_json::{Map, Value};
 
-use super::{OverrideSet, apply_override, strip_server_fields};
+use super::{OverrideSet, RenderBudget, apply_override, strip_server_fields};
 use crate::error::Error;
 
 /// One chart rendered for one cluster.
@@ -49,18 +49,19 @@ pub fn render_chart(chart: &Value, overrides: &[OverrideSet]) -> Result<Rendered
     let mut chart_doc = chart.clone();
     strip_server_fields(&mut chart_doc);
     let mut values = Value::Object(Map::new());
+    let mut budget = RenderBudget::default();
     for set in overrides {
         for (index, config) in set.overrides.iter().enumerate() {
             let origin = set.origin(index);
             let as_patch = as_patch(config);
             if config.override_chart == Some(true) {
                 let before = chart_doc.clone();
-                apply_override(&mut chart_doc, &as_patch, &origin)?;
+                apply_override(&mut chart_doc, &as_patch, &origin, &mut budget)?;
                 if fixed_fields(&chart_doc) != fixed_fields(&before) {
                     return Err(Error::OverrideChartIdentity { origin });
                 }
             } else {
-                apply_override(&mut values, &as_patch, &origin)?;
+                apply_override(&mut values, &as_patch, &origin, &mut budget)?;
             }
         }
     }

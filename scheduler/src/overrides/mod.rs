@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::selector::Selector;
-pub use patch::{apply_override, detect_format};
+pub use patch::{RenderBudget, apply_override, detect_format};
 
 /// The JSON pointer of the replica field of divisible kinds.
 pub const REPLICAS_PATH: &str = "/spec/replicas";
@@ -235,9 +235,10 @@ pub fn render(
     divided: Option<DividedReplicas>,
 ) -> Result<Value, Error> {
     let mut doc = template.clone();
+    let mut budget = RenderBudget::default();
     for set in overrides {
         for (index, config) in set.overrides.iter().enumerate() {
-            apply_override(&mut doc, config, &set.origin(index))?;
+            apply_override(&mut doc, config, &set.origin(index), &mut budget)?;
         }
     }
     strip_server_fields(&mut doc);

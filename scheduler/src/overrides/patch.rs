@@ -10,14 +10,65 @@ use crate::error::Error;
 /// Largest number of operations one JSONPatch override may carry (as Clusternet).
 pub const MAX_PATCH_OPERATIONS: usize = 10_000;
 
-/// Most bytes (as compact JSON) that the `copy` operations of one JSON patch may add, as
-/// kube-apiserver's `JSONPatchMaxCopyBytes` (3 MiB): each `copy` of the root into itself
-/// doubles the document, so without a limit 40 operations would ask for terabytes.
+/// Most bytes (as compact JSON) that the `copy` operations of the JSON patches of one rendering
+/// may add, as kube-apiserver's `JSONPatchMaxCopyBytes` (3 MiB) does for one patch: each `copy`
+/// of the root into itself doubles the document, so without a limit 40 operations would ask
+/// for terabytes, and a limit per patch would let many overrides multiply it.
 pub const MAX_COPY_BYTES: usize = 3 * 1024 * 1024;
 
-/// Applies one override to `doc`. `origin` names the override in errors (see
-/// `OverrideSet::origin`). A blank `value` does nothing (as Clusternet).
-pub fn apply_override(doc: &mut Value, config: &OverrideConfig, origin: &str) -> Result<(), Error> {
+/// Most bytes (as compact JSON) the override values of one rendering may hold together: each
+/// is bounded by its own text and by `atoll_yaml`'s expansion limit, and this bounds what many
+/// overrides of one feed and cluster add up to.
+pub const MAX_RENDER_VALUE_BYTES: usize = 16 * 1024 * 1024;
+
+/// What the overrides of one rendering (one feed for one cluster) may still add: shared by all
+/// of them, so that neither many overrides nor many patches multiply the limits.
+#[derive(Debug)]
+pub struct RenderBudget {
+    copy_bytes: usize,
+    value_bytes: usize,
+}
+
+impl Default for RenderBudget {
+    fn default() -> Self {
+        RenderBudget {
+            copy_bytes: MAX_COPY_BYTES,
+            value_bytes: MAX_RENDER_VALUE_BYTES,
+        }
+    }
+}
+
+impl RenderBudget {
+    /// Spends `bytes` of the values' budget; `false` when it is spent.
+    fn spend_value(&mut self, bytes: usize) -> bool {
+        spend(&mut self.value_bytes, bytes)
+    }
+
+    /// Spends `bytes` of the copies' budget; `false` when it is spent.
+    fn spend_copy(&mut self, bytes: usize) -> bool {
+        spend(&mut self.copy_bytes, bytes)
+    }
+}
+
+fn spend(left: &mut usize, bytes: usize) -> bool {
+    match left.checked_sub(bytes) {
+        Some(rest) => {
+            *left = rest;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Applies one override to `doc`, within what `budget` (the rendering's) still allows. `origin`
+/// names the override in errors (see `OverrideSet::origin`). A blank `value` does nothing (as
+/// Clusternet).
+pub fn apply_override(
+    doc: &mut Value,
+    config: &OverrideConfig,
+    origin: &str,
+    budget: &mut RenderBudget,
+) -> Result<(), Error> {
     if config.override_chart == Some(true) || config.type_ == OverrideType::Helm {
         return Err(Error::ApplyHelmOverride {
             origin: origin.to_owned(),
@@ -27,10 +78,19 @@ pub fn apply_override(doc: &mut Value, config: &OverrideConfig, origin: &str) ->
         return Ok(());
     }
     let value = parse_value(&config.value, origin)?;
+    if !budget.spend_value(json_len(&value)) {
+        return Err(Error::ParseOverrideValue {
+            origin: origin.to_owned(),
+            reason: format!(
+                "the override values applied to this object for this cluster hold more than \
+                 {MAX_RENDER_VALUE_BYTES} bytes together; write fewer or smaller overrides"
+            ),
+        });
+    }
     match config.type_ {
         OverrideType::JSONPatch => {
             let patch = to_json_patch(value, origin)?;
-            apply_json_patch(doc, &patch, origin)
+            apply_json_patch(doc, &patch, origin, budget)
         }
         OverrideType::MergePatch => {
             if !value.is_object() {
@@ -47,7 +107,7 @@ pub fn apply_override(doc: &mut Value, config: &OverrideConfig, origin: &str) ->
         OverrideType::FieldJSONPatch => {
             let patch = to_json_patch(value, origin)?;
             edit_field(doc, config, origin, |inner| {
-                apply_json_patch(inner, &patch, origin)
+                apply_json_patch(inner, &patch, origin, budget)
             })
         }
         OverrideType::FieldMergePatch => edit_field(doc, config, origin, |inner| {
@@ -104,27 +164,29 @@ fn op_name(op: &PatchOperation) -> &'static str {
 
 /// Applies a JSON patch atomically. A failing operation (missing path, failed `test`) is an error
 /// naming the operation and the path; the document is left unchanged. The operations run one by
-/// one on a copy, so that the bytes added by `copy` operations can be counted against
-/// [`MAX_COPY_BYTES`] before each one.
-fn apply_json_patch(doc: &mut Value, patch: &Patch, origin: &str) -> Result<(), Error> {
+/// one on a copy, so that the bytes added by `copy` operations can be counted against the
+/// rendering's [`MAX_COPY_BYTES`] before each one.
+fn apply_json_patch(
+    doc: &mut Value,
+    patch: &Patch,
+    origin: &str,
+    budget: &mut RenderBudget,
+) -> Result<(), Error> {
     let mut work = doc.clone();
-    let mut copied: usize = 0;
     for (index, op) in patch.0.iter().enumerate() {
         if let PatchOperation::Copy(copy) = op
             && let Some(source) = work.pointer(copy.from.as_str())
+            && !budget.spend_copy(json_len(source))
         {
-            copied = copied.saturating_add(json_len(source));
-            if copied > MAX_COPY_BYTES {
-                return Err(Error::ApplyJsonPatch {
-                    origin: origin.to_owned(),
-                    reason: format!(
-                        "JSON patch operation #{index} (copy) from {:?}: the copies of this \
-                         patch add more than {MAX_COPY_BYTES} bytes; copy smaller parts or \
-                         write the values out",
-                        copy.from.as_str()
-                    ),
-                });
-            }
+            return Err(Error::ApplyJsonPatch {
+                origin: origin.to_owned(),
+                reason: format!(
+                    "JSON patch operation #{index} (copy) from {:?}: the copies of the \
+                     overrides applied to this object for this cluster add more than \
+                     {MAX_COPY_BYTES} bytes; copy smaller parts or write the values out",
+                    copy.from.as_str()
+                ),
+            });
         }
         json_patch::patch(&mut work, std::slice::from_ref(op))
             .map_err(|e| patch_error(index, op, &e, origin))?;
@@ -317,8 +379,13 @@ mod tests {
         for (name, bomb) in [("wide", wide_alias_bomb()), ("deep", deep_alias_bomb())] {
             let mut doc = json!({"spec": {"replicas": 1}});
             let before = doc.clone();
-            let err = apply_override(&mut doc, &config(OverrideType::MergePatch, bomb, None), "o")
-                .unwrap_err();
+            let err = apply_override(
+                &mut doc,
+                &config(OverrideType::MergePatch, bomb, None),
+                "o",
+                &mut RenderBudget::default(),
+            )
+            .unwrap_err();
             assert!(
                 matches!(err, Error::ParseOverrideValue { .. }),
                 "{name}: {err}"
@@ -336,7 +403,7 @@ mod tests {
             "{\"spec\": {\"c\": 1}}".to_owned(),
             Some("/data/config.yaml"),
         );
-        let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
+        let err = apply_override(&mut doc, &cfg, "o", &mut RenderBudget::default()).unwrap_err();
         assert!(matches!(err, Error::ParseField { .. }), "{err}");
         assert_eq!(doc, before);
     }
@@ -347,8 +414,13 @@ mod tests {
     fn yaml_flow_nesting_bombs_in_an_override_value_are_refused() {
         let mut doc = json!({"spec": {"replicas": 1}});
         let bomb = "{a: ".repeat(32_000);
-        let err = apply_override(&mut doc, &config(OverrideType::MergePatch, bomb, None), "o")
-            .unwrap_err();
+        let err = apply_override(
+            &mut doc,
+            &config(OverrideType::MergePatch, bomb, None),
+            "o",
+            &mut RenderBudget::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(&err, Error::ParseOverrideValue { reason, .. } if reason.contains("deeper than 128 levels")),
             "{err}"
@@ -364,9 +436,53 @@ mod tests {
             &mut doc,
             &config(OverrideType::MergePatch, value, None),
             "o",
+            &mut RenderBudget::default(),
         )
         .unwrap();
         assert_eq!(doc, json!({"a": {"k": "v"}, "b": {"k": "v"}}));
+    }
+
+    /// One copy of a 2 MiB field fits the copy budget; a second override copying it again
+    /// does not: the budget is the rendering's, not each override's.
+    #[test]
+    fn the_copy_and_value_budgets_are_shared_by_every_override_of_a_rendering() {
+        let big = "x".repeat(2 * 1024 * 1024);
+        let mut doc = json!({"spec": {"big": big}});
+        let mut budget = RenderBudget::default();
+        let copy = |to: &str| {
+            config(
+                OverrideType::JSONPatch,
+                json!([{"op": "copy", "from": "/spec/big", "path": to}]).to_string(),
+                None,
+            )
+        };
+        apply_override(&mut doc, &copy("/spec/c1"), "first", &mut budget).unwrap();
+        let err = apply_override(&mut doc, &copy("/spec/c2"), "second", &mut budget).unwrap_err();
+        assert!(
+            matches!(&err, Error::ApplyJsonPatch { origin, .. } if origin == "second"),
+            "{err}"
+        );
+        assert!(doc["spec"].get("c2").is_none());
+        // Values: nine merge patches of just under 2 MiB each pass one by one, not together.
+        let merge = |i: usize| {
+            config(
+                OverrideType::MergePatch,
+                json!({"data": {format!("k{i}"): "y".repeat(2 * 1024 * 1024 - 64)}}).to_string(),
+                None,
+            )
+        };
+        let mut doc = json!({});
+        let mut budget = RenderBudget::default();
+        let refused = (0..9)
+            .map(|i| apply_override(&mut doc, &merge(i), "m", &mut budget))
+            .position(|r| r.is_err());
+        assert_eq!(refused, Some(8), "16 MiB hold eight values of 2 MiB");
+        for i in 0..9 {
+            assert!(
+                apply_override(&mut json!({}), &merge(i), "m", &mut RenderBudget::default())
+                    .is_ok()
+            );
+        }
     }
 
     /// Forty copies of the root into itself would double the document forty times.
@@ -378,7 +494,7 @@ mod tests {
         let mut doc = json!({"spec": {"replicas": 1, "note": "x".repeat(64)}});
         let before = doc.clone();
         let cfg = config(OverrideType::JSONPatch, Value::Array(ops).to_string(), None);
-        let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
+        let err = apply_override(&mut doc, &cfg, "o", &mut RenderBudget::default()).unwrap_err();
         match &err {
             Error::ApplyJsonPatch { reason, .. } => assert!(reason.contains("(copy)"), "{err}"),
             other => panic!("{other}"),
@@ -392,7 +508,7 @@ mod tests {
         let value = r#"[{"op": "copy", "from": "/spec/a", "path": "/spec/b"},
                         {"op": "add", "path": "/spec/b/-", "value": 3}]"#;
         let cfg = config(OverrideType::JSONPatch, value.to_owned(), None);
-        apply_override(&mut doc, &cfg, "o").unwrap();
+        apply_override(&mut doc, &cfg, "o", &mut RenderBudget::default()).unwrap();
         assert_eq!(doc, json!({"spec": {"a": [1, 2], "b": [1, 2, 3]}}));
     }
 
@@ -403,7 +519,7 @@ mod tests {
         let value = r#"[{"op": "replace", "path": "/spec/replicas", "value": 2},
                         {"op": "remove", "path": "/spec/missing"}]"#;
         let cfg = config(OverrideType::JSONPatch, value.to_owned(), None);
-        let err = apply_override(&mut doc, &cfg, "o").unwrap_err();
+        let err = apply_override(&mut doc, &cfg, "o", &mut RenderBudget::default()).unwrap_err();
         assert!(err.to_string().contains("#1 (remove)"), "{err}");
         assert_eq!(doc, before);
     }
