@@ -939,6 +939,15 @@ impl Applier {
             .resolve(&object.api_version, &object.kind)
             .await?;
         scope_to_kind(&mut object, &mut config, &kind, "default");
+        let own = self.store.namespace();
+        if (kind.namespaced && object.namespace == own)
+            || (!kind.namespaced && object.kind == "Namespace" && object.name == own)
+        {
+            return Err(Error::ReservedNamespace {
+                object: object.to_string(),
+                namespace: own.to_owned(),
+            });
+        }
         if let Some(allowed) = &self.allowed_namespaces
             && !(kind.namespaced && allowed.contains(&object.namespace))
         {

@@ -46,6 +46,18 @@ pub enum Error {
         /// The namespaces the agent may write, comma-separated.
         allowed: String,
     },
+    /// The object is in (or is) the namespace the agent keeps its own state and credentials
+    /// in: a Pod there could mount the agent's cluster token and ServiceAccount.
+    #[error(
+        "{object} is in {namespace}, where the agent keeps its cluster token and inventories; \
+         no Description may write there: deploy it to another namespace"
+    )]
+    ReservedNamespace {
+        /// The object, `kind namespace/name`.
+        object: String,
+        /// The agent's own namespace.
+        namespace: String,
+    },
     /// The `helm` binary could not be started (or fed, or waited for).
     #[error(
         "cannot run {binary}: {source}; the agent installs HelmChart feeds with helm v3: ship it \
@@ -154,6 +166,7 @@ impl Error {
             Error::HelmTimedOut { .. } => "helm_timed_out",
             Error::DecodeHelmStatus { .. } => "decode_helm_status",
             Error::NamespaceNotAllowed { .. } => "namespace_not_allowed",
+            Error::ReservedNamespace { .. } => "reserved_namespace",
             Error::ApplyObject { .. } => "apply_object",
             Error::GetObject { .. } => "get_object",
             Error::DeleteObject { .. } => "delete_object",

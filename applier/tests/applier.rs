@@ -565,6 +565,45 @@ async fn an_invalid_object_is_reported_while_the_rest_is_applied() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_description_may_not_write_into_the_agents_own_namespace() {
+    let (_cluster, client) = child().await;
+    let applier = Applier::new(client.clone(), "atoll-agent");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "steal", "namespace": "clusternet-system"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    let objects = vec![
+        pod,
+        cm("clusternet-system", "parent-cluster", "x"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "clusternet-system", "labels": {"a": "b"}}}),
+        cm("default", "fine", "1"),
+    ];
+    let report = applier.apply(&desc("default.app", 1, objects)).await;
+    assert_eq!(report.phase, Phase::Failure, "{report:#?}");
+    let errors: Vec<Option<&str>> = report.objects.iter().map(|o| o.error.as_deref()).collect();
+    for refused in &errors[..3] {
+        assert!(
+            refused.is_some_and(|e| e.contains("where the agent keeps its cluster token")),
+            "{report:#?}"
+        );
+    }
+    assert_eq!(errors[3], None, "{report:#?}");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(client.clone(), "clusternet-system");
+    assert!(pods.get_opt("steal").await.unwrap().is_none());
+    // An agent keeping its state elsewhere guards that namespace instead.
+    let elsewhere = Applier::new(client.clone(), "atoll-agent").with_state_namespace("agent-b");
+    let report = elsewhere
+        .apply(&desc(
+            "default.other",
+            1,
+            vec![cm("agent-b", "x", "1"), cm("clusternet-system", "y", "1")],
+        ))
+        .await;
+    let errors: Vec<bool> = report.objects.iter().map(|o| o.error.is_some()).collect();
+    assert_eq!(errors, vec![true, false], "{report:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_restricted_to_namespaces_refuses_other_objects_per_object_and_repairs_its_own() {
     let (_cluster, client) = child().await;
     let shop: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());

@@ -74,7 +74,8 @@ pub struct BackendConfig {
 impl Default for BackendConfig {
     fn default() -> Self {
         BackendConfig {
-            manual_approval: false,
+            // As the hub's own default: a library user who forgets to choose approves nothing.
+            manual_approval: true,
             kube_system_bootstrap_tokens: false,
             disconnect_grace: Duration::from_secs(20),
             approval_poll: Duration::from_secs(1),
@@ -1295,4 +1296,12 @@ fn pull_credentials_in(secret: &Secret) -> Result<PullCredentials, String> {
         username: text("username")?,
         password: SecretString(text("password")?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_library_default_approves_no_registration_by_itself() {
+        assert!(super::BackendConfig::default().manual_approval);
+    }
 }
