@@ -536,6 +536,7 @@ fn cpu_by_role(state: &FleetState) -> BTreeMap<&'static str, f64> {
             Role::ChildrenHost => "children hosts",
             Role::Child => "child devclusters",
             Role::Agent => "agents",
+            Role::RealNode => "real nodes",
         };
         *out.entry(kind).or_insert(0.0) += cpu_seconds(p.pid);
     }

@@ -758,6 +758,7 @@ fn cpu_by_role(state: &FleetState) -> CpuByRole {
             Role::Hub => "hub",
             Role::Agent => "agents",
             Role::Etcd | Role::ControlPlane => "control plane",
+            Role::RealNode => "real nodes",
             Role::ChildrenHost => {
                 for (thread, seconds) in thread_cpu_seconds(p.pid) {
                     let role = if thread.starts_with(children_host::DEVCLUSTER_THREADS) {
@@ -820,7 +821,7 @@ fn resident_memory(state: &FleetState) -> Memory {
                 m.hosts.push(rss);
                 children_total += rss;
             }
-            Role::Etcd | Role::ControlPlane => {}
+            Role::Etcd | Role::ControlPlane | Role::RealNode => {}
         }
     }
     m.per_child = children_total / state.children.len().max(1) as f64;

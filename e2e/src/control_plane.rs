@@ -10,7 +10,7 @@
 //! path a devcluster writes. atoll's own components never use it: they get ServiceAccount tokens
 //! (see [`crate::install`]).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
@@ -178,6 +178,46 @@ impl ClusterFiles {
     pub fn apiserver_dir(&self) -> PathBuf {
         self.root.join("apiserver")
     }
+    /// kube-apiserver's client certificate and key towards the kubelets (real nodes only).
+    pub fn apiserver_kubelet_client(&self) -> (PathBuf, PathBuf) {
+        (
+            self.pki("apiserver-kubelet-client.crt"),
+            self.pki("apiserver-kubelet-client.key"),
+        )
+    }
+    /// The client certificate and key of real node `node`'s kubelet.
+    pub fn kubelet_client(&self, node: &str) -> (PathBuf, PathBuf) {
+        (
+            self.pki(&format!("kubelet-{node}.crt")),
+            self.pki(&format!("kubelet-{node}.key")),
+        )
+    }
+    /// kube-proxy's client certificate and key (real nodes only).
+    pub fn kube_proxy_client(&self) -> (PathBuf, PathBuf) {
+        (self.pki("kube-proxy.crt"), self.pki("kube-proxy.key"))
+    }
+}
+
+/// What a control plane needs for real nodes to join it (see [`crate::real_node`]): the
+/// address of the host side of their network, which kube-apiserver listens on and advertises
+/// instead of loopback, and the names of the nodes, whose kubelets get client certificates.
+/// Without it (kwok's fake nodes only) the control plane stays on loopback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeNetwork {
+    /// The host's address on the node network (the bridge).
+    pub host_address: Ipv4Addr,
+    /// The Node names of the real nodes.
+    pub nodes: Vec<String>,
+}
+
+/// The first address of the Service range `10.96.0.0/16`: the `kubernetes` Service, which pods
+/// reach kube-apiserver by.
+pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+
+/// The address kube-apiserver listens on and the kubeconfigs point at: the node network's host
+/// address when real nodes join, else loopback.
+pub fn apiserver_host(network: Option<&NodeNetwork>) -> Ipv4Addr {
+    network.map_or(Ipv4Addr::LOCALHOST, |n| n.host_address)
 }
 
 /// The loopback ports of one real cluster.
@@ -235,6 +275,15 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
 /// Makes a fresh CA, kube-apiserver's serving certificate for `127.0.0.1`/`localhost`, an admin
 /// client certificate and a ServiceAccount signing key, and writes them under `files`.
 pub fn write_pki(files: &ClusterFiles) -> Result<Pki, Error> {
+    write_pki_for(files, None)
+}
+
+/// [`write_pki`], and with a `network` for real nodes also: the serving certificate valid for
+/// the node network's host address and the `kubernetes` Service IP, kube-apiserver's client
+/// certificate towards the kubelets (`system:masters`), one client certificate per kubelet
+/// (`system:node:<node>` in `system:nodes`) and kube-proxy's (`system:kube-proxy`). The CA key
+/// is not kept.
+pub fn write_pki_for(files: &ClusterFiles, network: Option<&NodeNetwork>) -> Result<Pki, Error> {
     let ca_key = KeyPair::generate().map_err(|e| pki_err("the CA key", e))?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())
         .map_err(|e| pki_err("the CA parameters", e))?;
@@ -251,30 +300,25 @@ pub fn write_pki(files: &ClusterFiles) -> Result<Pki, Error> {
     let issuer = Issuer::new(ca_params, ca_key);
 
     let serving_key = KeyPair::generate().map_err(|e| pki_err("the serving key", e))?;
-    let mut serving = CertificateParams::new(vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "kubernetes".to_string(),
-        "kubernetes.default.svc".to_string(),
-    ])
-    .map_err(|e| pki_err("the serving parameters", e))?;
+    let mut serving = CertificateParams::new(serving_names(network))
+        .map_err(|e| pki_err("the serving parameters", e))?;
     serving.distinguished_name = name(&[(DnType::CommonName, "kube-apiserver")]);
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_cert = serving
         .signed_by(&serving_key, &issuer)
         .map_err(|e| pki_err("the serving certificate", e))?;
 
-    let admin_key = KeyPair::generate().map_err(|e| pki_err("the admin key", e))?;
-    let mut admin = CertificateParams::new(Vec::<String>::new())
-        .map_err(|e| pki_err("the admin parameters", e))?;
-    admin.distinguished_name = name(&[
-        (DnType::CommonName, "atoll-fleet-admin"),
-        (DnType::OrganizationName, "system:masters"),
-    ]);
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let admin_cert = admin
-        .signed_by(&admin_key, &issuer)
-        .map_err(|e| pki_err("the admin certificate", e))?;
+    let (admin_cert_pem, admin_key_pem) = client_cert(
+        &issuer,
+        "the admin",
+        &[
+            (DnType::CommonName, "atoll-fleet-admin"),
+            (DnType::OrganizationName, "system:masters"),
+        ],
+    )?;
+    if let Some(network) = network {
+        write_node_client_certs(files, &issuer, network)?;
+    }
 
     let sa_key = KeyPair::generate().map_err(|e| pki_err("the ServiceAccount key", e))?;
 
@@ -287,9 +331,95 @@ pub fn write_pki(files: &ClusterFiles) -> Result<Pki, Error> {
     write_file(&sa_public, &sa_key.public_key_pem(), 0o644)?;
     Ok(Pki {
         ca_pem: ca_cert.pem(),
-        admin_cert_pem: admin_cert.pem(),
-        admin_key_pem: admin_key.serialize_pem(),
+        admin_cert_pem,
+        admin_key_pem,
     })
+}
+
+/// The names kube-apiserver's serving certificate is valid for: loopback and the `kubernetes`
+/// Service's names, and with real nodes the node network's host address and the Service IP.
+fn serving_names(network: Option<&NodeNetwork>) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ];
+    if let Some(network) = network {
+        names.extend([
+            network.host_address.to_string(),
+            KUBERNETES_SERVICE_IP.to_string(),
+            "kubernetes.default".to_string(),
+            "kubernetes.default.svc.cluster.local".to_string(),
+        ]);
+    }
+    names
+}
+
+/// A client certificate for `subject` signed by `issuer`: `(certificate, key)` in PEM; `what`
+/// names it in errors.
+fn client_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    what: &str,
+    subject: &[(DnType, &str)],
+) -> Result<(String, String), Error> {
+    let key = KeyPair::generate().map_err(|e| pki_err(&format!("{what} key"), e))?;
+    let mut params = CertificateParams::new(Vec::<String>::new())
+        .map_err(|e| pki_err(&format!("{what} parameters"), e))?;
+    params.distinguished_name = name(subject);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(|e| pki_err(&format!("{what} certificate"), e))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Writes a client certificate for `subject` at `(cert, key)`.
+fn write_client_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    what: &str,
+    subject: &[(DnType, &str)],
+    (cert, key): (PathBuf, PathBuf),
+) -> Result<(), Error> {
+    let (cert_pem, key_pem) = client_cert(issuer, what, subject)?;
+    write_file(&cert, &cert_pem, 0o644)?;
+    write_file(&key, &key_pem, 0o600)
+}
+
+/// The client certificates real nodes need: kube-apiserver's towards the kubelets, each
+/// kubelet's and kube-proxy's.
+fn write_node_client_certs(
+    files: &ClusterFiles,
+    issuer: &Issuer<'_, KeyPair>,
+    network: &NodeNetwork,
+) -> Result<(), Error> {
+    write_client_cert(
+        issuer,
+        "the apiserver's kubelet client",
+        &[
+            (DnType::CommonName, "kube-apiserver-kubelet-client"),
+            (DnType::OrganizationName, "system:masters"),
+        ],
+        files.apiserver_kubelet_client(),
+    )?;
+    write_client_cert(
+        issuer,
+        "kube-proxy's client",
+        &[(DnType::CommonName, "system:kube-proxy")],
+        files.kube_proxy_client(),
+    )?;
+    for node in &network.nodes {
+        write_client_cert(
+            issuer,
+            &format!("the kubelet client of {node}"),
+            &[
+                (DnType::CommonName, &format!("system:node:{node}")),
+                (DnType::OrganizationName, "system:nodes"),
+            ],
+            files.kubelet_client(node),
+        )?;
+    }
+    Ok(())
 }
 
 fn name(parts: &[(DnType, &str)]) -> DistinguishedName {
@@ -309,6 +439,17 @@ pub fn b64(text: &str) -> String {
 /// A kubeconfig for `https://127.0.0.1:<port>` trusting `ca_pem`, with one user credential:
 /// a client certificate and key, or a bearer token.
 pub fn kubeconfig(name: &str, port: u16, ca_pem: &str, user: &Credential<'_>) -> String {
+    kubeconfig_at(name, Ipv4Addr::LOCALHOST, port, ca_pem, user)
+}
+
+/// [`kubeconfig`] for `https://<host>:<port>`.
+pub fn kubeconfig_at(
+    name: &str,
+    host: Ipv4Addr,
+    port: u16,
+    ca_pem: &str,
+    user: &Credential<'_>,
+) -> String {
     let user_fields = match user {
         Credential::Certificate { cert_pem, key_pem } => format!(
             "    client-certificate-data: {}\n    client-key-data: {}\n",
@@ -318,7 +459,7 @@ pub fn kubeconfig(name: &str, port: u16, ca_pem: &str, user: &Credential<'_>) ->
         Credential::Token(token) => format!("    token: {token}\n"),
     };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n{user_fields}",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n{user_fields}",
         ca = b64(ca_pem),
     )
 }
@@ -393,6 +534,39 @@ pub fn apiserver_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
         "--endpoint-reconciler-type=none".into(),
         "--v=1".into(),
     ]
+}
+
+/// [`apiserver_args`], and with a `network` for real nodes: listening on and advertising the
+/// node network's host address (so the `kubernetes` Service gets that endpoint, which pods
+/// reach), a client certificate towards the kubelets (logs, exec), which are reached by their
+/// InternalIP, and the NodeRestriction admission plugin.
+pub fn apiserver_args_for(
+    files: &ClusterFiles,
+    ports: Ports,
+    network: Option<&NodeNetwork>,
+) -> Vec<String> {
+    let args = apiserver_args(files, ports);
+    let Some(network) = network else {
+        return args;
+    };
+    let host = network.host_address;
+    let (kubelet_cert, kubelet_key) = files.apiserver_kubelet_client();
+    let mut args: Vec<String> = args
+        .into_iter()
+        .filter(|a| a != "--endpoint-reconciler-type=none")
+        .map(|a| match a.as_str() {
+            "--bind-address=127.0.0.1" => format!("--bind-address={host}"),
+            "--advertise-address=127.0.0.1" => format!("--advertise-address={host}"),
+            _ => a,
+        })
+        .collect();
+    args.extend([
+        format!("--kubelet-client-certificate={}", kubelet_cert.display()),
+        format!("--kubelet-client-key={}", kubelet_key.display()),
+        "--kubelet-preferred-address-types=InternalIP,Hostname".into(),
+        "--enable-admission-plugins=NodeRestriction".into(),
+    ]);
+    args
 }
 
 /// kube-controller-manager's command line: every default controller, ServiceAccount

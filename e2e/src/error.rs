@@ -260,6 +260,45 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A system command a real node needs (`ip`, `nsenter`, `ctr`, `cc`, ...) failed.
+    #[error("running `{command}` failed ({status}): {stderr}")]
+    RunCommand {
+        /// The command line, joined by spaces.
+        command: String,
+        /// The exit status (or why it did not start).
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// No free network for real nodes (bridge, addresses) could be taken.
+    #[error(
+        "allocating a real-node network under {dir}: {message}; stop other real-node runs or \
+         remove stale directories there"
+    )]
+    AllocateNodeNetwork {
+        /// The lock directory.
+        dir: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// Building an image for a real node (compiling its program, packing the archive) failed.
+    #[error("building the image {image}: {message}")]
+    BuildNodeImage {
+        /// The image reference.
+        image: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Writing a host sysctl failed.
+    #[error("writing sysctl {name}={value}: {source}")]
+    WriteSysctl {
+        /// The sysctl, `kernel.panic`.
+        name: String,
+        /// The value.
+        value: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -304,6 +343,10 @@ impl Error {
             Error::StartRuntime(_) => "start_runtime",
             Error::StartChild { .. } => "start_child",
             Error::InvalidArgument { .. } => "invalid_argument",
+            Error::RunCommand { .. } => "run_command",
+            Error::AllocateNodeNetwork { .. } => "allocate_node_network",
+            Error::BuildNodeImage { .. } => "build_node_image",
+            Error::WriteSysctl { .. } => "write_sysctl",
         }
     }
 }

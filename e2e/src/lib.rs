@@ -17,6 +17,8 @@
 //! - [`chaos`]: fault proxies and seeded chaos runs with invariant checks.
 //! - [`children_host`]: many children (devcluster + real agent each) in one process, for fleets
 //!   too large for a process per child (`fleet-children`, [`fleet::up_shared`]).
+//! - [`real_node`]: one real node (containerd, kubelet, kube-proxy in a network namespace of its
+//!   own) for a real-tier cluster.
 //! - [`chart_repo`]: `helm`, a local HTTP chart repository and a local OCI registry (Helm tests).
 
 pub mod app;
@@ -30,6 +32,7 @@ pub mod install;
 pub mod kubectl;
 pub mod plan;
 pub mod process;
+pub mod real_node;
 pub mod real_tier;
 pub mod scenario;
 pub mod state;

@@ -11,7 +11,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 use crate::Error;
-use crate::control_plane::{self, ClusterFiles, Credential, K8sBinaries, Ports};
+use crate::control_plane::{self, ClusterFiles, Credential, K8sBinaries, NodeNetwork, Ports};
 use crate::install::{self, AgentSettings};
 use crate::kubectl::{Kubectl, client_for};
 use crate::plan::Layout;
@@ -64,15 +64,30 @@ pub async fn start_clusters(
     nodes: u32,
     timeout: Duration,
 ) -> Result<Vec<RealCluster>, Error> {
+    start_clusters_for(clusters, binaries, layout, state, nodes, timeout, None).await
+}
+
+/// [`start_clusters`], with kube-apiserver set up for the real nodes of `network` to join
+/// (see [`control_plane::NodeNetwork`] and [`crate::real_node`]); `None` is [`start_clusters`].
+pub async fn start_clusters_for(
+    clusters: &[(String, PathBuf, Role)],
+    binaries: &K8sBinaries,
+    layout: &Layout,
+    state: &mut FleetState,
+    nodes: u32,
+    timeout: Duration,
+    network: Option<&NodeNetwork>,
+) -> Result<Vec<RealCluster>, Error> {
     let mut started = Vec::new();
     for (name, kubeconfig, _) in clusters {
         let files = ClusterFiles::new(&layout.dir, name, kubeconfig.clone());
         // A fresh cluster every time: `fleet up` starts from nothing, as with devcluster.
         let _ = std::fs::remove_dir_all(&files.root);
         let ports = ports()?;
-        let pki = control_plane::write_pki(&files)?;
-        let admin = control_plane::kubeconfig(
+        let pki = control_plane::write_pki_for(&files, network)?;
+        let admin = control_plane::kubeconfig_at(
             name,
+            control_plane::apiserver_host(network),
             ports.apiserver,
             &pki.ca_pem,
             &Credential::Certificate {
@@ -118,7 +133,7 @@ pub async fn start_clusters(
                 name: &cluster.name,
                 role: *role,
                 binary: &binaries.apiserver,
-                args: control_plane::apiserver_args(&cluster.files, cluster.ports),
+                args: control_plane::apiserver_args_for(&cluster.files, cluster.ports, network),
                 log: layout.log(&cluster.name),
                 admin: None,
             },

@@ -31,6 +31,9 @@ pub enum Role {
     /// process.
     #[serde(rename = "children-host")]
     ChildrenHost,
+    /// A real node's containerd, kubelet or kube-proxy (see [`crate::real_node`]).
+    #[serde(rename = "real-node")]
+    RealNode,
 }
 
 /// One process the fleet started.
