@@ -274,16 +274,12 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
 
 /// Makes a fresh CA, kube-apiserver's serving certificate for `127.0.0.1`/`localhost`, an admin
 /// client certificate and a ServiceAccount signing key, and writes them under `files`.
-pub fn write_pki(files: &ClusterFiles) -> Result<Pki, Error> {
-    write_pki_for(files, None)
-}
-
-/// [`write_pki`], and with a `network` for real nodes also: the serving certificate valid for
-/// the node network's host address and the `kubernetes` Service IP, kube-apiserver's client
-/// certificate towards the kubelets (`system:masters`), one client certificate per kubelet
-/// (`system:node:<node>` in `system:nodes`) and kube-proxy's (`system:kube-proxy`). The CA key
-/// is not kept.
-pub fn write_pki_for(files: &ClusterFiles, network: Option<&NodeNetwork>) -> Result<Pki, Error> {
+///
+/// With a `network` for real nodes, also: the serving certificate valid for the node network's
+/// host address and the `kubernetes` Service IP, kube-apiserver's client certificate towards the
+/// kubelets (`system:masters`), one client certificate per kubelet (`system:node:<node>` in
+/// `system:nodes`) and kube-proxy's (`system:kube-proxy`). The CA key is not kept.
+pub fn write_pki(files: &ClusterFiles, network: Option<&NodeNetwork>) -> Result<Pki, Error> {
     let ca_key = KeyPair::generate().map_err(|e| pki_err("the CA key", e))?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())
         .map_err(|e| pki_err("the CA parameters", e))?;
@@ -508,13 +504,20 @@ pub fn etcd_args(name: &str, files: &ClusterFiles, ports: Ports) -> Vec<String> 
 
 /// kube-apiserver's command line: TLS with the cluster CA, client certificates and
 /// ServiceAccount tokens, `Node,RBAC` authorization and the default admission plugins.
-pub fn apiserver_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
+/// With a `network` for real nodes, it listens on and advertises the node network's host
+/// address, and reaches the kubelets with a client certificate.
+pub fn apiserver_args(
+    files: &ClusterFiles,
+    ports: Ports,
+    network: Option<&NodeNetwork>,
+) -> Vec<String> {
     let (cert, key) = files.serving();
     let (sa_private, sa_public) = files.service_account();
-    vec![
+    let host = apiserver_host(network);
+    let mut args = vec![
         format!("--etcd-servers=http://{}", loopback(ports.etcd_client)),
-        "--bind-address=127.0.0.1".into(),
-        "--advertise-address=127.0.0.1".into(),
+        format!("--bind-address={host}"),
+        format!("--advertise-address={host}"),
         format!("--secure-port={}", ports.apiserver),
         format!("--cert-dir={}", files.apiserver_dir().display()),
         format!("--tls-cert-file={}", cert.display()),
@@ -529,43 +532,25 @@ pub fn apiserver_args(files: &ClusterFiles, ports: Ports) -> Vec<String> {
         "--authorization-mode=Node,RBAC".into(),
         "--service-cluster-ip-range=10.96.0.0/16".into(),
         "--allow-privileged=true".into(),
+        "--v=1".into(),
+    ];
+    match network {
         // No kubelets or Services carry traffic here, and the endpoint reconciler would publish
         // the loopback address, which Endpoints validation refuses.
-        "--endpoint-reconciler-type=none".into(),
-        "--v=1".into(),
-    ]
-}
-
-/// [`apiserver_args`], and with a `network` for real nodes: listening on and advertising the
-/// node network's host address (so the `kubernetes` Service gets that endpoint, which pods
-/// reach), a client certificate towards the kubelets (logs, exec), which are reached by their
-/// InternalIP, and the NodeRestriction admission plugin.
-pub fn apiserver_args_for(
-    files: &ClusterFiles,
-    ports: Ports,
-    network: Option<&NodeNetwork>,
-) -> Vec<String> {
-    let args = apiserver_args(files, ports);
-    let Some(network) = network else {
-        return args;
-    };
-    let host = network.host_address;
-    let (kubelet_cert, kubelet_key) = files.apiserver_kubelet_client();
-    let mut args: Vec<String> = args
-        .into_iter()
-        .filter(|a| a != "--endpoint-reconciler-type=none")
-        .map(|a| match a.as_str() {
-            "--bind-address=127.0.0.1" => format!("--bind-address={host}"),
-            "--advertise-address=127.0.0.1" => format!("--advertise-address={host}"),
-            _ => a,
-        })
-        .collect();
-    args.extend([
-        format!("--kubelet-client-certificate={}", kubelet_cert.display()),
-        format!("--kubelet-client-key={}", kubelet_key.display()),
-        "--kubelet-preferred-address-types=InternalIP,Hostname".into(),
-        "--enable-admission-plugins=NodeRestriction".into(),
-    ]);
+        None => args.push("--endpoint-reconciler-type=none".into()),
+        // Real nodes: the `kubernetes` Service gets the node network's host address, which
+        // pods reach; logs and exec reach the kubelets by their InternalIP with a client
+        // certificate.
+        Some(_) => {
+            let (kubelet_cert, kubelet_key) = files.apiserver_kubelet_client();
+            args.extend([
+                format!("--kubelet-client-certificate={}", kubelet_cert.display()),
+                format!("--kubelet-client-key={}", kubelet_key.display()),
+                "--kubelet-preferred-address-types=InternalIP,Hostname".into(),
+                "--enable-admission-plugins=NodeRestriction".into(),
+            ]);
+        }
+    }
     args
 }
 
@@ -685,7 +670,7 @@ mod tests {
             controller_manager: 4,
             scheduler: 5,
         };
-        let args = apiserver_args(&files, ports).join(" ");
+        let args = apiserver_args(&files, ports, None).join(" ");
         for want in [
             "--etcd-servers=http://127.0.0.1:1",
             "--secure-port=3",

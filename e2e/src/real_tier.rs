@@ -84,7 +84,7 @@ pub async fn start_clusters_for(
         // A fresh cluster every time: `fleet up` starts from nothing, as with devcluster.
         let _ = std::fs::remove_dir_all(&files.root);
         let ports = ports()?;
-        let pki = control_plane::write_pki_for(&files, network)?;
+        let pki = control_plane::write_pki(&files, network)?;
         let admin = control_plane::kubeconfig_at(
             name,
             control_plane::apiserver_host(network),
@@ -133,7 +133,7 @@ pub async fn start_clusters_for(
                 name: &cluster.name,
                 role: *role,
                 binary: &binaries.apiserver,
-                args: control_plane::apiserver_args_for(&cluster.files, cluster.ports, network),
+                args: control_plane::apiserver_args(&cluster.files, cluster.ports, network),
                 log: layout.log(&cluster.name),
                 admin: None,
             },

@@ -62,6 +62,24 @@ async fn render(dir: &str) -> Vec<Value> {
 
 use serde::Deserialize;
 
+/// `manifests/parent` rendered through an overlay, as a user writes it, that adds the
+/// component `manifests/parent/<component>`.
+async fn render_parent_with(component: &str) -> Vec<Value> {
+    let overlay = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let parent = manifests().join("parent").canonicalize().unwrap();
+    let base = relative(overlay.path(), &parent);
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+            base.display(),
+            base.join(component).display()
+        ),
+    )
+    .unwrap();
+    render(overlay.path().to_str().unwrap()).await
+}
+
 fn kind_name(v: &Value) -> (String, String) {
     (
         v["kind"].as_str().unwrap_or_default().to_string(),
@@ -582,19 +600,7 @@ async fn the_kube_system_bootstrap_tokens_component_grants_get_only_and_turns_th
     if !kubectl_or_skip("kube-system bootstrap tokens component").await {
         return;
     }
-    let overlay = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let parent = manifests().join("parent").canonicalize().unwrap();
-    let base = relative(overlay.path(), &parent);
-    std::fs::write(
-        overlay.path().join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
-            base.display(),
-            base.join("kube-system-bootstrap-tokens").display()
-        ),
-    )
-    .unwrap();
-    let objects = render(overlay.path().to_str().unwrap()).await;
+    let objects = render_parent_with("kube-system-bootstrap-tokens").await;
     let role = objects
         .iter()
         .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "kube-system")
@@ -638,23 +644,11 @@ async fn the_hub_exposure_components_make_its_service_a_node_port_or_a_load_bala
     if !kubectl_or_skip("hub exposure components").await {
         return;
     }
-    let parent = manifests().join("parent").canonicalize().unwrap();
     for (component, service_type, node_port) in [
         ("hub-nodeport", "NodePort", Some(30443)),
         ("hub-loadbalancer", "LoadBalancer", None),
     ] {
-        let overlay = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let base = relative(overlay.path(), &parent);
-        std::fs::write(
-            overlay.path().join("kustomization.yaml"),
-            format!(
-                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
-                base.display(),
-                base.join(component).display()
-            ),
-        )
-        .unwrap();
-        let objects = render(overlay.path().to_str().unwrap()).await;
+        let objects = render_parent_with(component).await;
         let service = objects
             .iter()
             .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "atoll-hub")

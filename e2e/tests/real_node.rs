@@ -12,14 +12,17 @@
 //! iptables, kubectl and the `make k8s` binaries (kubelet and kube-proxy included); skipped
 //! with a notice otherwise.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use support::POLL;
+
 use atoll_e2e::kubectl::{Kubectl, client_for};
-use atoll_e2e::plan::Layout;
 use atoll_e2e::real_node::network::{self, HostBridge};
 use atoll_e2e::real_node::{self, JoinSpec, RealNode, host};
-use atoll_e2e::state::{FleetState, Role};
+use atoll_e2e::state::Role;
 
 /// The test pod's program: prints the memory limit of its own cgroup (v1 or v2) and sleeps
 /// until SIGTERM.
@@ -56,31 +59,6 @@ const HELLO_IMAGE: &str = "localhost/atoll-hello:1";
 
 /// 32Mi, the Pod's memory limit, in bytes.
 const MEMORY_LIMIT: &str = "33554432";
-
-/// The processes of the control plane; dropping it stops them (also when the test panics).
-struct ControlPlane {
-    state: FleetState,
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        let state = std::mem::take(&mut self.state);
-        let stopper = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(atoll_e2e::fleet::stop_all(&state, Duration::from_secs(5)))
-        });
-        if let Ok(results) = stopper.join() {
-            for (name, r) in results {
-                if let Err(e) = r {
-                    eprintln!("stopping {name}: {e}");
-                }
-            }
-        }
-    }
-}
 
 /// The `make k8s` binary directory, when everything a real node needs is there; prints a
 /// NOTICE otherwise.
@@ -126,59 +104,6 @@ spec:
       limits: {{cpu: 100m, memory: 32Mi}}
 "#
     )
-}
-
-/// Polls `f` every 500 ms until it gives `Some`, panicking with `what` after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(last) if Instant::now() >= deadline => {
-                panic!("{what}: not after {timeout:?}; last: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
-    }
-}
-
-async fn start_control_plane(
-    dir: &Path,
-    bridge: &HostBridge,
-) -> (ControlPlane, atoll_e2e::real_tier::RealCluster) {
-    let binaries = atoll_e2e::real_tier::locate_binaries().unwrap();
-    let layout = Layout::new(dir.join("control-plane"));
-    std::fs::create_dir_all(layout.logs()).unwrap();
-    let kubeconfig = dir.join("admin.kubeconfig");
-    let mut guard = ControlPlane {
-        state: FleetState::default(),
-    };
-    let started = Instant::now();
-    let clusters = atoll_e2e::real_tier::start_clusters_for(
-        &[("real-node".to_string(), kubeconfig, Role::Parent)],
-        &binaries,
-        &layout,
-        &mut guard.state,
-        0,
-        Duration::from_secs(120),
-        Some(&bridge.node_network(1)),
-    )
-    .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "starting the control plane: {e} (logs in {})",
-            layout.logs().display()
-        )
-    });
-    eprintln!(
-        "FIGURE control plane started in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    (guard, clusters.into_iter().next().unwrap())
 }
 
 /// What must be gone once the node, the control plane and the bridge are down.
@@ -251,7 +176,14 @@ async fn a_real_node_becomes_ready_runs_a_pod_with_a_memory_limit_and_is_torn_do
     };
     let tmp = tempfile::tempdir().unwrap();
     let bridge = HostBridge::create().unwrap();
-    let (control_plane, cluster) = start_control_plane(tmp.path(), &bridge).await;
+    let (control_plane, _, cluster) = support::start_real_for(
+        tmp.path(),
+        "real-node",
+        Role::Parent,
+        0,
+        Some(&bridge.node_network(1)),
+    )
+    .await;
     let hello = real_node::build_program_image(
         HELLO_SOURCE,
         "hello",
@@ -291,7 +223,7 @@ async fn a_real_node_becomes_ready_runs_a_pod_with_a_memory_limit_and_is_torn_do
     );
 
     let kubectl = Kubectl::new(cluster.files.kubeconfig.clone(), tmp.path().join("cache"));
-    eventually(
+    POLL.eventually(
         "ServiceAccount default/default",
         Duration::from_secs(60),
         || async {
@@ -327,18 +259,19 @@ async fn a_real_node_becomes_ready_runs_a_pod_with_a_memory_limit_and_is_torn_do
         "FIGURE pod hello Ready {:.1}s after it was created",
         pod_started.elapsed().as_secs_f64()
     );
-    let logs = eventually("kubectl logs hello", Duration::from_secs(30), || async {
-        let logs = kubectl
-            .run(&["logs", "hello"])
-            .await
-            .map_err(|e| e.to_string())?;
-        if logs.contains("hello from a real node") {
-            Ok(logs)
-        } else {
-            Err(logs)
-        }
-    })
-    .await;
+    let logs = POLL
+        .eventually("kubectl logs hello", Duration::from_secs(30), || async {
+            let logs = kubectl
+                .run(&["logs", "hello"])
+                .await
+                .map_err(|e| e.to_string())?;
+            if logs.contains("hello from a real node") {
+                Ok(logs)
+            } else {
+                Err(logs)
+            }
+        })
+        .await;
     assert!(
         logs.contains(&format!("memory limit {MEMORY_LIMIT}")),
         "the pod's cgroup carries its 32Mi limit: {logs}"

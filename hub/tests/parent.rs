@@ -288,6 +288,18 @@ async fn refusal(pending: Pending<'_>) -> tonic::Status {
     }
 }
 
+/// Waits until the hub records that the agent holds the token in `secrets`' cluster-token
+/// (its first heartbeat), after which a bootstrap token no longer registers it unapproved.
+async fn token_reached_agent(secrets: &Api<Secret>) {
+    eventually("the token reached its agent", WAIT, || async {
+        let s = secrets.get("cluster-token").await.unwrap();
+        atoll_hub::backend::record_of_secret(&s)
+            .holds_registration()
+            .then_some(())
+    })
+    .await;
+}
+
 /// An administrator's decision on the pending re-registration of request `name`.
 async fn decide_re_registration(
     crrs: &Api<ClusterRegistrationRequest>,
@@ -683,12 +695,7 @@ async fn a_revoked_cluster_token_needs_a_new_approval_before_a_bootstrap_token_r
         // The agent shows it holds its token, then an administrator revokes it.
         a.heartbeat(true).await;
         let secrets = Api::<Secret>::namespaced(p.client.clone(), &w.namespace);
-        eventually("the token reached its agent", WAIT, || async {
-            let s = secrets.get("cluster-token").await.unwrap();
-            let record = atoll_hub::backend::record_of_secret(&s);
-            record.holds_registration().then_some(())
-        })
-        .await;
+        token_reached_agent(&secrets).await;
         drop(a);
         secrets
             .delete("cluster-token", &DeleteParams::default())
@@ -766,13 +773,10 @@ async fn a_registration_waits_for_approval_within_bounds_and_a_retry_finds_its_d
     decide(&crrs, &name, json!({"result": "Approved"})).await;
     let a = connect(&h, ID_A, "edge-a", BOOTSTRAP_TOKEN).await.unwrap();
     a.heartbeat(true).await;
-    let secrets = Api::<Secret>::namespaced(p.client.clone(), &a.welcome.namespace);
-    eventually("the token reached its agent", WAIT, || async {
-        let s = secrets.get("cluster-token").await.unwrap();
-        atoll_hub::backend::record_of_secret(&s)
-            .holds_registration()
-            .then_some(())
-    })
+    token_reached_agent(&Api::<Secret>::namespaced(
+        p.client.clone(),
+        &a.welcome.namespace,
+    ))
     .await;
     drop(a);
 

@@ -622,7 +622,7 @@ mod tests {
         let files =
             crate::control_plane::ClusterFiles::new(dir.path(), "server", kubeconfig.clone());
         std::fs::create_dir_all(files.ca_cert().parent().unwrap()).unwrap();
-        let pki = crate::control_plane::write_pki(&files).unwrap();
+        let pki = crate::control_plane::write_pki(&files, None).unwrap();
         let admin = crate::control_plane::Credential::Certificate {
             cert_pem: &pki.admin_cert_pem,
             key_pem: &pki.admin_key_pem,

@@ -346,13 +346,7 @@ fn wait_gone(record: &ProcessRecord, timeout: Duration) -> bool {
 /// The resident set size of `pid` in KiB (`VmRSS`), if it runs.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    crate::chaos::parse_vm_rss_kib(&status)
 }
 
 #[cfg(test)]

@@ -399,6 +399,19 @@ pub async fn start_real(
     role: atoll_e2e::state::Role,
     nodes: u32,
 ) -> (RealCluster, PathBuf) {
+    let (guard, kubeconfig, _) = start_real_for(dir, name, role, nodes, None).await;
+    (guard, kubeconfig)
+}
+
+/// [`start_real`] for the real nodes of `network` to join (see `atoll_e2e::real_node`); also
+/// returns the started cluster's files, ports and CA.
+pub async fn start_real_for(
+    dir: &Path,
+    name: &str,
+    role: atoll_e2e::state::Role,
+    nodes: u32,
+    network: Option<&atoll_e2e::control_plane::NodeNetwork>,
+) -> (RealCluster, PathBuf, atoll_e2e::real_tier::RealCluster) {
     let binaries = atoll_e2e::real_tier::locate_binaries()
         .unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
     let layout = atoll_e2e::plan::Layout::new(dir.join("real"));
@@ -408,13 +421,14 @@ pub async fn start_real(
         state: atoll_e2e::state::FleetState::default(),
     };
     let started = Instant::now();
-    atoll_e2e::real_tier::start_clusters(
+    let started_clusters = atoll_e2e::real_tier::start_clusters_for(
         &[(name.to_string(), kubeconfig.clone(), role)],
         &binaries,
         &layout,
         &mut guard.state,
         nodes,
-        Duration::from_secs(90),
+        Duration::from_secs(120),
+        network,
     )
     .await
     .unwrap_or_else(|e| {
@@ -427,5 +441,9 @@ pub async fn start_real(
         "FIGURE real cluster started in {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    (guard, kubeconfig)
+    let cluster = started_clusters
+        .into_iter()
+        .next()
+        .expect("one cluster was started");
+    (guard, kubeconfig, cluster)
 }
