@@ -153,10 +153,12 @@ k8s:
 ## a helm of your own instead of building the pinned one.
 .PHONY: images
 HELM ?=
+# Where cargo put the release binaries (CARGO_TARGET_DIR when set).
+IMAGES_BIN_DIR = $(or $(CARGO_TARGET_DIR),target)/release
 images:
 	$(CARGO) build --release -p atoll-scheduler -p atoll-hub -p atoll-agent -p kubectl-atoll -p atoll-images
 	@if [ -z "$(HELM)" ]; then e2e/k8s/build.sh --helm-only; fi
-	target/release/atoll-images --out target/images \
+	$(IMAGES_BIN_DIR)/atoll-images --bin-dir $(IMAGES_BIN_DIR) --out target/images \
 		--helm "$(if $(HELM),$(HELM),$$(e2e/k8s/build.sh --print-bin-dir)/helm)"
 
 ## ----- local fleet (atoll-e2e) -----------------------------------------------------------------
