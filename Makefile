@@ -10,7 +10,7 @@ build:
 
 ## test: formatting, lints (warnings denied), CRD drift, and every test tier on both backends:
 ## the whole workspace on devcluster, then the end-to-end suites again on real control planes.
-KUBE_TESTS ?= --test fleet --test scenarios --test disruption --test permissions --test apiserver_parity --test helm --test chaos
+KUBE_TESTS ?= --test fleet --test pods --test scenarios --test disruption --test permissions --test apiserver_parity --test helm --test chaos
 ## Tests to leave out of the real-tier pass (`--skip NAME`); none today.
 KUBE_SKIP ?=
 test: fmt-check clippy crds-check k8s

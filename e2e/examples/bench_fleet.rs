@@ -308,6 +308,7 @@ async fn run(n: usize, per_host: Option<usize>, parent: Backend) -> Result<Figur
         backend: parent,
         persist_parent: false,
         detours: Default::default(),
+        real_nodes: false,
     };
     let how = match per_host {
         Some(k) => format!("children shared, {k} per fleet-children process"),

@@ -52,6 +52,12 @@ pub enum Command {
         /// so that the parent can be restarted without losing them.
         #[arg(long, env = "FLEET_PERSIST_PARENT")]
         persist_parent: bool,
+        /// With `--backend kube`: one real node per cluster (containerd, kubelet, kube-proxy;
+        /// needs root and `apt-get install containerd runc containernetworking-plugins`), and
+        /// atoll installed with `kubectl apply -k` and running as pods on them. At most 3
+        /// children.
+        #[arg(long, env = "FLEET_REAL_NODES")]
+        real_nodes: bool,
     },
     /// Stop everything `fleet up` started in the directory (SIGTERM, then SIGKILL).
     Down {
@@ -161,6 +167,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             workload_delay_ms,
             timeout_seconds,
             persist_parent,
+            real_nodes,
         } => {
             let bin_dir = bin_dir_or_own(bin_dir)?;
             let dir = std::path::absolute(&dir).map_err(|source| Error::ResolvePath {
@@ -178,6 +185,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
                 timeout: Duration::from_secs(timeout_seconds),
                 persist_parent,
                 detours: fleet::Detours::default(),
+                real_nodes,
             };
             let state = fleet::up(&opts).await?;
             println!("fleet: up\n{}", fleet::summary(&state, &dir));

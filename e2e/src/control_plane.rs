@@ -280,29 +280,9 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
 /// kubelets (`system:masters`), one client certificate per kubelet (`system:node:<node>` in
 /// `system:nodes`) and kube-proxy's (`system:kube-proxy`). The CA key is not kept.
 pub fn write_pki(files: &ClusterFiles, network: Option<&NodeNetwork>) -> Result<Pki, Error> {
-    let ca_key = KeyPair::generate().map_err(|e| pki_err("the CA key", e))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())
-        .map_err(|e| pki_err("the CA parameters", e))?;
-    ca_params.distinguished_name = name(&[(DnType::CommonName, "atoll-fleet-ca")]);
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params
-        .self_signed(&ca_key)
-        .map_err(|e| pki_err("the CA certificate", e))?;
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let serving_key = KeyPair::generate().map_err(|e| pki_err("the serving key", e))?;
-    let mut serving = CertificateParams::new(serving_names(network))
-        .map_err(|e| pki_err("the serving parameters", e))?;
-    serving.distinguished_name = name(&[(DnType::CommonName, "kube-apiserver")]);
-    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let serving_cert = serving
-        .signed_by(&serving_key, &issuer)
-        .map_err(|e| pki_err("the serving certificate", e))?;
+    let (ca_pem, issuer) = new_ca("atoll-fleet-ca")?;
+    let (serving_pem, serving_key_pem) =
+        serving_cert(&issuer, "kube-apiserver", serving_names(network))?;
 
     let (admin_cert_pem, admin_key_pem) = client_cert(
         &issuer,
@@ -320,15 +300,74 @@ pub fn write_pki(files: &ClusterFiles, network: Option<&NodeNetwork>) -> Result<
 
     let (serving_crt, serving_key_path) = files.serving();
     let (sa_private, sa_public) = files.service_account();
-    write_file(&files.ca_cert(), &ca_cert.pem(), 0o644)?;
-    write_file(&serving_crt, &serving_cert.pem(), 0o644)?;
-    write_file(&serving_key_path, &serving_key.serialize_pem(), 0o600)?;
+    write_file(&files.ca_cert(), &ca_pem, 0o644)?;
+    write_file(&serving_crt, &serving_pem, 0o644)?;
+    write_file(&serving_key_path, &serving_key_pem, 0o600)?;
     write_file(&sa_private, &sa_key.serialize_pem(), 0o600)?;
     write_file(&sa_public, &sa_key.public_key_pem(), 0o644)?;
     Ok(Pki {
-        ca_pem: ca_cert.pem(),
+        ca_pem,
         admin_cert_pem,
         admin_key_pem,
+    })
+}
+
+/// A fresh CA named `common_name`: its certificate (PEM) and the issuer of what it signs.
+fn new_ca(common_name: &str) -> Result<(String, Issuer<'static, KeyPair>), Error> {
+    let ca_key = KeyPair::generate().map_err(|e| pki_err("the CA key", e))?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())
+        .map_err(|e| pki_err("the CA parameters", e))?;
+    ca_params.distinguished_name = name(&[(DnType::CommonName, common_name)]);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params
+        .self_signed(&ca_key)
+        .map_err(|e| pki_err("the CA certificate", e))?;
+    Ok((ca_cert.pem(), Issuer::new(ca_params, ca_key)))
+}
+
+/// A serving certificate for `names` (DNS names or IP addresses) signed by `issuer`:
+/// `(certificate, key)` in PEM.
+fn serving_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    common_name: &str,
+    names: Vec<String>,
+) -> Result<(String, String), Error> {
+    let key = KeyPair::generate().map_err(|e| pki_err("the serving key", e))?;
+    let mut params =
+        CertificateParams::new(names).map_err(|e| pki_err("the serving parameters", e))?;
+    params.distinguished_name = name(&[(DnType::CommonName, common_name)]);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(|e| pki_err("the serving certificate", e))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The hub's TLS material as docs/install.md step 3 makes it with openssl: a CA of its own and
+/// a serving certificate for `names` (the addresses agents dial).
+#[derive(Clone, Debug)]
+pub struct HubTls {
+    /// The CA certificate (PEM), each agent's `ca.crt`.
+    pub ca_pem: String,
+    /// The hub's certificate (PEM), `tls.crt` of Secret `atoll-hub-tls`.
+    pub cert_pem: String,
+    /// Its key (PEM), `tls.key`.
+    pub key_pem: String,
+}
+
+/// Mints [`HubTls`] for `names`; the CA key is not kept.
+pub fn hub_tls(names: Vec<String>) -> Result<HubTls, Error> {
+    let (ca_pem, issuer) = new_ca("atoll-hub-ca")?;
+    let (cert_pem, key_pem) = serving_cert(&issuer, "atoll-hub", names)?;
+    Ok(HubTls {
+        ca_pem,
+        cert_pem,
+        key_pem,
     })
 }
 

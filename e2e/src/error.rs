@@ -299,6 +299,34 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
+    /// The machine lacks what real nodes need (`fleet up --real-nodes`).
+    #[error(
+        "starting real nodes: this machine lacks {missing}; real nodes need root, containerd, \
+         runc and the CNI plugins (`apt-get install containerd runc containernetworking-plugins`) \
+         and kubelet and kube-proxy (`make k8s`)"
+    )]
+    RealNodePrerequisites {
+        /// What is missing, comma-separated.
+        missing: String,
+    },
+    /// Building atoll's images for the real nodes failed.
+    #[error("building atoll's images from {bin_dir}: {message}")]
+    BuildImages {
+        /// The binaries' directory.
+        bin_dir: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// atoll's pods did not all become Ready: which, and what they say.
+    #[error("waiting for {what}: not ready after {seconds}s\n{report}")]
+    PodsNotReady {
+        /// What was waited for.
+        what: String,
+        /// How long.
+        seconds: u64,
+        /// Each unready pod: its phase and container states, its last events, its log's tail.
+        report: String,
+    },
     /// A command-line value is invalid.
     #[error("invalid {what}: {message}")]
     InvalidArgument {
@@ -347,6 +375,9 @@ impl Error {
             Error::AllocateNodeNetwork { .. } => "allocate_node_network",
             Error::BuildNodeImage { .. } => "build_node_image",
             Error::WriteSysctl { .. } => "write_sysctl",
+            Error::RealNodePrerequisites { .. } => "real_node_prerequisites",
+            Error::BuildImages { .. } => "build_images",
+            Error::PodsNotReady { .. } => "pods_not_ready",
         }
     }
 }

@@ -54,11 +54,14 @@ pub struct UpOptions {
     /// Where components reach each other, when something (a fault proxy) sits in between;
     /// the default is direct.
     pub detours: Detours,
+    /// With the `Kube` backend: one real node per cluster, and atoll installed and running as
+    /// pods on them (see [`crate::pods`]) instead of as local processes.
+    pub real_nodes: bool,
 }
 
 /// What `fleet up` changes so that a fault proxy (`chaos::proxy`) can sit between components.
 /// Each field left `None` (or `false`) keeps the direct path.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Detours {
     /// The hub's gRPC address, instead of a free port picked at start, so that a proxy in front
     /// of it can be started first.
@@ -171,7 +174,7 @@ async fn up_with(opts: &UpOptions, per_host: Option<usize>) -> Result<FleetState
                 "fleet: start-up failed, stopping what was started (logs kept in {})",
                 layout.logs().display()
             );
-            stop_all(&state, Duration::from_secs(5)).await;
+            stop_fleet(&state, Duration::from_secs(5)).await;
             let _ = std::fs::remove_file(layout.state());
             Err(e)
         }
@@ -198,6 +201,9 @@ async fn start(
             kubeconfig: layout.child_kubeconfig(child.index),
             labels: child.labels.clone(),
         });
+    }
+    if opts.real_nodes {
+        return start_on_real_nodes(opts, layout, state, per_host, &children).await;
     }
     // Clusters first: they take longest and start in parallel. Then what atoll needs in the
     // parent, and the kubeconfigs atoll's components run with.
@@ -404,6 +410,31 @@ async fn start(
     wait_clusters_ready(state, &parent, &children, opts.timeout).await?;
     state.save(&layout.state())?;
     Ok(())
+}
+
+/// [`start`] with atoll as pods on real nodes ([`crate::pods`]).
+async fn start_on_real_nodes(
+    opts: &UpOptions,
+    layout: &Layout,
+    state: &mut FleetState,
+    per_host: Option<usize>,
+    children: &[ChildSpec],
+) -> Result<(), Error> {
+    if opts.backend != Backend::Kube || per_host.is_some() || opts.detours != Detours::default() {
+        return Err(Error::InvalidArgument {
+            what: "--real-nodes".into(),
+            message: "takes the kube backend, children of their own and no detours".into(),
+        });
+    }
+    let pods = crate::pods::PodsOptions {
+        bin_dir: &opts.bin_dir,
+        manifests: &opts.manifests,
+        fake_nodes: opts.nodes,
+        timeout: opts.timeout,
+    };
+    crate::pods::start(&pods, layout, state, children).await?;
+    let parent = client_for(&layout.parent_kubeconfig()).await?;
+    wait_clusters_ready(state, &parent, children, opts.timeout).await
 }
 
 /// Starts the `fleet-children` processes, `per_host` children each, and waits until each has
@@ -837,7 +868,11 @@ pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
     })
 }
 
-async fn apply_bootstrap_token(client: &Client, id: &str, secret: &str) -> Result<(), Error> {
+pub(crate) async fn apply_bootstrap_token(
+    client: &Client,
+    id: &str,
+    secret: &str,
+) -> Result<(), Error> {
     let value = bootstrap_token_secret(id, secret);
     let obj: Secret = serde_json::from_value(value).map_err(|e| Error::InvalidArgument {
         what: "bootstrap token".into(),
@@ -939,11 +974,37 @@ pub async fn down(
 ) -> Result<Vec<(String, Result<Stopped, Error>)>, Error> {
     let layout = Layout::new(dir);
     let state = FleetState::load(&layout.state())?;
-    let results = stop_all(&state, grace).await;
+    let results = stop_fleet(&state, grace).await;
     if results.iter().all(|(_, r)| r.is_ok()) {
         let _ = std::fs::remove_file(layout.state());
     }
     Ok(results)
+}
+
+/// [`stop_all`], with the real nodes torn down first (their pods and containerd) and their
+/// network removed last; a node that could not be cleaned up fully is one failed result.
+pub async fn stop_fleet(
+    state: &FleetState,
+    grace: Duration,
+) -> Vec<(String, Result<Stopped, Error>)> {
+    let mut results = Vec::new();
+    if let Some(real) = &state.real_nodes {
+        for problem in crate::pods::tear_down_nodes(real) {
+            results.push((
+                "real nodes".to_string(),
+                Err(Error::RunCommand {
+                    command: "tearing down a real node".into(),
+                    status: "incomplete".into(),
+                    stderr: problem,
+                }),
+            ));
+        }
+    }
+    results.extend(stop_all(state, grace).await);
+    if let Some(real) = &state.real_nodes {
+        crate::pods::remove_network(real);
+    }
+    results
 }
 
 /// The processes table of `state`.
@@ -1239,6 +1300,7 @@ mod tests {
             backend,
             persist_parent: false,
             detours: Detours::default(),
+            real_nodes: false,
         };
         let refused = |children, backend| async move {
             matches!(
@@ -1267,6 +1329,7 @@ mod tests {
             backend,
             persist_parent: false,
             detours: Detours::default(),
+            real_nodes: false,
         };
         let cases = [
             (1000, Backend::Devcluster, 250, true),

@@ -41,6 +41,17 @@ pub fn relative_path(base: &Path, target: &Path) -> PathBuf {
     out
 }
 
+/// How the fleet runs atoll's components, which decides what its overlays change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// As local processes with the Deployments' ServiceAccounts: the Deployments scaled to zero.
+    LocalProcesses,
+    /// As the Deployments' pods, on the fleet's real nodes: a node selector and a toleration
+    /// for them (as for dedicated system nodes), the hub exposed by `hub-nodeport`, the agents
+    /// given the hub's CA.
+    Pods,
+}
+
 const SCALE_TO_ZERO: &str = "patches:
   # The fleet runs this component as a local process with the same ServiceAccount.
   - target:
@@ -51,11 +62,43 @@ const SCALE_TO_ZERO: &str = "patches:
         value: 0
 ";
 
-/// The overlay of `manifests/parent` (at `base`, relative to the overlay's directory).
-pub fn parent_overlay(base: &Path) -> String {
+/// The patch that puts every Deployment's pods on the real nodes (label and taint
+/// `atoll.dev/realnode`); kwok's fake nodes keep the example workloads.
+fn on_real_nodes() -> String {
+    let key = crate::real_node::configs::REAL_NODE_LABEL;
     format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\n{SCALE_TO_ZERO}",
-        base.display()
+        "patches:
+  # atoll's pods on the real nodes; kwok's fake nodes take the workloads atoll distributes.
+  - target:
+      kind: Deployment
+    patch: |-
+      - op: add
+        path: /spec/template/spec/nodeSelector
+        value: {{{key}: \"true\"}}
+      - op: add
+        path: /spec/template/spec/tolerations
+        value: [{{key: {key}, operator: Exists, effect: NoSchedule}}]
+"
+    )
+}
+
+fn patches(run: Run) -> String {
+    match run {
+        Run::LocalProcesses => SCALE_TO_ZERO.to_string(),
+        Run::Pods => on_real_nodes(),
+    }
+}
+
+/// The overlay of `manifests/parent` (at `base`, relative to the overlay's directory).
+pub fn parent_overlay(base: &Path, run: Run) -> String {
+    let components = match run {
+        Run::LocalProcesses => String::new(),
+        Run::Pods => format!("components:\n  - {}/hub-nodeport\n", base.display()),
+    };
+    format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\n{components}{}",
+        base.display(),
+        patches(run)
     )
 }
 
@@ -72,13 +115,24 @@ pub struct AgentSettings<'a> {
     pub labels: &'a BTreeMap<String, String>,
 }
 
+/// The file name, in the agent overlay's directory, of the hub's CA ([`Run::Pods`]).
+pub const HUB_CA_FILE: &str = "hub-ca.crt";
+
 /// The overlay of `manifests/agent` (at `base`, relative to the overlay's directory) for one
-/// child, with its connection Secret replaced as `manifests/agent/README.md` shows. The hub of
-/// a local fleet speaks plain gRPC, so `ca.crt` holds a note instead of a certificate.
-pub fn agent_overlay(base: &Path, settings: &AgentSettings<'_>) -> String {
+/// child, with its connection Secret replaced as `manifests/agent/README.md` shows. With
+/// [`Run::LocalProcesses`] the hub speaks plain gRPC, so `ca.crt` holds a note instead of a
+/// certificate; with [`Run::Pods`] it is the file [`HUB_CA_FILE`] beside the overlay.
+pub fn agent_overlay(base: &Path, settings: &AgentSettings<'_>, run: Run) -> String {
+    let ca = match run {
+        Run::LocalProcesses => {
+            "      - ca.crt=none (the local fleet's hub runs with --insecure)\n".to_string()
+        }
+        Run::Pods => format!("    files:\n      - ca.crt={HUB_CA_FILE}\n"),
+    };
     format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n{SCALE_TO_ZERO}secretGenerator:\n  - name: atoll-agent-hub\n    namespace: {namespace}\n    behavior: replace\n    literals:\n      - hub-url={hub}\n      - bootstrap-token={token}\n      - cluster-name={name}\n      - cluster-labels={labels}\n      - ca.crt=none (the local fleet's hub runs with --insecure)\n",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {base}\n{patches}secretGenerator:\n  - name: atoll-agent-hub\n    namespace: {namespace}\n    behavior: replace\n    literals:\n      - hub-url={hub}\n      - bootstrap-token={token}\n      - cluster-name={name}\n      - cluster-labels={labels}\n{ca}",
         base = base.display(),
+        patches = patches(run),
         namespace = known::NAMESPACE_SYSTEM,
         hub = settings.hub_url,
         token = settings.bootstrap_token,
@@ -157,6 +211,7 @@ mod tests {
                 cluster_name: "child-1",
                 labels: &labels,
             },
+            Run::LocalProcesses,
         );
         let parsed: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
         assert_eq!(parsed["resources"][0], "../m/agent");
@@ -177,8 +232,43 @@ mod tests {
             assert!(literals.contains(want), "{want} in {literals}");
         }
         assert!(text.contains("value: 0"));
-        let parent: serde_yaml::Value =
-            serde_yaml::from_str(&parent_overlay(Path::new("../m/parent"))).unwrap();
+        let parent: serde_yaml::Value = serde_yaml::from_str(&parent_overlay(
+            Path::new("../m/parent"),
+            Run::LocalProcesses,
+        ))
+        .unwrap();
         assert_eq!(parent["patches"][0]["target"]["kind"], "Deployment");
+    }
+
+    #[test]
+    fn the_pod_overlays_place_atoll_on_the_real_nodes_and_expose_the_hub() {
+        let labels = BTreeMap::from([("env".to_string(), "prod".to_string())]);
+        let settings = AgentSettings {
+            hub_url: "https://10.250.0.2:30443",
+            bootstrap_token: "abcdef.0123456789abcdef",
+            cluster_name: "child-1",
+            labels: &labels,
+        };
+        let agent: serde_yaml::Value = serde_yaml::from_str(&agent_overlay(
+            Path::new("../m/agent"),
+            &settings,
+            Run::Pods,
+        ))
+        .unwrap();
+        let generator = &agent["secretGenerator"][0];
+        assert_eq!(generator["files"][0], "ca.crt=hub-ca.crt");
+        assert_eq!(generator["literals"].as_sequence().unwrap().len(), 4);
+        let parent: serde_yaml::Value =
+            serde_yaml::from_str(&parent_overlay(Path::new("../m/parent"), Run::Pods)).unwrap();
+        assert_eq!(parent["components"][0], "../m/parent/hub-nodeport");
+        for overlay in [&agent, &parent] {
+            let patch: serde_yaml::Value =
+                serde_yaml::from_str(overlay["patches"][0]["patch"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                patch[0]["value"]["atoll.dev/realnode"], "true",
+                "a node selector for the real nodes"
+            );
+            assert_eq!(patch[1]["value"][0]["effect"], "NoSchedule");
+        }
     }
 }

@@ -19,6 +19,8 @@
 //!   too large for a process per child (`fleet-children`, [`fleet::up_shared`]).
 //! - [`real_node`]: one real node (containerd, kubelet, kube-proxy in a network namespace of its
 //!   own) for a real-tier cluster.
+//! - [`pods`]: `fleet up --real-nodes`: a real node per cluster and atoll installed and running
+//!   as pods on them, as a user installs it.
 //! - [`chart_repo`]: `helm`, a local HTTP chart repository and a local OCI registry (Helm tests).
 
 pub mod app;
@@ -31,6 +33,7 @@ pub mod fleet;
 pub mod install;
 pub mod kubectl;
 pub mod plan;
+pub mod pods;
 pub mod process;
 pub mod real_node;
 pub mod real_tier;

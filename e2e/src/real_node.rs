@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use atoll_images::oci;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
+use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::process::{Launch, exited_error, is_running, poll_until, spawn};
@@ -172,6 +173,28 @@ pub struct JoinSpec<'a> {
     pub timeout: Duration,
 }
 
+/// What tearing a node down needs, for a fleet whose nodes outlive the process that started
+/// them (`fleet up`, then `fleet down`): see [`RealNode::detach`] and [`RealNode::adopt`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// The Node's name.
+    pub name: String,
+    /// Its network's index.
+    pub network: u8,
+    /// Its number on the network.
+    pub node: u8,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its cgroup roots.
+    pub cgroups: Vec<PathBuf>,
+    /// containerd, kubelet and kube-proxy.
+    pub processes: Vec<ProcessRecord>,
+    /// The host's own values of the sysctls kubelet changes.
+    pub host_sysctls: Vec<(String, String)>,
+    /// Whether `/var/log/containers` was there before the node.
+    pub had_container_log_links: bool,
+}
+
 /// One running real node; dropping it tears it down.
 #[derive(Debug)]
 pub struct RealNode {
@@ -211,6 +234,39 @@ impl RealNode {
         node.start_containerd(&spec).await?;
         node.start_kubelet_and_kube_proxy(&spec)?;
         Ok(node)
+    }
+
+    /// Leaves the node running when this value is dropped; what [`RealNode::adopt`] needs to
+    /// tear it down later, from any process.
+    pub fn detach(mut self) -> NodeRecord {
+        let record = NodeRecord {
+            name: self.name.clone(),
+            network: self.netns.index(),
+            node: self.netns.node(),
+            dir: self.dirs.root.clone(),
+            cgroups: self.cgroups.clone(),
+            processes: self.processes.clone(),
+            host_sysctls: self.host_sysctls.clone(),
+            had_container_log_links: self.had_container_log_links,
+        };
+        self.torn_down = true;
+        self.netns.forget();
+        record
+    }
+
+    /// The node [`RealNode::detach`] left running: dropping it (or
+    /// [`RealNode::tear_down`]) tears it down.
+    pub fn adopt(record: NodeRecord) -> RealNode {
+        RealNode {
+            netns: NodeNetns::existing(record.network, record.node),
+            name: record.name,
+            dirs: NodeDirs { root: record.dir },
+            cgroups: record.cgroups,
+            processes: record.processes,
+            host_sysctls: record.host_sysctls,
+            had_container_log_links: record.had_container_log_links,
+            torn_down: false,
+        }
     }
 
     /// The Node's name (also its namespace's and cgroup root's).
@@ -404,7 +460,8 @@ impl RealNode {
         Ok(took)
     }
 
-    fn process(&self, component: &str) -> Option<&ProcessRecord> {
+    /// The process of `component` (`containerd`, `kubelet`, `kube-proxy`).
+    pub fn process(&self, component: &str) -> Option<&ProcessRecord> {
         let name = format!("{}-{component}", self.name);
         self.processes.iter().find(|p| p.name == name)
     }

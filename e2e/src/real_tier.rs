@@ -265,6 +265,19 @@ fn install_dir(layout: &Layout, what: &str) -> PathBuf {
     layout.dir.join("install").join(what)
 }
 
+/// `kubectl apply -k` of the parent overlay for `run` (see [`install::parent_overlay`]).
+pub async fn apply_parent_overlay(
+    parent: &RealCluster,
+    layout: &Layout,
+    manifests: &Path,
+    run: install::Run,
+) -> Result<(), Error> {
+    let dir = install_dir(layout, "parent");
+    let base = install::relative_path(&dir, &manifests.join("parent"));
+    let kubectl = parent.admin_kubectl(layout);
+    install::apply_overlay(&kubectl, &dir, &install::parent_overlay(&base, run)).await
+}
+
 /// `kubectl apply -k` of the parent overlay (CRDs, namespaces, RBAC, the scheduler and hub
 /// Deployments scaled to zero), then a kubeconfig with a ServiceAccount token for the scheduler
 /// and one for the hub: `(scheduler, hub)`.
@@ -273,10 +286,8 @@ pub async fn install_parent(
     layout: &Layout,
     manifests: &Path,
 ) -> Result<(PathBuf, PathBuf), Error> {
-    let dir = install_dir(layout, "parent");
-    let base = install::relative_path(&dir, &manifests.join("parent"));
+    apply_parent_overlay(parent, layout, manifests, install::Run::LocalProcesses).await?;
     let kubectl = parent.admin_kubectl(layout);
-    install::apply_overlay(&kubectl, &dir, &install::parent_overlay(&base)).await?;
     let scheduler = layout.dir.join("scheduler.kubeconfig");
     let hub = layout.dir.join("hub.kubeconfig");
     for (account, out) in [
@@ -305,19 +316,14 @@ pub async fn install_agent(
     bootstrap_token: &str,
     labels: &BTreeMap<String, String>,
 ) -> Result<PathBuf, Error> {
-    let dir = install_dir(layout, &child.name);
-    let base = install::relative_path(&dir, &manifests.join("agent"));
-    let overlay = install::agent_overlay(
-        &base,
-        &AgentSettings {
-            hub_url,
-            bootstrap_token,
-            cluster_name: &child.name,
-            labels,
-        },
-    );
+    let settings = AgentSettings {
+        hub_url,
+        bootstrap_token,
+        cluster_name: &child.name,
+        labels,
+    };
+    apply_agent_overlay(child, layout, manifests, &settings, None).await?;
     let kubectl = child.admin_kubectl(layout);
-    install::apply_overlay(&kubectl, &dir, &overlay).await?;
     let out = layout.dir.join(format!("agent-{}.kubeconfig", child.name));
     install::service_account_kubeconfig(
         &kubectl,
@@ -328,6 +334,28 @@ pub async fn install_agent(
     )
     .await?;
     Ok(out)
+}
+
+/// `kubectl apply -k` of the agent overlay in `child`: for local processes without `hub_ca`,
+/// for the agent's pod with it (the hub CA's PEM, written beside the overlay).
+pub async fn apply_agent_overlay(
+    child: &RealCluster,
+    layout: &Layout,
+    manifests: &Path,
+    settings: &AgentSettings<'_>,
+    hub_ca: Option<&str>,
+) -> Result<(), Error> {
+    let dir = install_dir(layout, &child.name);
+    let base = install::relative_path(&dir, &manifests.join("agent"));
+    let run = match hub_ca {
+        None => install::Run::LocalProcesses,
+        Some(pem) => {
+            control_plane::write_private(&dir.join(install::HUB_CA_FILE), pem)?;
+            install::Run::Pods
+        }
+    };
+    let overlay = install::agent_overlay(&base, settings, run);
+    install::apply_overlay(&child.admin_kubectl(layout), &dir, &overlay).await
 }
 
 /// The real tier's binaries, from `ATOLL_K8S_BIN_DIR` or the `make k8s` cache.

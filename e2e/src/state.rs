@@ -88,6 +88,18 @@ pub struct FleetState {
     pub bootstrap_token_id: Option<String>,
     /// Every process started, in start order.
     pub processes: Vec<ProcessRecord>,
+    /// The real nodes, when atoll runs as pods on them (`fleet up --real-nodes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_nodes: Option<RealNodes>,
+}
+
+/// The real nodes of a fleet and the network they share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RealNodes {
+    /// The network's index (its bridge `atl<index>`).
+    pub network: u8,
+    /// The parent's node first, then each child's.
+    pub nodes: Vec<crate::real_node::NodeRecord>,
 }
 
 impl FleetState {
@@ -157,6 +169,7 @@ mod tests {
                     command: vec!["/bin/atoll-hub".into(), "--insecure".into()],
                 },
             ],
+            real_nodes: None,
         }
     }
 

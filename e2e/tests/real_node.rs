@@ -95,6 +95,8 @@ metadata:
 spec:
   nodeName: {node}
   terminationGracePeriodSeconds: 1
+  tolerations:
+  - {{key: atoll.dev/realnode, operator: Exists, effect: NoSchedule}}
   containers:
   - name: hello
     image: {HELLO_IMAGE}

@@ -42,6 +42,7 @@ pub fn up_options(dir: &Path, children: usize, workload_delay_ms: u64) -> Result
         backend: Backend::Devcluster,
         persist_parent: false,
         detours: Default::default(),
+        real_nodes: false,
     })
 }
 

@@ -636,6 +636,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             persist_children: opts.backend == Backend::Devcluster,
             agents_child_urls,
         },
+        real_nodes: false,
     };
     let started = Instant::now();
     fleet::up(&up).await?;

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 /// The reference of the pause image every pod sandbox runs.
 pub const PAUSE_IMAGE: &str = "localhost/atoll-pause:1";
 
+/// The label every real node carries (`=true`), and the key of its `NoSchedule` taint: only
+/// pods that tolerate it (atoll's own, placed there by the fleet's overlays) run on it.
+pub const REAL_NODE_LABEL: &str = "atoll.dev/realnode";
+
 /// Where one node keeps its files: everything under `root`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeDirs {
@@ -213,7 +217,9 @@ pub fn kubelet_args(dirs: &NodeDirs, node: &str, address: Ipv4Addr) -> Vec<Strin
         format!("--cert-dir={}", root.join("pki").display()),
         format!("--hostname-override={node}"),
         format!("--node-ip={address}"),
-        "--node-labels=atoll.dev/realnode=true".into(),
+        format!("--node-labels={REAL_NODE_LABEL}=true"),
+        // Workloads without the toleration go to kwok's fake nodes, whose pods need no image.
+        format!("--register-with-taints={REAL_NODE_LABEL}=true:NoSchedule"),
         "--v=2".into(),
     ]
 }

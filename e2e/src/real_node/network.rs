@@ -71,13 +71,18 @@ pub fn host_veth(index: u8, node: u8) -> String {
 pub struct HostBridge {
     index: u8,
     lock: PathBuf,
+    detached: bool,
 }
 
 impl HostBridge {
     /// Takes a free network index and brings its bridge up with the host address.
     pub fn create() -> Result<HostBridge, Error> {
         let (index, lock) = allocate_index(Path::new(LOCK_DIR))?;
-        let bridge = HostBridge { index, lock };
+        let bridge = HostBridge {
+            index,
+            lock,
+            detached: false,
+        };
         bridge.bring_up()?;
         Ok(bridge)
     }
@@ -89,6 +94,30 @@ impl HostBridge {
         run("ip", &["addr", "add", &address, "dev", &name])?;
         run("ip", &["link", "set", &name, "up"])?;
         Ok(())
+    }
+
+    /// Leaves the bridge up when this value is dropped, for a fleet that outlives the process
+    /// that started it: the index is handed to process `owner` (`pid`, start time), so that it
+    /// stays taken while that process runs. [`HostBridge::adopt`] takes it back.
+    pub fn detach(mut self, owner: (u32, u64)) -> Result<u8, Error> {
+        std::fs::write(self.lock.join(OWNER), format!("{} {}\n", owner.0, owner.1)).map_err(
+            |e| Error::AllocateNodeNetwork {
+                dir: self.lock.clone(),
+                message: e.to_string(),
+            },
+        )?;
+        self.detached = true;
+        Ok(self.index)
+    }
+
+    /// The bridge of network `index`, which [`HostBridge::detach`] left up: dropping it deletes
+    /// the bridge and frees the index.
+    pub fn adopt(index: u8) -> HostBridge {
+        HostBridge {
+            index,
+            lock: Path::new(LOCK_DIR).join(index.to_string()),
+            detached: false,
+        }
     }
 
     /// The network index.
@@ -119,6 +148,9 @@ impl HostBridge {
 
 impl Drop for HostBridge {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         if let Err(e) = run("ip", &["link", "del", &self.name()]) {
             eprintln!("deleting bridge {}: {e}", self.name());
         }
@@ -242,6 +274,33 @@ impl NodeNetns {
         }
     }
 
+    /// The namespace of node `node` of network `index` as [`NodeNetns::create`] left it (for
+    /// tearing down a node another process started).
+    pub fn existing(index: u8, node: u8) -> NodeNetns {
+        NodeNetns {
+            index,
+            node,
+            created: true,
+            routed: true,
+        }
+    }
+
+    /// Leaves the namespace, its links and route in place when this value is dropped.
+    pub fn forget(&mut self) {
+        self.created = false;
+        self.routed = false;
+    }
+
+    /// Its network's index.
+    pub fn index(&self) -> u8 {
+        self.index
+    }
+
+    /// The node's number on its network.
+    pub fn node(&self) -> u8 {
+        self.node
+    }
+
     /// The namespace's name.
     pub fn name(&self) -> String {
         node_name(self.index, self.node)
@@ -287,6 +346,13 @@ impl NodeNetns {
         run("ip", &["-n", &ns, "link", "set", "eth0", "up"])?;
         run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
         run("ip", &["-n", &ns, "route", "add", "default", "via", &host])?;
+        // Pods of other nodes of the network straight over the bridge, so that the host, which
+        // does not forward, is never a hop between nodes.
+        for other in (1..=MAX_NODES).filter(|&n| n != self.node) {
+            let gateway = node_address(self.index, other).to_string();
+            let range = pod_cidr(self.index, other);
+            run("ip", &["-n", &ns, "route", "add", &range, "via", &gateway])?;
+        }
         let pods = pod_cidr(self.index, self.node);
         run(
             "ip",
