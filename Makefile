@@ -13,15 +13,24 @@ build:
 KUBE_TESTS ?= --test fleet --test pods --test scenarios --test disruption --test permissions --test apiserver_parity --test helm --test chaos
 ## Tests to leave out of the real-tier pass (`--skip NAME`); none today.
 KUBE_SKIP ?=
+## The suites run once more with atoll as pods on real nodes (FLEET_REAL_NODES: `fleet up
+## --real-nodes`); they skip with a NOTICE where real nodes cannot run (no root or containerd).
+POD_TESTS ?= --test scenarios
 test: fmt-check clippy crds-check k8s
 	$(CARGO) test --workspace --all-targets
 	FLEET_BACKEND=kube $(CARGO) test -p atoll-e2e $(KUBE_TESTS) -- $(KUBE_SKIP)
+	FLEET_BACKEND=kube FLEET_REAL_NODES=true $(CARGO) test -p atoll-e2e $(POD_TESTS)
 	$(MAKE) fuzz-smoke
 
 ## test-kube: only the end-to-end suites on real control planes (FLEET_BACKEND=kube).
 .PHONY: test-kube
 test-kube: k8s
 	FLEET_BACKEND=kube $(CARGO) test -p atoll-e2e $(KUBE_TESTS) -- $(KUBE_SKIP)
+
+## test-pods: the pod tier only: the suites with atoll as pods on real nodes.
+.PHONY: test-pods
+test-pods: k8s
+	FLEET_BACKEND=kube FLEET_REAL_NODES=true $(CARGO) test -p atoll-e2e $(POD_TESTS)
 
 fmt:
 	$(CARGO) fmt --all

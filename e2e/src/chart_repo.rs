@@ -5,25 +5,28 @@
 //! - [`HelmTools`]: where `helm` and `registry` are (the `make k8s` cache, like the control plane).
 //! - [`Helm`]: `helm` with its own cache/config/data directories, never the user's.
 //! - [`ChartRepo`]: packages a chart at one or more versions, writes `index.yaml` and serves the
-//!   directory over HTTP on `127.0.0.1:<free port>` until dropped; [`ChartRepo::add_version`]
-//!   publishes a new version while it serves.
-//! - [`OciRegistry`]: the in-memory `registry` of go-containerregistry on a free loopback port,
-//!   charts pushed with `helm push --plain-http`; stopped when dropped.
+//!   directory over HTTP on `<host>:<free port>` until dropped; [`ChartRepo::add_version`]
+//!   publishes a new version while it serves. The host is loopback, or with atoll on pods the
+//!   host's address on the real nodes' network (`state::FleetState::serving_host`).
+//! - [`OciRegistry`]: the in-memory `registry` of go-containerregistry on a free port, charts
+//!   pushed with `helm push --plain-http`; stopped when dropped.
 //!
 //! ```no_run
 //! # async fn demo(dir: &std::path::Path) -> Result<(), atoll_e2e::Error> {
 //! use atoll_e2e::chart_repo::{ChartRepo, Helm, HelmTools, OciRegistry, HELLO_CHART};
 //! let tools = HelmTools::locate()?;
 //! let helm = Helm::new(&tools.helm, dir.join("helm-home"));
-//! let repo = ChartRepo::start(helm.clone(), HELLO_CHART, dir.join("repo"), &["0.1.0"]).await?;
+//! let host = std::net::Ipv4Addr::LOCALHOST.into();
+//! let repo = ChartRepo::start(host, helm.clone(), HELLO_CHART, dir.join("repo"), &["0.1.0"]).await?;
 //! // helm upgrade --install hello hello --repo <repo.url()> --version 0.1.0 ...
 //! repo.add_version("0.2.0").await?;
-//! let oci = OciRegistry::start(&tools.registry, helm.clone(), dir.join("registry.log")).await?;
+//! let oci = OciRegistry::start(host, &tools.registry, helm.clone(), dir.join("registry.log")).await?;
 //! oci.push(&repo.archive("0.1.0")).await?;
 //! // helm upgrade --install hello <oci.chart_url("hello")> --version 0.1.0 --plain-http ...
 //! # Ok(()) }
 //! ```
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -170,8 +173,9 @@ fn create_dir(path: &Path) -> Result<(), Error> {
     })
 }
 
-/// An HTTP chart repository on `127.0.0.1:<free port>`: `index.yaml` and the packaged archives
-/// of one chart. Dropping it stops the server (the files stay).
+/// An HTTP chart repository on `<host>:<free port>` (loopback, or the host's address on the
+/// real nodes' network so that pods reach it): `index.yaml` and the packaged archives of one
+/// chart. Dropping it stops the server (the files stay).
 #[derive(Debug)]
 pub struct ChartRepo {
     helm: Helm,
@@ -182,20 +186,23 @@ pub struct ChartRepo {
 }
 
 impl ChartRepo {
-    /// Packages `chart` at each of `versions` into `dir` (created), indexes it and serves it.
+    /// Packages `chart` at each of `versions` into `dir` (created), indexes it and serves it
+    /// on `host`.
     pub async fn start(
+        host: IpAddr,
         helm: Helm,
         chart: impl Into<PathBuf>,
         dir: impl Into<PathBuf>,
         versions: &[&str],
     ) -> Result<ChartRepo, Error> {
-        ChartRepo::start_with_auth(helm, chart, dir, versions, None).await
+        ChartRepo::start_with_auth(host, helm, chart, dir, versions, None).await
     }
 
     /// [`ChartRepo::start`] for a private repository: every request without HTTP basic
     /// authentication as `username` and `password` is answered 401, as a real private
     /// repository does.
     pub async fn start_private(
+        host: IpAddr,
         helm: Helm,
         chart: impl Into<PathBuf>,
         dir: impl Into<PathBuf>,
@@ -205,10 +212,19 @@ impl ChartRepo {
         use base64::Engine;
         let token =
             base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        ChartRepo::start_with_auth(helm, chart, dir, versions, Some(format!("Basic {token}"))).await
+        ChartRepo::start_with_auth(
+            host,
+            helm,
+            chart,
+            dir,
+            versions,
+            Some(format!("Basic {token}")),
+        )
+        .await
     }
 
     async fn start_with_auth(
+        host: IpAddr,
         helm: Helm,
         chart: impl Into<PathBuf>,
         dir: impl Into<PathBuf>,
@@ -217,13 +233,12 @@ impl ChartRepo {
     ) -> Result<ChartRepo, Error> {
         let (chart, dir) = (chart.into(), dir.into());
         create_dir(&dir)?;
-        let listener =
-            TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|source| Error::ServeChartRepo {
-                    dir: dir.clone(),
-                    source,
-                })?;
+        let listener = TcpListener::bind(SocketAddr::new(host, 0))
+            .await
+            .map_err(|source| Error::ServeChartRepo {
+                dir: dir.clone(),
+                source,
+            })?;
         let addr = listener
             .local_addr()
             .map_err(|source| Error::ServeChartRepo {
@@ -244,7 +259,7 @@ impl ChartRepo {
         Ok(repo)
     }
 
-    /// The repository's URL (`http://127.0.0.1:<port>`), for `helm install --repo` or
+    /// The repository's URL (`http://<host>:<port>`), for `helm install --repo` or
     /// `helm repo add`.
     pub fn url(&self) -> &str {
         &self.url
@@ -371,19 +386,25 @@ fn file_in(dir: &Path, target: &str) -> Option<PathBuf> {
     }
 }
 
-/// go-containerregistry's in-memory OCI registry on `127.0.0.1:<free port>` (plain HTTP).
-/// Dropping it kills the process (and everything pushed is gone).
+/// go-containerregistry's in-memory OCI registry (plain HTTP) on a free loopback port, reached
+/// at `host`: for another host than loopback through a relay listening there (the registry
+/// itself listens on `localhost` only). Dropping it kills the process (and everything pushed is
+/// gone) and stops the relay.
 #[derive(Debug)]
 pub struct OciRegistry {
     helm: Helm,
+    host: IpAddr,
     port: u16,
     log: PathBuf,
     _process: tokio::process::Child,
+    relay: Option<JoinHandle<()>>,
 }
 
 impl OciRegistry {
-    /// Starts `registry -port 0` with its output in `log`, and waits until it listens.
+    /// Starts `registry -port 0` with its output in `log`, and waits until it listens; its
+    /// URLs name `host`.
     pub async fn start(
+        host: IpAddr,
         binary: &Path,
         helm: Helm,
         log: impl Into<PathBuf>,
@@ -433,26 +454,34 @@ impl OciRegistry {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
+        let (port, relay) = if host.is_loopback() {
+            (port, None)
+        } else {
+            let (relayed, relay) = relay_to(host, port, &log).await?;
+            (relayed, Some(relay))
+        };
         Ok(OciRegistry {
             helm,
+            host,
             port,
             log,
             _process: process,
+            relay,
         })
     }
 
-    /// `127.0.0.1:<port>`.
+    /// `<host>:<port>`.
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        SocketAddr::new(self.host, self.port).to_string()
     }
 
-    /// Where charts are pushed: `oci://127.0.0.1:<port>/charts`.
+    /// Where charts are pushed: `oci://<host>:<port>/charts`.
     pub fn url(&self) -> String {
         format!("oci://{}/charts", self.host())
     }
 
     /// The reference of chart `name` for `helm install`/`pull`/`show`:
-    /// `oci://127.0.0.1:<port>/charts/<name>` (add `--version` and `--plain-http`).
+    /// `oci://<host>:<port>/charts/<name>` (add `--version` and `--plain-http`).
     pub fn chart_url(&self, name: &str) -> String {
         format!("{}/{name}", self.url())
     }
@@ -462,7 +491,7 @@ impl OciRegistry {
         &self.log
     }
 
-    /// `helm push <archive> oci://127.0.0.1:<port>/charts --plain-http`.
+    /// `helm push <archive> oci://<host>:<port>/charts --plain-http`.
     pub async fn push(&self, archive: &Path) -> Result<(), Error> {
         self.helm
             .run(&[
@@ -477,7 +506,7 @@ impl OciRegistry {
 }
 
 /// A private front for a registry (which has no authentication of its own): HTTP basic
-/// authentication on `127.0.0.1:<free port>`, each authenticated request passed on to the
+/// authentication on `<host>:<free port>`, each authenticated request passed on to the
 /// registry on a connection of its own (`Connection: close`, so that every request is checked).
 /// Dropping it stops it.
 #[derive(Debug)]
@@ -490,17 +519,17 @@ impl AuthProxy {
     /// Fronts `upstream` (`host:port`), letting through requests authenticated as `username`
     /// and `password`.
     pub async fn start(
+        host: IpAddr,
         upstream: &str,
         (username, password): (&str, &str),
     ) -> Result<AuthProxy, Error> {
         use base64::Engine;
-        let listener =
-            TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|source| Error::ServeChartRepo {
-                    dir: PathBuf::from(upstream),
-                    source,
-                })?;
+        let listener = TcpListener::bind(SocketAddr::new(host, 0))
+            .await
+            .map_err(|source| Error::ServeChartRepo {
+                dir: PathBuf::from(upstream),
+                source,
+            })?;
         let addr = listener
             .local_addr()
             .map_err(|source| Error::ServeChartRepo {
@@ -528,10 +557,49 @@ impl AuthProxy {
         })
     }
 
-    /// `127.0.0.1:<port>`.
+    /// `<host>:<port>`.
     pub fn host(&self) -> &str {
         &self.host
     }
+}
+
+impl Drop for OciRegistry {
+    fn drop(&mut self) {
+        if let Some(relay) = &self.relay {
+            relay.abort();
+        }
+    }
+}
+
+/// A TCP relay on `host:<free port>` to `127.0.0.1:port`: the port and the relay's task.
+async fn relay_to(host: IpAddr, port: u16, log: &Path) -> Result<(u16, JoinHandle<()>), Error> {
+    let failed = |message: String| Error::StartRegistry {
+        log: log.to_path_buf(),
+        message,
+    };
+    let listener = TcpListener::bind(SocketAddr::new(host, 0))
+        .await
+        .map_err(|e| failed(format!("binding its relay on {host}: {e}")))?;
+    let relayed = listener
+        .local_addr()
+        .map_err(|e| failed(e.to_string()))?
+        .port();
+    let relay = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            while connections.try_join_next().is_some() {}
+            let Ok((mut client, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            connections.spawn(async move {
+                if let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", port)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    Ok((relayed, relay))
 }
 
 impl Drop for AuthProxy {

@@ -115,12 +115,20 @@ pub fn snapshot(record: &ProcessRecord) -> Result<Snapshot, Error> {
     let proc_dir = PathBuf::from(format!("/proc/{}", record.pid));
     let cmdline = std::fs::read(proc_dir.join("cmdline")).map_err(err)?;
     let environ = std::fs::read(proc_dir.join("environ")).map_err(err)?;
-    let binary = replaced_binary(std::fs::read_link(proc_dir.join("exe")).map_err(err)?);
-    let args: Vec<String> = split_nul(&cmdline)
+    let mut binary = replaced_binary(std::fs::read_link(proc_dir.join("exe")).map_err(err)?);
+    let mut args: Vec<String> = split_nul(&cmdline)
         .into_iter()
         .skip(1)
         .map(|a| String::from_utf8_lossy(&a).into_owned())
         .collect();
+    // A real node's daemon was started by `nsenter --net=<its namespace>`, which exec'd: its
+    // own command line no longer says where it runs, the recorded one does.
+    if record.role == Role::RealNode
+        && let Some((first, rest)) = record.command.split_first()
+    {
+        binary = PathBuf::from(first);
+        args = rest.to_vec();
+    }
     Ok(Snapshot {
         name: record.name.clone(),
         role: record.role,
@@ -303,7 +311,7 @@ pub fn spawn_again(dir: &Path, snap: &Snapshot) -> Result<ProcessRecord, Error> 
     };
     let layout = Layout::new(dir);
     let mut state = load(dir)?;
-    match state.processes.iter_mut().find(|p| p.name == snap.name) {
+    match state.process_mut(&snap.name) {
         Some(p) => *p = record.clone(),
         None => state.processes.push(record.clone()),
     }

@@ -128,9 +128,39 @@ impl FleetState {
         std::fs::rename(&tmp, path).map_err(write_err)
     }
 
-    /// The process named `name`.
+    /// The process named `name`, also a real node's (`<node>-containerd`, `<node>-kubelet`,
+    /// `<node>-kube-proxy`).
     pub fn process(&self, name: &str) -> Option<&ProcessRecord> {
-        self.processes.iter().find(|p| p.name == name)
+        self.processes
+            .iter()
+            .chain(self.node_processes())
+            .find(|p| p.name == name)
+    }
+
+    /// The same, to change it (a process started again).
+    pub fn process_mut(&mut self, name: &str) -> Option<&mut ProcessRecord> {
+        let nodes = self.real_nodes.iter_mut().flat_map(|r| &mut r.nodes);
+        self.processes
+            .iter_mut()
+            .chain(nodes.flat_map(|n| &mut n.processes))
+            .find(|p| p.name == name)
+    }
+
+    /// The address the fleet's components reach a server on this machine by (a chart
+    /// repository of a test): loopback, or with atoll on pods the host's address on the real
+    /// nodes' network.
+    pub fn serving_host(&self) -> std::net::IpAddr {
+        match &self.real_nodes {
+            Some(real) => crate::real_node::network::host_address(real.network).into(),
+            None => std::net::Ipv4Addr::LOCALHOST.into(),
+        }
+    }
+
+    fn node_processes(&self) -> impl Iterator<Item = &ProcessRecord> {
+        self.real_nodes
+            .iter()
+            .flat_map(|r| &r.nodes)
+            .flat_map(|n| &n.processes)
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
+
+/// The chart servers of these tests: helm and the agents of this file run on this machine.
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// How long an object may take to appear or go.
 const CONVERGE: Duration = Duration::from_secs(30);
@@ -193,9 +197,15 @@ fn listed<'a>(list: &'a Value, release: &str, chart: &str, revision: &str) -> &'
 async fn from_http_repository(t: &Target) {
     let (ns, release) = ("demo", "hello");
     let started = Instant::now();
-    let repo = ChartRepo::start(t.helm.clone(), HELLO_CHART, t.dir.join("repo"), &["0.1.0"])
-        .await
-        .unwrap();
+    let repo = ChartRepo::start(
+        LOOPBACK,
+        t.helm.clone(),
+        HELLO_CHART,
+        t.dir.join("repo"),
+        &["0.1.0"],
+    )
+    .await
+    .unwrap();
     let url = repo.url().to_string();
     eprintln!(
         "FIGURE {:?}: chart repository packaged and indexed in {:.1}s",
@@ -379,6 +389,7 @@ async fn from_oci_registry(t: &Target) {
         .await
         .unwrap();
     let registry = OciRegistry::start(
+        LOOPBACK,
         &t.tools.registry,
         t.helm.clone(),
         t.dir.join("registry.log"),
@@ -613,6 +624,7 @@ async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation
     std::fs::write(&through_proxy, yaml).unwrap();
     let helm = Helm::new(&tools.helm, tmp.path().join("helm-home"));
     let repo = ChartRepo::start(
+        LOOPBACK,
         helm.clone(),
         HELLO_CHART,
         tmp.path().join("repo"),

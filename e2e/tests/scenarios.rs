@@ -1355,6 +1355,7 @@ async fn a_helm_chart_feed_is_installed_localized_upgraded_and_uninstalled_in_ea
     let tools = atoll_e2e::chart_repo::HelmTools::locate().expect("make k8s builds helm");
     let helm = atoll_e2e::chart_repo::Helm::new(&tools.helm, f.tmp.path().join("helm-home"));
     let repo = atoll_e2e::chart_repo::ChartRepo::start(
+        f.serving_host(),
         helm.clone(),
         atoll_e2e::chart_repo::HELLO_CHART,
         f.tmp.path().join("chart-repo"),
@@ -1766,6 +1767,7 @@ async fn a_helm_chart_from_an_oci_registry_is_installed_and_removed_with_its_sub
         .await
         .unwrap();
     let registry = atoll_e2e::chart_repo::OciRegistry::start(
+        f.serving_host(),
         &tools.registry,
         helm.clone(),
         f.tmp.path().join("registry.log"),
@@ -1867,7 +1869,9 @@ async fn a_hanging_helm_install_does_not_hold_back_the_clusters_other_descriptio
     };
     // A chart repository that accepts connections and never answers: helm hangs on it until
     // the agent stops it (the chart's timeoutSeconds plus the agent's grace).
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind((f.serving_host(), 0))
+        .await
+        .unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let hole = tokio::spawn(async move {
         let mut held = Vec::new();
@@ -2038,6 +2042,7 @@ async fn a_chart_from_a_private_repository_installs_once_the_hub_may_read_its_pu
     let tools = atoll_e2e::chart_repo::HelmTools::locate().expect("make k8s builds helm");
     let helm = atoll_e2e::chart_repo::Helm::new(&tools.helm, f.tmp.path().join("helm-home"));
     let repo = atoll_e2e::chart_repo::ChartRepo::start_private(
+        f.serving_host(),
         helm.clone(),
         atoll_e2e::chart_repo::HELLO_CHART,
         f.tmp.path().join("private-repo"),
@@ -2173,6 +2178,7 @@ async fn a_chart_from_a_private_oci_registry_installs_with_its_pull_secret() {
         .await
         .unwrap();
     let registry = atoll_e2e::chart_repo::OciRegistry::start(
+        f.serving_host(),
         &tools.registry,
         helm.clone(),
         f.tmp.path().join("registry-private.log"),
@@ -2181,9 +2187,13 @@ async fn a_chart_from_a_private_oci_registry_installs_with_its_pull_secret() {
     .unwrap();
     registry.push(&archive).await.unwrap();
     // The agents reach the registry only through a front that wants robot's password.
-    let front = atoll_e2e::chart_repo::AuthProxy::start(&registry.host(), ("robot", "hunter2"))
-        .await
-        .unwrap();
+    let front = atoll_e2e::chart_repo::AuthProxy::start(
+        f.serving_host(),
+        &registry.host(),
+        ("robot", "hunter2"),
+    )
+    .await
+    .unwrap();
     let yaml = |pull_secret: &str| {
         format!(
             r#"

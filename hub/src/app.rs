@@ -16,7 +16,7 @@ pub async fn run(args: HubArgs) -> Result<(), Error> {
     }
     let client = process.client();
     let readiness = process.readiness();
-    let hub = run::start(
+    let mut hub = run::start(
         client,
         HubConfig::from_args(&args),
         process.registry(),
@@ -25,8 +25,13 @@ pub async fn run(args: HubArgs) -> Result<(), Error> {
     .await?;
     process
         .run(&args.admin, |shutdown| async move {
-            shutdown.requested().await;
-            hub.stop().await
+            tokio::select! {
+                () = shutdown.requested() => hub.stop().await,
+                e = hub.server_ended() => {
+                    tracing::error!(error = %e, "the gRPC server stopped");
+                    Err(e)
+                }
+            }
         })
         .await
 }

@@ -160,6 +160,12 @@ pub enum Error {
         /// The transport error.
         source: tonic::transport::Error,
     },
+    /// The gRPC server ended while the hub was not stopping.
+    #[error("serving gRPC on {addr}: the server stopped; the hub exits so that it is restarted")]
+    GrpcServerStopped {
+        /// The listen address.
+        addr: String,
+    },
     /// The shared plumbing failed: the kubeconfig, tracing, the admin server, a finalizer edit.
     #[error(transparent)]
     Runtime(#[from] atoll_runtime::Error),
@@ -199,6 +205,7 @@ impl Error {
             Error::ConfigureTls { .. } => "configure_tls",
             Error::BindGrpc { .. } => "bind_grpc",
             Error::ServeGrpc { .. } => "serve_grpc",
+            Error::GrpcServerStopped { .. } => "grpc_server_stopped",
             Error::ParseObservedStatus { .. } => "parse_observed_status",
             Error::Runtime(_) => "runtime",
         }

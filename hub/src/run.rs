@@ -191,6 +191,18 @@ impl RunningHub {
         self.controllers.wait_ready().await;
     }
 
+    /// Completes when the gRPC server ends by itself (its TLS identity could not be loaded,
+    /// its listener failed): with the server's error, or [`Error::GrpcServerStopped`]. A hub
+    /// that cannot serve agents must not look alive, so the process ends with it.
+    pub async fn server_ended(&mut self) -> Error {
+        match (&mut self.server).await {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) | Err(_) => Error::GrpcServerStopped {
+                addr: self.addr.to_string(),
+            },
+        }
+    }
+
     /// Stops serving and every background loop.
     pub async fn stop(mut self) -> Result<(), Error> {
         if let Some(tx) = self.shutdown.take() {

@@ -1529,6 +1529,7 @@ async fn a_push_clusters_private_chart_installs_once_its_pull_secret_exists() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let repo = atoll_e2e::chart_repo::ChartRepo::start_private(
+        std::net::Ipv4Addr::LOCALHOST.into(),
         atoll_e2e::chart_repo::Helm::new(&tools.helm, tmp.path().join("helm-home")),
         atoll_e2e::chart_repo::HELLO_CHART,
         tmp.path().join("private-repo"),

@@ -102,3 +102,36 @@ async fn tls_server_serves_health_and_hub_and_refuses_plaintext() {
         "a plaintext client was served"
     );
 }
+
+/// A hub whose certificate cannot be loaded (here its key file holds no key, as with a
+/// mistyped `atoll-hub-tls` Secret) must not run on without a gRPC server: `server_ended`
+/// completes with the TLS error, and `atoll-hub` exits with it (CrashLoopBackOff with the
+/// reason in its log, instead of a pod that is Running and Ready but serves nothing).
+#[tokio::test]
+async fn a_hub_whose_certificate_cannot_be_loaded_reports_its_server_ended() {
+    let parent = devcluster::DevCluster::start_default().await.unwrap();
+    let client = parent.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("tls.crt");
+    let key = dir.path().join("tls.key");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, "not a key\n").unwrap();
+
+    let mut config = HubConfig::for_tests();
+    config.server.tls = Some((cert, key));
+    let mut hub = run::start(
+        client,
+        config,
+        &mut Registry::default(),
+        Readiness::default(),
+    )
+    .await
+    .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), hub.server_ended())
+        .await
+        .expect("the server ends at once");
+    let text = ended.to_string();
+    assert_eq!(ended.label(), "configure_tls", "{text}");
+    assert!(text.contains("tls.crt"), "names the certificate: {text}");
+}

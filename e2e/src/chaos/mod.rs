@@ -519,6 +519,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             let helm = crate::chart_repo::Helm::new(&tools.helm, opts.dir.join("repo-helm-home"));
             Some(
                 crate::chart_repo::ChartRepo::start(
+                    std::net::Ipv4Addr::LOCALHOST.into(),
                     helm,
                     crate::chart_repo::HELLO_CHART,
                     opts.dir.join("chart-repo"),

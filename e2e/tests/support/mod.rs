@@ -45,8 +45,28 @@ pub async fn prerequisites_or_skip(test: &str) -> bool {
         if let Err(e) = atoll_e2e::real_tier::locate_binaries() {
             panic!("{test}: FLEET_BACKEND=kube, but {e}");
         }
+        if real_nodes() {
+            let bin_dir = atoll_e2e::control_plane::bin_dir_from_env().unwrap_or_default();
+            let missing = atoll_e2e::real_node::missing_prerequisites(&bin_dir);
+            if !missing.is_empty() {
+                eprintln!(
+                    "NOTICE: {test} skipped: FLEET_REAL_NODES asks for real nodes, which need {}",
+                    missing.join(", ")
+                );
+                return false;
+            }
+        }
     }
     true
+}
+
+/// Whether the fleets of this run put atoll in pods on real nodes (`FLEET_REAL_NODES`, which
+/// the `fleet` binary reads too).
+pub fn real_nodes() -> bool {
+    matches!(
+        std::env::var("FLEET_REAL_NODES").as_deref(),
+        Ok("true") | Ok("1")
+    )
 }
 
 /// The backend the fleets of this run are made of: `FLEET_BACKEND` (`devcluster` or `kube`),
@@ -89,7 +109,42 @@ impl Fleet {
     /// The drift repairs `child`'s agent has counted (`atoll_agent_drift_repairs_total`, every
     /// result), read from its admin server's `/metrics`.
     pub async fn agent_drift_repairs(&self, child: &str) -> f64 {
+        let text = self.agent_metrics(child).await;
+        atoll_e2e::fleet::metric_sum(&text, "atoll_agent_drift_repairs_total", "")
+    }
+
+    /// The address atoll's components reach a test's server on this machine by (see
+    /// `FleetState::serving_host`).
+    pub fn serving_host(&self) -> std::net::IpAddr {
+        atoll_e2e::state::FleetState::load(&self.dir.join("fleet.json"))
+            .unwrap()
+            .serving_host()
+    }
+
+    /// `/metrics` of `child`'s agent: from its admin server, or with atoll on pods
+    /// (`--real-nodes`) through the child API server's proxy to the agent's pod.
+    pub async fn agent_metrics(&self, child: &str) -> String {
         let state = atoll_e2e::state::FleetState::load(&self.dir.join("fleet.json")).unwrap();
+        if state.real_nodes.is_some() {
+            let k = self.child(child);
+            let pod = k
+                .run(&[
+                    "get",
+                    "pods",
+                    "-n",
+                    "clusternet-system",
+                    "-l",
+                    "app.kubernetes.io/name=atoll-agent",
+                    "--field-selector=status.phase=Running",
+                    "-o",
+                    "jsonpath={.items[0].metadata.name}",
+                ])
+                .await
+                .unwrap();
+            let path =
+                format!("/api/v1/namespaces/clusternet-system/pods/{pod}:9090/proxy/metrics");
+            return k.run(&["get", "--raw", &path]).await.unwrap();
+        }
         let name = format!("agent-{child}");
         let addr = state
             .process(&name)
@@ -97,7 +152,7 @@ impl Fleet {
             .unwrap_or_else(|| panic!("{name} has no admin server in fleet.json"));
         let (code, text) = atoll_e2e::fleet::http_get(addr, "/metrics").await.unwrap();
         assert_eq!(code, 200, "{name} /metrics: {text}");
-        atoll_e2e::fleet::metric_sum(&text, "atoll_agent_drift_repairs_total", "")
+        text
     }
 
     /// `fleet up --children N` plus `extra` arguments, with `env` for every process it starts.
