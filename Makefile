@@ -189,7 +189,8 @@ fleet-build:
 
 ## fleet-up: a parent and $(FLEET_CHILDREN) child devclusters, scheduler, hub and agents, as local processes.
 fleet-up: fleet-build
-	$(FLEET) up --backend $(FLEET_BACKEND) --children $(FLEET_CHILDREN) --dir $(FLEET_DIR) --manifests $(CURDIR)/manifests
+	$(FLEET) up --backend $(FLEET_BACKEND) --children $(FLEET_CHILDREN) --dir $(FLEET_DIR) --manifests $(CURDIR)/manifests \
+		$(if $(filter true,$(FLEET_REAL_NODES)),--real-nodes)
 
 ## chaos: CHAOS_RUNS chaos runs (seeds CHAOS_SEED, CHAOS_SEED+1, ...) of CHAOS_SECONDS of faults
 ## each on a fleet of CHAOS_CHILDREN children (e2e/src/chaos): proxy faults, kills and restarts,
@@ -209,9 +210,13 @@ chaos: fleet-build
 fleet-down:
 	$(FLEET) down --dir $(FLEET_DIR)
 
-## demo-kube: the same demo on real control planes (builds them the first time).
+## demo-kube: the same demo on real control planes (builds them the first time). As root with
+## containerd installed, every cluster also gets a real node and atoll runs as pods on them,
+## installed with kubectl apply -k (FLEET_REAL_NODES=false keeps atoll as local processes).
+FLEET_REAL_NODES ?= false
+DEMO_REAL_NODES ?= $(shell [ "$$(id -u)" = 0 ] && command -v containerd >/dev/null && echo true || echo false)
 demo-kube: k8s
-	$(MAKE) demo FLEET_BACKEND=kube
+	$(MAKE) demo FLEET_BACKEND=kube FLEET_REAL_NODES=$(DEMO_REAL_NODES)
 
 ## demo: fleet-up, apply manifests/examples, show what every child received. Leaves the fleet up.
 demo: fleet-up
@@ -226,6 +231,10 @@ demo: fleet-up
 		echo "== $$(basename $$kc .kubeconfig): ConfigMap demo/web-config greeting"; \
 		$(KUBECTL) --kubeconfig $$kc get configmap web-config -n demo -o jsonpath='{.data.greeting}{"\n"}' 2>/dev/null || echo "(none)"; \
 	done
+	@if [ "$(FLEET_REAL_NODES)" = true ]; then for kc in $(FLEET_DIR)/parent.kubeconfig $(FLEET_DIR)/child-*.kubeconfig; do \
+		echo; echo "== $$(basename $$kc .kubeconfig): atoll's pods"; \
+		$(KUBECTL) --kubeconfig $$kc get pods -n clusternet-system -o wide; \
+	done; fi
 	@echo
 	$(FLEET) status --dir $(FLEET_DIR)
 	@echo

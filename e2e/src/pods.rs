@@ -416,6 +416,9 @@ pub async fn unready_pods_report(client: &Client) -> String {
                 }
             }
             Ok(_) => out.push_str("    log: (empty)\n"),
+            Err(kube::Error::Api(status)) => {
+                out.push_str(&format!("    log: (none: {})\n", status.message));
+            }
             Err(e) => out.push_str(&format!("    log: (none: {e})\n")),
         }
     }

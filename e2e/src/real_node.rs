@@ -195,6 +195,27 @@ pub struct NodeRecord {
     pub had_container_log_links: bool,
 }
 
+impl NodeRecord {
+    /// `ctr <args>` against the node's containerd, in the CRI namespace (`images tag`, `tasks
+    /// ls`).
+    pub fn ctr(&self, args: &[&str]) -> Result<String, Error> {
+        ctr(
+            &NodeDirs {
+                root: self.dir.clone(),
+            },
+            args,
+        )
+    }
+}
+
+/// `ctr` against the containerd of the node in `dirs`, in the CRI namespace.
+fn ctr(dirs: &NodeDirs, args: &[&str]) -> Result<String, Error> {
+    let socket = dirs.socket().display().to_string();
+    let mut all = vec!["-a", socket.as_str(), "-n", CRI_NAMESPACE];
+    all.extend_from_slice(args);
+    run("ctr", &all)
+}
+
 /// One running real node; dropping it tears it down.
 #[derive(Debug)]
 pub struct RealNode {
@@ -424,10 +445,7 @@ impl RealNode {
 
     /// `ctr` against the node's containerd, in the CRI namespace.
     fn ctr(&self, args: &[&str]) -> Result<String, Error> {
-        let socket = self.dirs.socket().display().to_string();
-        let mut all = vec!["-a", socket.as_str(), "-n", CRI_NAMESPACE];
-        all.extend_from_slice(args);
-        run("ctr", &all)
+        ctr(&self.dirs, args)
     }
 
     /// Waits until the Node reports Ready, then puts the host sysctls kubelet changed at start

@@ -10,6 +10,14 @@
 //! - with both hub pods deleted, the Deployment brings new ones, the agents reconnect through
 //!   the NodePort, and a change to the feed reaches both children again.
 //!
+//!
+//! A second fleet (a parent and one child) takes the disruptions, one after another: the
+//! agent's pod deleted, the child node's containerd killed and started again, the scheduler's
+//! leader pod deleted (the standby takes the Lease), a hub frozen (SIGSTOP) until its liveness
+//! probe has it restarted, a rolling image upgrade of every component, and an image no node
+//! has (the fleet's wait names the pod, its waiting reason and events); after each, a change to
+//! the feed reaches the child.
+//!
 //! Runs with `FLEET_BACKEND=kube` on a machine that can run real nodes (root, containerd, runc,
 //! the CNI plugins, the `make k8s` binaries with kubelet, kube-proxy and helm); skipped with a
 //! notice otherwise.
@@ -24,6 +32,9 @@ use atoll_e2e::state::{FleetState, Role};
 use support::{Fleet, POLL, converge, expect, secs};
 
 const NAMESPACE: &str = "clusternet-system";
+
+/// One fleet of real nodes at a time: two would share 2 cores with five control planes.
+static ONE_FLEET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Whether this run can start real nodes; prints a NOTICE when not.
 async fn can_run(test: &str) -> bool {
@@ -144,6 +155,7 @@ async fn atoll_runs_as_pods_on_real_nodes_and_survives_losing_its_hub_pods() {
     if !can_run(test).await {
         return;
     }
+    let _one = ONE_FLEET.lock().await;
     let started = Instant::now();
     let f = Fleet::up(2, &["--real-nodes"], &[]).await;
     eprintln!(
@@ -301,5 +313,314 @@ async fn atoll_runs_as_pods_on_real_nodes_and_survives_losing_its_hub_pods() {
         "FIGURE both hub pods deleted: the change reached both children {} later",
         secs(lost.elapsed())
     );
+    f.delete("hello").await;
+}
+
+/// The ConfigMap of the feed in child-1 says `greeting`: applies the Subscription with it and
+/// waits; how long it took.
+async fn lands(f: &Fleet, greeting: &str, after: &str) -> Duration {
+    f.apply("hello", &subscription(greeting)).await.unwrap();
+    converge(
+        f,
+        &format!("the feed's change after {after}"),
+        &[expect(
+            "child-1",
+            "configmap",
+            "pods-e2e",
+            "hello",
+            "{.data.greeting}",
+            Some(greeting),
+        )],
+    )
+    .await
+}
+
+/// `kubectl get <what> -n clusternet-system -o jsonpath=<path>`.
+async fn get(k: &atoll_e2e::kubectl::Kubectl, what: &[&str], path: &str) -> String {
+    let jsonpath = format!("jsonpath={path}");
+    let mut args = vec!["get"];
+    args.extend_from_slice(what);
+    args.extend(["-n", NAMESPACE, "-o", &jsonpath]);
+    k.run(&args).await.unwrap()
+}
+
+async fn rollout(k: &atoll_e2e::kubectl::Kubectl, deployment: &str) -> Duration {
+    let started = Instant::now();
+    k.run(&[
+        "rollout",
+        "status",
+        "-n",
+        NAMESPACE,
+        deployment,
+        "--timeout=180s",
+    ])
+    .await
+    .unwrap_or_else(|e| panic!("kubectl rollout status {deployment}: {e}"));
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn atoll_on_pods_rides_out_deleted_pods_a_restarted_containerd_a_lost_leader_a_hung_hub_and_an_upgrade()
+ {
+    let test = "disruptions on pods";
+    if !can_run(test).await {
+        return;
+    }
+    let _one = ONE_FLEET.lock().await;
+    let f = Fleet::up(1, &["--real-nodes"], &[]).await;
+    let state = FleetState::load(&f.dir.join("fleet.json")).unwrap();
+    let nodes = state.real_nodes.clone().expect("real nodes in fleet.json");
+    let (parent_node, child_node) = (&nodes.nodes[0], &nodes.nodes[1]);
+    let child = f.child("child-1");
+    lands(&f, "first", "the start").await;
+
+    // 1. The agent's pod deleted: the Deployment brings another, which registers again.
+    child
+        .run(&[
+            "delete",
+            "pod",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app.kubernetes.io/name=atoll-agent",
+        ])
+        .await
+        .unwrap();
+    rollout(child, "deployment/atoll-agent").await;
+    let took = lands(&f, "after the agent pod", "deleting the agent's pod").await;
+    eprintln!(
+        "FIGURE agent pod deleted: the next change landed {}",
+        secs(took)
+    );
+
+    // 2. The child node's containerd killed and started again: the agent's container keeps
+    // running (its shim outlives containerd), the node stays Ready, and changes keep landing.
+    let agent_before = get(
+        child,
+        &["pods", "-l", "app.kubernetes.io/name=atoll-agent"],
+        "{.items[0].status.containerStatuses[0].containerID}",
+    )
+    .await;
+    let containerd = format!("{}-containerd", child_node.name);
+    let out = support::fleet_cmd(
+        &["restart", "--dir", f.dir_str(), "--process", &containerd],
+        &[],
+    );
+    assert!(out.status.success(), "fleet restart {containerd}: {out:?}");
+    let took = lands(&f, "after containerd", "containerd's restart").await;
+    let agent_after = get(
+        child,
+        &["pods", "-l", "app.kubernetes.io/name=atoll-agent"],
+        "{.items[0].status.containerStatuses[0].containerID}",
+    )
+    .await;
+    assert_eq!(
+        agent_before, agent_after,
+        "the agent's container outlived containerd"
+    );
+    eprintln!(
+        "FIGURE containerd restarted: the next change landed {}",
+        secs(took)
+    );
+
+    // 3. The scheduler's leader pod deleted: the standby takes the Lease and schedules.
+    let leader = get(
+        &f.parent,
+        &["lease", "atoll-scheduler"],
+        "{.spec.holderIdentity}",
+    )
+    .await;
+    let lost = Instant::now();
+    f.parent
+        .run(&["delete", "pod", "-n", NAMESPACE, &leader, "--wait=false"])
+        .await
+        .unwrap();
+    let next = POLL
+        .eventually(
+            "another scheduler pod holding the Lease",
+            Duration::from_secs(90),
+            || async {
+                let holder = get(
+                    &f.parent,
+                    &["lease", "atoll-scheduler"],
+                    "{.spec.holderIdentity}",
+                )
+                .await;
+                if !holder.is_empty() && holder != leader {
+                    Ok(holder)
+                } else {
+                    Err(holder)
+                }
+            },
+        )
+        .await;
+    lands(&f, "after the leader", "losing the scheduler's leader").await;
+    eprintln!(
+        "FIGURE scheduler leader {leader} deleted: {next} leads and the change landed {} later",
+        secs(lost.elapsed())
+    );
+    rollout(&f.parent, "deployment/atoll-scheduler").await;
+
+    // 4. A hub frozen (SIGSTOP): its liveness probe fails and the kubelet restarts it.
+    let hub = get(
+        &f.parent,
+        &["pods", "-l", "app.kubernetes.io/name=atoll-hub"],
+        "{.items[0].metadata.name}",
+    )
+    .await;
+    let container = get(
+        &f.parent,
+        &["pod", &hub],
+        "{.status.containerStatuses[0].containerID}",
+    )
+    .await;
+    let container = container.trim_start_matches("containerd://").to_string();
+    let tasks = parent_node.ctr(&["tasks", "ls"]).unwrap();
+    let pid = tasks
+        .lines()
+        .find_map(|l| {
+            let mut fields = l.split_whitespace();
+            (fields.next() == Some(container.as_str())).then(|| fields.next())?
+        })
+        .unwrap_or_else(|| panic!("task {container} in {tasks}"));
+    let frozen = Instant::now();
+    real_node::host::run("kill", &["-STOP", pid]).unwrap();
+    POLL.eventually(
+        &format!("pod {hub} restarted by its liveness probe"),
+        Duration::from_secs(120),
+        || async {
+            let restarts = get(
+                &f.parent,
+                &["pod", &hub],
+                "{.status.containerStatuses[0].restartCount}",
+            )
+            .await;
+            if restarts != "0" && !restarts.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("restartCount {restarts}"))
+            }
+        },
+    )
+    .await;
+    let events = f
+        .parent
+        .run(&[
+            "get",
+            "events",
+            "-n",
+            NAMESPACE,
+            "--field-selector",
+            &format!("involvedObject.name={hub}"),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        events.contains("Liveness probe failed"),
+        "the kubelet names the liveness probe: {events}"
+    );
+    eprintln!(
+        "FIGURE a frozen hub restarted by its liveness probe after {}",
+        secs(frozen.elapsed())
+    );
+    rollout(&f.parent, "deployment/atoll-hub").await;
+    lands(&f, "after the hung hub", "the hub's restart").await;
+
+    // 5. A rolling image upgrade of every component: the same images under a new tag, as a
+    // release would bring; every rollout completes (the scheduler's standby is Ready too).
+    let tag = "0.1.0-upgrade";
+    for (node, image) in [
+        (parent_node, "atoll-scheduler"),
+        (parent_node, "atoll-hub"),
+        (child_node, "atoll-agent"),
+    ] {
+        let from = format!("localhost/{image}:{}", env!("CARGO_PKG_VERSION"));
+        let to = format!("localhost/{image}:{tag}");
+        node.ctr(&["images", "tag", &from, &to]).unwrap();
+    }
+    for (k, deployment, container) in [
+        (&f.parent, "atoll-scheduler", "scheduler"),
+        (&f.parent, "atoll-hub", "hub"),
+        (child, "atoll-agent", "agent"),
+    ] {
+        let image = format!("{container}=localhost/{deployment}:{tag}");
+        k.run(&[
+            "set",
+            "image",
+            "-n",
+            NAMESPACE,
+            &format!("deployment/{deployment}"),
+            &image,
+        ])
+        .await
+        .unwrap();
+        let took = rollout(k, &format!("deployment/{deployment}")).await;
+        eprintln!("FIGURE rolling upgrade of {deployment}: {}", secs(took));
+        // The replaced pods are gone once they stopped (the rollout is complete before that).
+        let selector = format!("app.kubernetes.io/name={deployment}");
+        POLL.eventually(
+            &format!("only {deployment} pods of the new image"),
+            Duration::from_secs(60),
+            || async {
+                let images = get(
+                    k,
+                    &["pods", "-l", &selector],
+                    "{.items[*].spec.containers[0].image}",
+                )
+                .await;
+                if images.split_whitespace().all(|i| i.ends_with(tag)) {
+                    Ok(())
+                } else {
+                    Err(images)
+                }
+            },
+        )
+        .await;
+    }
+    lands(&f, "after the upgrade", "the upgrade").await;
+
+    // 6. An image no node has: the wait the fleet uses fails naming the pod, why its container
+    // waits, its events and its log; undoing the rollout brings the agent back.
+    child
+        .run(&[
+            "set",
+            "image",
+            "-n",
+            NAMESPACE,
+            "deployment/atoll-agent",
+            "agent=localhost/atoll-agent:no-such-tag",
+        ])
+        .await
+        .unwrap();
+    let client = atoll_e2e::kubectl::client_for(&child.kubeconfig)
+        .await
+        .unwrap();
+    let err = atoll_e2e::pods::wait_deployments(
+        &client,
+        "child-1",
+        &["atoll-agent"],
+        Duration::from_secs(30),
+    )
+    .await
+    .expect_err("an agent without its image is not rolled out");
+    let report = err.to_string();
+    eprintln!("{report}");
+    assert!(
+        report.contains("pod atoll-agent-"),
+        "names the pod: {report}"
+    );
+    assert!(
+        ["ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff"]
+            .iter()
+            .any(|r| report.contains(r)),
+        "says why the container waits: {report}"
+    );
+    assert!(report.contains("    event "), "shows its events: {report}");
+    child
+        .run(&["rollout", "undo", "-n", NAMESPACE, "deployment/atoll-agent"])
+        .await
+        .unwrap();
+    rollout(child, "deployment/atoll-agent").await;
+    lands(&f, "after the undo", "undoing the broken rollout").await;
     f.delete("hello").await;
 }
