@@ -1012,6 +1012,7 @@ pub fn process_rows(state: &FleetState) -> Vec<Vec<String>> {
     state
         .processes
         .iter()
+        .chain(state.node_processes())
         .map(|p| {
             vec![
                 p.name.clone(),

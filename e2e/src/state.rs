@@ -156,7 +156,8 @@ impl FleetState {
         }
     }
 
-    fn node_processes(&self) -> impl Iterator<Item = &ProcessRecord> {
+    /// The real nodes' containerd, kubelet and kube-proxy processes.
+    pub fn node_processes(&self) -> impl Iterator<Item = &ProcessRecord> {
         self.real_nodes
             .iter()
             .flat_map(|r| &r.nodes)
