@@ -39,6 +39,14 @@ pub struct Args {
     /// `default`); others are left to another scheduler.
     #[arg(long, env = "ATOLL_SCHEDULER_NAME", default_value = "default")]
     pub scheduler_name: String,
+    /// The only hosts HelmChart repositories (and their registries' token services) are
+    /// looked up on, comma-separated: `host`, `host:port` or `*.domain`. Empty (the default):
+    /// any host, internal addresses included, since whoever may create a HelmChart picks it.
+    #[arg(long, env = "ATOLL_CHART_REPOSITORY_HOSTS", value_delimiter = ',')]
+    pub chart_repository_hosts: Vec<String>,
+    /// The largest repository index or tag list read, in bytes.
+    #[arg(long, env = "ATOLL_CHART_INDEX_MAX_BYTES", default_value_t = crate::charts::DEFAULT_MAX_BODY_BYTES)]
+    pub chart_index_max_bytes: usize,
 }
 
 /// Runs the scheduler until SIGINT/SIGTERM, or until it loses leadership.
@@ -93,6 +101,16 @@ async fn schedule(
     let config = controller::Config {
         resync: Duration::from_secs(args.resync_seconds.max(10)),
         scheduler_name: args.scheduler_name.clone(),
+        charts: crate::charts::ChartPolicy {
+            allowed_hosts: args
+                .chart_repository_hosts
+                .iter()
+                .filter(|h| !h.trim().is_empty())
+                .cloned()
+                .collect(),
+            max_body_bytes: args.chart_index_max_bytes,
+            ..crate::charts::ChartPolicy::default()
+        },
         ..controller::Config::default()
     };
     let reporter = Reporter {

@@ -199,7 +199,11 @@ pub async fn run(
     ready();
 
     // HelmChart status (found in its repository or not) is written while this scheduler leads.
-    let charts = tokio::spawn(crate::charts::run(client.clone()));
+    let charts = tokio::spawn(crate::charts::run(
+        client.clone(),
+        wiring.subscriptions.clone(),
+        config.charts.clone(),
+    ));
     let context = new_context(client, config, &metrics, reporter, &wiring, stores);
     spawn_feed_release(&context);
     run_controller(controller, one_rx, all_rx, &wiring.one, &metrics, context).await;

@@ -49,6 +49,8 @@ pub struct Config {
     /// How often feed watches of kinds no Subscription names any more are released (a deleted
     /// Subscription releases them at once).
     pub feed_release_interval: Duration,
+    /// What the HelmChart lookup may reach and read.
+    pub charts: crate::charts::ChartPolicy,
 }
 
 impl Default for Config {
@@ -59,6 +61,7 @@ impl Default for Config {
             retry: Duration::from_secs(2),
             scheduler_name: DEFAULT_SCHEDULER_NAME.to_owned(),
             feed_release_interval: Duration::from_secs(30),
+            charts: crate::charts::ChartPolicy::default(),
         }
     }
 }
