@@ -175,12 +175,13 @@ pub enum Error {
         origin: String,
     },
 
-    /// An `overrideChart` override changed which chart is installed, or where, or the
-    /// HelmChart's name or namespace.
+    /// An `overrideChart` override changed which chart is installed, from which repository
+    /// with which credentials, or where, or the HelmChart's name or namespace.
     #[error(
         "{origin}: an override may not change the HelmChart's metadata.name, metadata.namespace, \
-         spec.chart or spec.targetNamespace (that would be another release); create another \
-         HelmChart instead"
+         spec.chart, spec.repo, spec.chartPullSecret or spec.targetNamespace (that would be \
+         another release, or the chart's credentials sent elsewhere); create another HelmChart \
+         instead"
     )]
     OverrideChartIdentity {
         /// The override.

@@ -9,7 +9,10 @@
 //!
 //! Deliberate difference: an override that changes the chart's `spec.chart` or
 //! `spec.targetNamespace` is an error naming it (Clusternet silently drops those two fields from
-//! the patch), since either would install a different release than the HelmChart describes.
+//! the patch), since either would install a different release than the HelmChart describes;
+//! so is one that changes `spec.repo` or `spec.chartPullSecret`, which together decide whose
+//! credentials are sent where (an override could otherwise hand the chart's pull Secret to a
+//! repository of its author's).
 
 use atoll_crds::apps::{ChartReference, OverrideConfig, OverrideType};
 use serde_json::{Map, Value};
@@ -87,12 +90,14 @@ fn as_patch(config: &OverrideConfig) -> OverrideConfig {
     patch
 }
 
-/// The fields of a HelmChart no override may change: which chart, where it is installed, and
-/// the HelmChart's own name and namespace (the release's name; the namespace whose Secrets its
-/// `chartPullSecret` may name).
-fn fixed_fields(chart: &Value) -> [Option<&Value>; 4] {
+/// The fields of a HelmChart no override may change: which chart from which repository, with
+/// which credentials, where it is installed, and the HelmChart's own name and namespace (the
+/// release's name; the namespace whose Secrets its `chartPullSecret` may name).
+fn fixed_fields(chart: &Value) -> [Option<&Value>; 6] {
     [
         "/spec/chart",
+        "/spec/repo",
+        "/spec/chartPullSecret",
         "/spec/targetNamespace",
         "/metadata/name",
         "/metadata/namespace",
@@ -210,6 +215,23 @@ mod tests {
         );
         let err = render_chart(&chart(), &[rehome]).unwrap_err();
         assert!(err.to_string().contains("metadata.namespace"), "{err}");
+
+        // The repository and its credentials go together: neither is an override's to change.
+        for patch in [
+            "spec: {repo: https://charts.attacker.example}",
+            "spec: {chartPullSecret: {name: other-creds}}",
+        ] {
+            let redirect = set(
+                "redirect",
+                500,
+                vec![config(OverrideType::Helm, patch, true)],
+            );
+            let err = render_chart(&chart(), &[redirect]).unwrap_err();
+            assert!(
+                err.to_string().contains("spec.repo, spec.chartPullSecret"),
+                "{patch}: {err}"
+            );
+        }
     }
 
     #[test]
