@@ -569,12 +569,14 @@ impl KubeBackend {
             .list(&ListParams::default().labels(&selector))
             .await
             .map_err(api_err("list Namespaces", &selector))?;
-        if let Some(n) = existing
-            .items
-            .into_iter()
-            .find(|n| n.metadata.deletion_timestamp.is_none())
-        {
-            return Ok(n.name_any());
+        for n in existing.items {
+            if is_adoptable_dedicated_namespace(&n, &hello.cluster_id) {
+                tracing::info!(namespace = %n.name_any(), cluster_id = %hello.cluster_id, "adopting the cluster's dedicated namespace");
+                return Ok(n.name_any());
+            }
+            if n.metadata.deletion_timestamp.is_none() {
+                tracing::warn!(namespace = %n.name_any(), cluster_id = %hello.cluster_id, "a namespace carries the cluster's id but was not made by a hub (its name or labels say otherwise); not adopted");
+            }
         }
         for _ in 0..5 {
             let name = random_namespace_name();
@@ -600,9 +602,84 @@ impl KubeBackend {
     }
 }
 
+/// Whether `ns` may be taken as cluster `cluster_id`'s dedicated namespace without a record of
+/// it: only what a hub (this one, or Clusternet's) makes, a `clusternet-` name labelled with
+/// the cluster's id and `clusternet.io/created-by: clusternet-hub`, and not being deleted. A
+/// label alone would let whoever may label a namespace (their own, or `default`) receive a new
+/// cluster's ManagedCluster, token record and Descriptions.
+pub fn is_adoptable_dedicated_namespace(ns: &Namespace, cluster_id: &str) -> bool {
+    let labels = ns.metadata.labels.clone().unwrap_or_default();
+    let label = |key: &str| labels.get(key).map(String::as_str);
+    ns.metadata.deletion_timestamp.is_none()
+        && ns.metadata.name.as_deref().is_some_and(|n| {
+            n.starts_with(known::DEDICATED_NAMESPACE_PREFIX)
+                && ![
+                    known::NAMESPACE_SYSTEM,
+                    known::NAMESPACE_RESERVED,
+                    known::NAMESPACE_MCS,
+                ]
+                .contains(&n)
+        })
+        && label(known::LABEL_CLUSTER_ID) == Some(cluster_id)
+        && label(known::LABEL_CREATED_BY) == Some(known::CREATED_BY_HUB)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_namespace_a_hub_made_is_adopted_by_its_label() {
+        let ns = |name: &str, labels: &[(&str, &str)]| Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let id = "3f1e9a52-8c41-4b7e-9d0a-2b6c5e4f7a10";
+        let hub_made = [
+            (known::LABEL_CLUSTER_ID, id),
+            (known::LABEL_CREATED_BY, known::CREATED_BY_HUB),
+        ];
+        assert!(is_adoptable_dedicated_namespace(
+            &ns("clusternet-x7k2p", &hub_made),
+            id
+        ));
+        assert!(
+            !is_adoptable_dedicated_namespace(&ns("team-a", &hub_made), id),
+            "a tenant's namespace, labelled"
+        );
+        assert!(
+            !is_adoptable_dedicated_namespace(
+                &ns("clusternet-x7k2p", &[(known::LABEL_CLUSTER_ID, id)]),
+                id
+            ),
+            "not made by a hub"
+        );
+        assert!(!is_adoptable_dedicated_namespace(
+            &ns("clusternet-x7k2p", &hub_made),
+            "another-cluster"
+        ));
+        for system in [known::NAMESPACE_SYSTEM, known::NAMESPACE_RESERVED] {
+            assert!(!is_adoptable_dedicated_namespace(
+                &ns(system, &hub_made),
+                id
+            ));
+        }
+        let mut deleting = ns("clusternet-x7k2p", &hub_made);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-06-01T00:00:00Z".parse().unwrap(),
+            ));
+        assert!(!is_adoptable_dedicated_namespace(&deleting, id));
+    }
 
     fn token(current: &str, awaiting_agent: bool, expires_at: Option<&str>) -> TokenRecord {
         TokenRecord {
