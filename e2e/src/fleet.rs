@@ -318,6 +318,8 @@ async fn start(
         "--admin-listen".into(),
         hub_admin.to_string(),
         "--insecure".into(),
+        // Push children of a devcluster fleet serve plain http on loopback.
+        "--push-allow-insecure".into(),
         // A local fleet of the user's own clusters: its agents register unattended.
         "--auto-approve".into(),
         // Charts in the Push clusters, with the helm of `make k8s` when it was built.

@@ -141,6 +141,11 @@ pub struct HubArgs {
     /// Identity of this replica in the Lease; defaults to the host name plus a random suffix.
     #[arg(long, env = "ATOLL_HUB_PUSH_LEADER_ELECT_IDENTITY")]
     pub push_leader_elect_identity: Option<String>,
+    /// Serve Push-mode children whose deployer kubeconfig names a plain `http://` server or
+    /// sets `insecure-skip-tls-verify` (local test fleets); refused otherwise, with the reason
+    /// in the ManagedCluster's status.
+    #[arg(long, env = "ATOLL_HUB_PUSH_ALLOW_INSECURE")]
+    pub push_allow_insecure: bool,
     /// The `helm` v3 binary that installs HelmChart feeds as releases in the Push-mode clusters
     /// (a path, or a name looked up on PATH), as an agent's does in its own cluster.
     #[arg(long, env = "ATOLL_HELM", default_value = "helm")]

@@ -39,6 +39,42 @@ use tokio::task::JoinHandle;
 /// `kubeconfig` key, or Clusternet's `apiserver-advertise-url`, `token` and `ca.crt`.
 pub const DEPLOYER_SECRET: &str = "child-cluster-deployer";
 
+/// Whether the hub may talk to the child `kubeconfig` describes: over TLS it verifies, unless
+/// the administrator allowed plain `http://` servers and `insecure-skip-tls-verify` (a local
+/// test fleet) with `--push-allow-insecure`.
+pub fn transport_allowed(kubeconfig: &Kubeconfig, allow_insecure: bool) -> Result<(), String> {
+    if allow_insecure {
+        return Ok(());
+    }
+    for cluster in kubeconfig
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref())
+    {
+        if cluster
+            .server
+            .as_deref()
+            .is_some_and(|s| s.starts_with("http://"))
+        {
+            return Err(
+                "the child's server is plain http://, which would send the deployer's token in \
+                 the clear; give an https:// server, or start the hub with --push-allow-insecure \
+                 (local test fleets only)"
+                    .into(),
+            );
+        }
+        if cluster.insecure_skip_tls_verify == Some(true) {
+            return Err(
+                "the kubeconfig sets insecure-skip-tls-verify, so anyone on the path could pose as \
+                 the child; give its CA (certificate-authority-data), or start the hub with \
+                 --push-allow-insecure (local test fleets only)"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Builds a kubeconfig for the child from the deployer Secret's data. The Secret is data, never
 /// code: of a `kubeconfig` only the current context's server, CA data, TLS settings, bearer token
 /// and client certificate data are kept, and anything that would make the hub run a program or
@@ -291,6 +327,8 @@ pub struct PushManager {
     /// off), and the recheck of readable ones (a rotation reaches the cluster).
     chart_credentials: (Duration, Duration),
     sessions: Mutex<HashMap<(String, String), JoinHandle<()>>>,
+    /// Plain `http://` children and `insecure-skip-tls-verify` allowed (`--push-allow-insecure`).
+    allow_insecure: bool,
     /// Push clusters left alone as unregistered, with why (one Event per reason).
     unregistered: Mutex<HashMap<(String, String), String>>,
     /// `Some`: only the holder of this Lease serves the Push clusters, and repairs drift in
@@ -329,8 +367,15 @@ impl PushManager {
             credentials_retry: heartbeat_every.max(Duration::from_secs(1)),
             chart_credentials: (Duration::from_secs(10), Duration::from_secs(300)),
             sessions: Mutex::new(HashMap::new()),
+            allow_insecure: false,
             unregistered: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Allows children served over plain `http://` or without TLS verification.
+    pub fn allowing_insecure_transport(mut self, allow: bool) -> Self {
+        self.allow_insecure = allow;
+        self
     }
 
     /// Installs the Push clusters' charts with `helm` (`None`: their charts fail, saying so).
@@ -497,10 +542,12 @@ impl PushManager {
             .into_iter()
             .map(|(k, v)| (k, v.0))
             .collect();
-        child_kubeconfig(&data).map_err(|reason| Error::ReadPushCredentials {
-            secret: format!("{namespace}/{DEPLOYER_SECRET}"),
-            reason,
-        })
+        child_kubeconfig(&data)
+            .and_then(|k| transport_allowed(&k, self.allow_insecure).map(|()| k))
+            .map_err(|reason| Error::ReadPushCredentials {
+                secret: format!("{namespace}/{DEPLOYER_SECRET}"),
+                reason,
+            })
     }
 
     /// Whether the deployer Secret now holds other credentials than `serving` (rotated, or the
@@ -995,6 +1042,23 @@ mod tests {
         let user = ok.auth_infos[0].auth_info.as_ref().unwrap();
         assert!(user.token.is_some() && user.client_key_data.is_some());
         assert!(user.exec.is_none() && user.token_file.is_none());
+
+        // Plain http and skipped verification only where the administrator allowed them.
+        let plain = child_kubeconfig(&data(&[
+            ("apiserver-advertise-url", "http://10.0.0.1:8080"),
+            ("token", "abc"),
+        ]))
+        .unwrap();
+        let err = transport_allowed(&plain, false).unwrap_err();
+        assert!(err.contains("plain http://"), "{err}");
+        assert_eq!(transport_allowed(&plain, true), Ok(()));
+        let mut skipping = ok.clone();
+        if let Some(c) = skipping.clusters[0].cluster.as_mut() {
+            c.insecure_skip_tls_verify = Some(true);
+        }
+        let err = transport_allowed(&skipping, false).unwrap_err();
+        assert!(err.contains("insecure-skip-tls-verify"), "{err}");
+        assert_eq!(transport_allowed(&ok, false), Ok(()));
 
         // Clusternet's layout: values stay values, whatever they contain.
         let sneaky = child_kubeconfig(&data(&[

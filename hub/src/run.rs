@@ -44,6 +44,8 @@ pub struct PushConfig {
     /// How charts are installed in the Push clusters; `None`: they are not (their releases fail
     /// saying so).
     pub helm: Option<PushHelm>,
+    /// Serve children over plain `http://` and without TLS verification.
+    pub allow_insecure: bool,
 }
 
 /// The `helm` the hub runs for the Push clusters.
@@ -128,6 +130,7 @@ impl HubConfig {
                     binary: a.helm.clone(),
                     home: a.helm_home.clone(),
                 }),
+                allow_insecure: a.push_allow_insecure,
             },
         }
     }
@@ -161,7 +164,11 @@ impl HubConfig {
                 limits: Limits::default(),
                 heartbeat_grace: Duration::from_secs(3),
             },
-            push: PushConfig::default(),
+            // Test children are devclusters serving plain http on loopback.
+            push: PushConfig {
+                allow_insecure: true,
+                ..PushConfig::default()
+            },
         }
     }
 }
@@ -284,6 +291,7 @@ pub async fn start(
             }),
         )
         .with_helm(config.push.helm.clone())
+        .allowing_insecure_transport(config.push.allow_insecure)
         .with_chart_credentials(
             config.stream.credentials_retry,
             config.stream.credentials_recheck,
