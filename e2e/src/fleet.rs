@@ -227,19 +227,7 @@ async fn start(
             } else {
                 &children
             };
-            let clusters: Vec<(String, PathBuf, Role)> = std::iter::once((
-                "parent".to_string(),
-                layout.parent_kubeconfig(),
-                Role::Parent,
-            ))
-            .chain(real_children.iter().map(|c| {
-                (
-                    c.name.clone(),
-                    layout.child_kubeconfig(c.index),
-                    Role::Child,
-                )
-            }))
-            .collect();
+            let clusters = real_tier::cluster_list(layout, real_children);
             let real =
                 real_tier::start_clusters(&clusters, &k8s, layout, state, opts.nodes, opts.timeout)
                     .await?;

@@ -30,7 +30,7 @@ use crate::process::poll_until;
 use crate::real_node::network::{self, HostBridge, MAX_NODES};
 use crate::real_node::{self, JoinSpec, RealNode};
 use crate::real_tier::{self, RealCluster};
-use crate::state::{FleetState, RealNodes, Role};
+use crate::state::{FleetState, RealNodes};
 
 /// The hub's NodePort (`manifests/parent/hub-nodeport`).
 pub const HUB_NODE_PORT: u16 = 30443;
@@ -98,19 +98,7 @@ pub async fn start(
     let bridge = HostBridge::create()?;
     let node_count = u8::try_from(children.len() + 1).unwrap_or(MAX_NODES);
     let node_network = bridge.node_network(node_count);
-    let clusters: Vec<(String, PathBuf, Role)> = std::iter::once((
-        "parent".to_string(),
-        layout.parent_kubeconfig(),
-        Role::Parent,
-    ))
-    .chain(children.iter().map(|c| {
-        (
-            c.name.clone(),
-            layout.child_kubeconfig(c.index),
-            Role::Child,
-        )
-    }))
-    .collect();
+    let clusters = real_tier::cluster_list(layout, children);
     let real = real_tier::start_clusters_for(
         &clusters,
         &k8s,

@@ -147,6 +147,27 @@ pub async fn start_clusters_for(
     Ok(started)
 }
 
+/// The clusters of a fleet for [`start_clusters`]: the parent, then each child, with their
+/// kubeconfigs and roles.
+pub fn cluster_list(
+    layout: &Layout,
+    children: &[crate::plan::ChildSpec],
+) -> Vec<(String, PathBuf, Role)> {
+    std::iter::once((
+        "parent".to_string(),
+        layout.parent_kubeconfig(),
+        Role::Parent,
+    ))
+    .chain(children.iter().map(|c| {
+        (
+            c.name.clone(),
+            layout.child_kubeconfig(c.index),
+            Role::Child,
+        )
+    }))
+    .collect()
+}
+
 /// The process name of cluster `name`'s etcd.
 fn etcd_name(name: &str) -> String {
     format!("{name}-etcd")

@@ -149,6 +149,25 @@ spec:
     )
 }
 
+/// Waits until the feed's ConfigMap says `greeting` in child-1 and child-2; how long it took.
+async fn both_children_say(f: &Fleet, greeting: &str, what: &str) -> Duration {
+    let path = "{.data.greeting}";
+    let expects: Vec<_> = ["child-1", "child-2"]
+        .into_iter()
+        .map(|child| {
+            expect(
+                child,
+                "configmap",
+                "pods-e2e",
+                "hello",
+                path,
+                Some(greeting),
+            )
+        })
+        .collect();
+    converge(f, what, &expects).await
+}
+
 #[tokio::test]
 async fn atoll_runs_as_pods_on_real_nodes_and_survives_losing_its_hub_pods() {
     let test = "atoll on pods";
@@ -214,30 +233,7 @@ async fn atoll_runs_as_pods_on_real_nodes_and_survives_losing_its_hub_pods() {
     f.apply("hello", &subscription("hello from a pod"))
         .await
         .unwrap();
-    let greeting = "{.data.greeting}";
-    let took = converge(
-        &f,
-        "the ConfigMap in both children",
-        &[
-            expect(
-                "child-1",
-                "configmap",
-                "pods-e2e",
-                "hello",
-                greeting,
-                Some("hello from a pod"),
-            ),
-            expect(
-                "child-2",
-                "configmap",
-                "pods-e2e",
-                "hello",
-                greeting,
-                Some("hello from a pod"),
-            ),
-        ],
-    )
-    .await;
+    let took = both_children_say(&f, "hello from a pod", "the ConfigMap in both children").await;
     eprintln!(
         "FIGURE a Subscription reached both children in {}",
         secs(took)
@@ -285,28 +281,10 @@ async fn atoll_runs_as_pods_on_real_nodes_and_survives_losing_its_hub_pods() {
     f.apply("hello", &subscription("hello after the hub pods went"))
         .await
         .unwrap();
-    let after = "hello after the hub pods went";
-    converge(
+    both_children_say(
         &f,
+        "hello after the hub pods went",
         "the changed ConfigMap in both children after both hub pods were replaced",
-        &[
-            expect(
-                "child-1",
-                "configmap",
-                "pods-e2e",
-                "hello",
-                greeting,
-                Some(after),
-            ),
-            expect(
-                "child-2",
-                "configmap",
-                "pods-e2e",
-                "hello",
-                greeting,
-                Some(after),
-            ),
-        ],
     )
     .await;
     eprintln!(

@@ -16,28 +16,50 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
+/// A hub serving TLS with a self-signed certificate for `localhost`, on a devcluster parent.
+struct TlsHub {
+    hub: run::RunningHub,
+    cert_pem: String,
+    _dir: tempfile::TempDir,
+    _parent: devcluster::DevCluster,
+}
+
+impl TlsHub {
+    /// Its key file holds `key` instead of the certificate's key when given.
+    async fn start(key: Option<&str>) -> TlsHub {
+        let parent = devcluster::DevCluster::start_default().await.unwrap();
+        let client = parent.client().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let cert_pem = ck.cert.pem();
+        let cert = dir.path().join("tls.crt");
+        let key_file = dir.path().join("tls.key");
+        std::fs::write(&cert, &cert_pem).unwrap();
+        let own_key = ck.signing_key.serialize_pem();
+        std::fs::write(&key_file, key.unwrap_or(&own_key)).unwrap();
+        let mut config = HubConfig::for_tests();
+        config.server.tls = Some((cert, key_file));
+        let hub = run::start(
+            client,
+            config,
+            &mut Registry::default(),
+            Readiness::default(),
+        )
+        .await
+        .unwrap();
+        TlsHub {
+            hub,
+            cert_pem,
+            _dir: dir,
+            _parent: parent,
+        }
+    }
+}
+
 #[tokio::test]
 async fn tls_server_serves_health_and_hub_and_refuses_plaintext() {
-    let parent = devcluster::DevCluster::start_default().await.unwrap();
-    let client = parent.client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert_pem = ck.cert.pem();
-    let cert = dir.path().join("tls.crt");
-    let key = dir.path().join("tls.key");
-    std::fs::write(&cert, &cert_pem).unwrap();
-    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-
-    let mut config = HubConfig::for_tests();
-    config.server.tls = Some((cert, key));
-    let hub = run::start(
-        client,
-        config,
-        &mut Registry::default(),
-        Readiness::default(),
-    )
-    .await
-    .unwrap();
+    let served = TlsHub::start(None).await;
+    let (hub, cert_pem) = (&served.hub, served.cert_pem.clone());
 
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(&cert_pem))
@@ -109,25 +131,8 @@ async fn tls_server_serves_health_and_hub_and_refuses_plaintext() {
 /// reason in its log, instead of a pod that is Running and Ready but serves nothing).
 #[tokio::test]
 async fn a_hub_whose_certificate_cannot_be_loaded_reports_its_server_ended() {
-    let parent = devcluster::DevCluster::start_default().await.unwrap();
-    let client = parent.client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert = dir.path().join("tls.crt");
-    let key = dir.path().join("tls.key");
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, "not a key\n").unwrap();
-
-    let mut config = HubConfig::for_tests();
-    config.server.tls = Some((cert, key));
-    let mut hub = run::start(
-        client,
-        config,
-        &mut Registry::default(),
-        Readiness::default(),
-    )
-    .await
-    .unwrap();
+    let mut served = TlsHub::start(Some("not a key\n")).await;
+    let hub = &mut served.hub;
     let ended = tokio::time::timeout(Duration::from_secs(10), hub.server_ended())
         .await
         .expect("the server ends at once");
