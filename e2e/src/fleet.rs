@@ -154,7 +154,11 @@ async fn up_with(opts: &UpOptions, per_host: Option<usize>) -> Result<FleetState
     }
     let layout = Layout::new(&opts.dir);
     if let Ok(previous) = FleetState::load(&layout.state())
-        && previous.processes.iter().any(process::is_running)
+        && previous
+            .processes
+            .iter()
+            .chain(previous.node_processes())
+            .any(process::is_running)
     {
         return Err(Error::AlreadyRunning {
             dir: opts.dir.clone(),
