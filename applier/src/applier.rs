@@ -24,7 +24,7 @@ use crate::model::{
 use crate::prune::PrunePlan;
 use crate::scope::Scope;
 use crate::{Error, drift};
-use atoll_crds::known::ANNOTATION_OWNED_BY_DESCRIPTION;
+use atoll_crds::known::{self, ANNOTATION_OWNED_BY_DESCRIPTION};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -974,6 +974,17 @@ impl Applier {
                 Ok(Some(live)) => {
                     let annotations = live.metadata.annotations.unwrap_or_default();
                     let owner = annotations.get(ANNOTATION_OWNED_BY_DESCRIPTION);
+                    let part_of_atoll = live
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(known::LABEL_PART_OF))
+                        .is_some_and(|v| v == known::PART_OF_ATOLL);
+                    if part_of_atoll && owner.is_none() {
+                        return Err(Error::AtollOwnObject {
+                            object: object.to_string(),
+                        });
+                    }
                     let adopt = annotations
                         .get(ANNOTATION_ADOPT)
                         .is_some_and(|v| v == "true")

@@ -58,6 +58,16 @@ pub enum Error {
         /// The agent's own namespace.
         namespace: String,
     },
+    /// The object exists and belongs to atoll's own install (the agent's RBAC, say): no
+    /// Description takes it over, whatever `--adopt-existing` or an adopt annotation says.
+    #[error(
+        "{object} is part of atoll's own install (label app.kubernetes.io/part-of: atoll); no \
+         Description may take it over: give the object another name"
+    )]
+    AtollOwnObject {
+        /// The object, `kind namespace/name`.
+        object: String,
+    },
     /// The `helm` binary could not be started (or fed, or waited for).
     #[error(
         "cannot run {binary}: {source}; the agent installs HelmChart feeds with helm v3: ship it \
@@ -167,6 +177,7 @@ impl Error {
             Error::DecodeHelmStatus { .. } => "decode_helm_status",
             Error::NamespaceNotAllowed { .. } => "namespace_not_allowed",
             Error::ReservedNamespace { .. } => "reserved_namespace",
+            Error::AtollOwnObject { .. } => "atoll_own_object",
             Error::ApplyObject { .. } => "apply_object",
             Error::GetObject { .. } => "get_object",
             Error::DeleteObject { .. } => "delete_object",

@@ -603,6 +603,53 @@ async fn a_description_may_not_write_into_the_agents_own_namespace() {
     assert_eq!(errors, vec![true, false], "{report:#?}");
 }
 
+/// The agent's own cluster-scoped objects (its ClusterRole and ClusterRoleBinding, labelled as
+/// atoll's install) are never taken over, even with `--adopt-existing` or an adopt annotation;
+/// an unlabelled existing object still is.
+#[tokio::test]
+async fn the_agents_own_install_is_never_adopted_by_a_description() {
+    let (_cluster, client) = child().await;
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    for (name, labels) in [
+        ("atoll-agent", json!({"app.kubernetes.io/part-of": "atoll"})),
+        ("someone-elses", json!({})),
+    ] {
+        roles
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": labels,
+                        "annotations": {"apps.clusternet.io/adopt": "true"}},
+                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+                }))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let applier = Applier::new(client.clone(), "atoll-agent").with_adopt_existing(true);
+    let role = |name: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})
+    };
+    let report = applier
+        .apply(&desc(
+            "default.grab",
+            1,
+            vec![role("atoll-agent"), role("someone-elses")],
+        ))
+        .await;
+    let errors: Vec<Option<&str>> = report.objects.iter().map(|o| o.error.as_deref()).collect();
+    assert!(
+        errors[0].is_some_and(|e| e.contains("part of atoll's own install")),
+        "{report:#?}"
+    );
+    assert_eq!(errors[1], None, "{report:#?}");
+    let rules = roles.get("atoll-agent").await.unwrap().rules.unwrap();
+    assert_eq!(rules[0].verbs, ["get"], "the agent's own role is unchanged");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_restricted_to_namespaces_refuses_other_objects_per_object_and_repairs_its_own() {
     let (_cluster, client) = child().await;

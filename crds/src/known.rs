@@ -15,6 +15,11 @@ pub const DEDICATED_NAMESPACE_PREFIX: &str = "clusternet-";
 
 // ----- labels ---------------------------------------------------------------------------------
 
+/// Label every object of atoll's own install carries (`manifests/*/kustomization.yaml`), value
+/// [`PART_OF_ATOLL`]: the agent never takes such an object over for a Description.
+pub const LABEL_PART_OF: &str = "app.kubernetes.io/part-of";
+/// Value of [`LABEL_PART_OF`] on atoll's install.
+pub const PART_OF_ATOLL: &str = "atoll";
 /// Label on a ClusterRegistrationRequest: who registered it (value [`CREATED_BY_AGENT`]).
 pub const LABEL_REGISTERED_BY: &str = "clusters.clusternet.io/registered-by";
 /// Label: the child cluster's id (on CRRs, dedicated namespaces, ManagedClusters, Descriptions).
