@@ -5,7 +5,8 @@
 //! - [`token`], [`flow`], [`domain`], [`status`]: pure pieces (tokens, flow control, protocol
 //!   conversion, status builders).
 //! - [`index`]: the in-memory Description index and its fan-out to streams.
-//! - [`service`]: the gRPC `Sync` stream, over a [`service::Backend`]; [`metrics`].
+//! - [`service`]: the gRPC `Sync` stream, over a [`service::Backend`]; [`metrics`];
+//!   [`resync`]: how often an agent may have its snapshot sent again.
 //! - [`server`]: tonic server, TLS, health service, size limits.
 //! - [`backend`]: registration and status writes against the parent API server.
 //! - [`pull_secrets`]: chart repository credentials sent with Descriptions, and when to read
@@ -27,6 +28,7 @@ pub mod index;
 pub mod metrics;
 pub mod pull_secrets;
 pub mod push;
+pub mod resync;
 pub mod run;
 pub mod server;
 pub mod service;

@@ -357,6 +357,7 @@ impl<B: Backend> HubService<B> {
                 self.config.credentials_retry,
                 self.config.credentials_recheck,
             ),
+            resync: crate::resync::ResyncGate::default(),
         };
         let ends = StreamEnds {
             close,
@@ -460,9 +461,14 @@ impl<B: Backend> HubService<B> {
                 }
             }
             let credentials_due = st.credentials.next_due();
+            let resync_due = st.resync.due();
             tokio::select! {
                 () = or_pending(credentials_due.map(tokio::time::sleep_until)) => {
                     self.check_credentials(session, queue, st).await;
+                }
+                () = or_pending(resync_due.map(tokio::time::sleep_until)) => {
+                    st.resync.sent(tokio::time::Instant::now());
+                    self.index.resync(&session.namespace, queue);
                 }
                 m = inbound.message() => match m {
                     Ok(Some(m)) => self.handle(session, m, tx, queue, st).await?,
@@ -557,7 +563,13 @@ impl<B: Backend> HubService<B> {
             Some(In::Ack(a)) => {
                 st.window.ack(a.seq);
             }
-            Some(In::Resync(_)) => self.index.resync(&session.namespace, queue),
+            Some(In::Resync(_)) => {
+                if st.resync.ask(tokio::time::Instant::now()) {
+                    self.index.resync(&session.namespace, queue);
+                } else {
+                    tracing::debug!(cluster_id = %session.cluster_id, "a resync asked for again within a second: answered by one snapshot when the second ends");
+                }
+            }
             Some(In::Heartbeat(h)) => {
                 if !self.epochs.is_current(&session.cluster_id, session.epoch) {
                     self.metrics.report("older_stream");
@@ -754,6 +766,8 @@ struct StreamState {
     heartbeat: Option<ClusterHeartbeat>,
     /// When to look at each Description's chart pull Secrets again.
     credentials: CredentialChecks,
+    /// The agent's requests for the whole snapshot again.
+    resync: crate::resync::ResyncGate,
 }
 
 fn upsert(seq: u64, e: &DescEntry) -> v1::DescriptionUpsert {

@@ -925,6 +925,33 @@ async fn resync_request_resends_the_snapshot_and_marker() {
     assert_eq!(upsert_name(&a.recv().await), "marker");
 }
 
+/// A hostile agent asking for its snapshot again and again gets one snapshot at once and one
+/// more when the second ends, not one per request.
+#[tokio::test]
+async fn a_burst_of_resync_requests_is_answered_by_two_snapshots() {
+    let h = start(16, 4 << 20);
+    let ns = ns_of(ID_A);
+    h.index.apply(entry(&ns, "apps.web", 1));
+    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
+    for _ in 0..3 {
+        let m = a.recv().await;
+        a.ack(seq_of(&m)).await;
+    }
+    for _ in 0..200 {
+        a.send(In::Resync(v1::ResyncRequest {})).await;
+    }
+    let mut markers = 0;
+    let until = tokio::time::Instant::now() + Duration::from_millis(2500);
+    while let Ok(Ok(Some(m))) = tokio::time::timeout_at(until, a.rx.message()).await {
+        let m = m.message.expect("a message");
+        if upsert_name(&m) == "marker" {
+            markers += 1;
+        }
+        a.ack(seq_of(&m)).await;
+    }
+    assert_eq!(markers, 2, "200 requests, two snapshots");
+}
+
 /// Encodes like an `AgentMessage`, except that `bad_ack` puts a fixed64 where `Ack` (a
 /// message) belongs: the hub cannot decode it.
 #[derive(Clone, PartialEq, prost::Message)]
