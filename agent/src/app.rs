@@ -74,6 +74,11 @@ pub struct Args {
     /// image mounts an emptyDir there).
     #[arg(long, env = "ATOLL_HELM_HOME", default_value = "/tmp/atoll-helm")]
     pub helm_home: std::path::PathBuf,
+    /// How many helm installs, upgrades and uninstalls run at once; the others wait their turn
+    /// (each helm process takes memory of the agent's pod). A release's `timeoutSeconds` is
+    /// bounded to an hour.
+    #[arg(long, env = "ATOLL_MAX_HELM_RUNS", default_value_t = atoll_applier::helm::DEFAULT_CONCURRENT_RUNS)]
+    pub max_helm_runs: usize,
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -183,7 +188,8 @@ pub fn build(
                 args.client.kubeconfig.clone(),
                 args.client.context.clone(),
                 &args.helm_home,
-            ))
+            )
+            .with_concurrent_runs(args.max_helm_runs))
             .with_metrics(applier_metrics),
     );
     Ok(Agent::new(child, config, applier).with_metrics(metrics))

@@ -20,6 +20,11 @@ use tokio::io::AsyncWriteExt;
 
 /// Helm's default timeout of an install, upgrade or uninstall (HelmChart `timeoutSeconds`).
 const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// The longest a helm run may take, whatever `timeoutSeconds` says (an hour): a release holds
+/// its Description's apply, and a helm process its memory, for that long.
+pub const MAX_TIMEOUT_SECONDS: u64 = 3600;
+/// How many helm processes one applier runs at once by default; the others wait their turn.
+pub const DEFAULT_CONCURRENT_RUNS: usize = 4;
 /// How much longer than Helm's own timeout the agent waits for the helm process.
 const PROCESS_GRACE: Duration = Duration::from_secs(30);
 /// Why a chart is not installed where the applier has no helm.
@@ -39,6 +44,8 @@ pub struct Helm {
     /// When this driver was made (the agent's start): a release that went pending before it
     /// was left by an earlier agent process, whose helm runs ended with its pod.
     started: k8s_openapi::jiff::Timestamp,
+    /// The helm processes that may run at once (shared by every clone).
+    runs: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// The pending revisions (namespace, release, revision) that this process's own helm runs left
@@ -90,7 +97,15 @@ impl Helm {
             home: home.into(),
             left_pending: LeftPending::default(),
             started: k8s_openapi::jiff::Timestamp::now(),
+            runs: std::sync::Arc::new(tokio::sync::Semaphore::new(DEFAULT_CONCURRENT_RUNS)),
         }
+    }
+
+    /// At most `runs` helm processes at once (at least one); the default is
+    /// [`DEFAULT_CONCURRENT_RUNS`].
+    pub fn with_concurrent_runs(mut self, runs: usize) -> Self {
+        self.runs = std::sync::Arc::new(tokio::sync::Semaphore::new(runs.max(1)));
+        self
     }
 
     /// The release's status as Helm reports it; `None` when Helm does not know the release.
@@ -267,6 +282,18 @@ impl Helm {
             args.push(context.clone());
         }
         let command = format!("helm {}", args.first().map_or("", String::as_str));
+        // A change to a release waits its turn, held until its process has ended (or is
+        // killed with this future); reads never wait behind long installs.
+        let changes = ["install", "upgrade", "uninstall", "rollback"];
+        let _turn = match args.first() {
+            Some(verb) if changes.contains(&verb.as_str()) => {
+                Some(self.runs.acquire().await.map_err(|_| Error::RunHelm {
+                    binary: self.binary.display().to_string(),
+                    source: std::io::Error::other("the applier is shutting down"),
+                })?)
+            }
+            _ => None,
+        };
         let mut child = tokio::process::Command::new(&self.binary)
             .args(&args)
             .env("HELM_CACHE_HOME", self.home.join("cache"))
@@ -829,7 +856,8 @@ impl Release {
             .timeout_seconds
             .and_then(|s| u64::try_from(s).ok())
             .filter(|s| *s > 0)
-            .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+            .unwrap_or(DEFAULT_TIMEOUT_SECONDS)
+            .min(MAX_TIMEOUT_SECONDS);
         Duration::from_secs(seconds)
     }
 
@@ -971,6 +999,84 @@ mod tests {
     fn chart(spec: Value) -> Value {
         json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
                "metadata": {"name": "hello", "namespace": "apps"}, "spec": spec})
+    }
+
+    #[test]
+    fn a_timeout_is_bounded_by_an_hour() {
+        let release = |seconds: i64| {
+            Release::from_description(
+                &chart(json!({"repo": "http://127.0.0.1:8080/", "chart": "hello",
+                              "targetNamespace": "demo", "timeoutSeconds": seconds})),
+                &json!({}),
+                &PullAuth::Anonymous,
+            )
+            .unwrap()
+        };
+        assert_eq!(release(60).timeout(), Duration::from_secs(60));
+        assert_eq!(release(86_400).timeout(), Duration::from_secs(3600));
+        assert_eq!(release(0).timeout(), Duration::from_secs(300));
+    }
+
+    /// Changes to releases wait their turn (here 2 at once), reads do not.
+    #[tokio::test]
+    async fn only_so_many_helm_changes_run_at_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let script = dir.path().join("helm");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"+$1\" >> {log}\nsleep 0.3\necho \"-$1\" >> {log}\n",
+                log = log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let helm = Helm::new(&script, None, None, dir.path().join("home")).with_concurrent_runs(2);
+        let runs: Vec<_> = (0..6)
+            .map(|i| {
+                let helm = helm.clone();
+                let verb = if i < 4 { "install" } else { "status" };
+                tokio::spawn(async move {
+                    helm.run(vec![verb.to_owned()], None, Duration::from_secs(10))
+                        .await
+                })
+            })
+            .collect();
+        for run in runs {
+            run.await.unwrap().unwrap();
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let (mut changes, mut most) = (0, 0);
+        for line in &lines {
+            match *line {
+                "+install" => {
+                    changes += 1;
+                    most = most.max(changes);
+                }
+                "-install" => changes -= 1,
+                _ => {}
+            }
+        }
+        assert_eq!(most, 2, "{text}");
+        // The third install waits for a turn (0.3 s); the reads start at once.
+        let third_install = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| **l == "+install")
+            .nth(2)
+            .map(|(i, _)| i)
+            .unwrap();
+        let reads: Vec<usize> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| **l == "+status")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(reads.len(), 2, "{text}");
+        assert!(reads.iter().all(|&i| i < third_install), "{text}");
     }
 
     #[test]
