@@ -45,7 +45,27 @@ pub struct Helm {
     /// was left by an earlier agent process, whose helm runs ended with its pod.
     started: k8s_openapi::jiff::Timestamp,
     /// The helm processes that may run at once (shared by every clone).
-    runs: std::sync::Arc<tokio::sync::Semaphore>,
+    runs: RunLimit,
+}
+
+/// How many helm changes may run at once, shared by every [`Helm`] given the same limit (the
+/// hub's Push clusters share one).
+#[derive(Clone, Debug)]
+pub struct RunLimit(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl RunLimit {
+    /// At most `runs` at once (at least one).
+    pub fn new(runs: usize) -> Self {
+        Self(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            runs.max(1),
+        )))
+    }
+}
+
+impl Default for RunLimit {
+    fn default() -> Self {
+        Self::new(DEFAULT_CONCURRENT_RUNS)
+    }
 }
 
 /// The pending revisions (namespace, release, revision) that this process's own helm runs left
@@ -97,14 +117,19 @@ impl Helm {
             home: home.into(),
             left_pending: LeftPending::default(),
             started: k8s_openapi::jiff::Timestamp::now(),
-            runs: std::sync::Arc::new(tokio::sync::Semaphore::new(DEFAULT_CONCURRENT_RUNS)),
+            runs: RunLimit::default(),
         }
     }
 
     /// At most `runs` helm processes at once (at least one); the default is
     /// [`DEFAULT_CONCURRENT_RUNS`].
-    pub fn with_concurrent_runs(mut self, runs: usize) -> Self {
-        self.runs = std::sync::Arc::new(tokio::sync::Semaphore::new(runs.max(1)));
+    pub fn with_concurrent_runs(self, runs: usize) -> Self {
+        self.with_run_limit(RunLimit::new(runs))
+    }
+
+    /// Runs within `limit`, shared with the other drivers given it.
+    pub fn with_run_limit(mut self, limit: RunLimit) -> Self {
+        self.runs = limit;
         self
     }
 
@@ -287,7 +312,7 @@ impl Helm {
         let changes = ["install", "upgrade", "uninstall", "rollback"];
         let _turn = match args.first() {
             Some(verb) if changes.contains(&verb.as_str()) => {
-                Some(self.runs.acquire().await.map_err(|_| Error::RunHelm {
+                Some(self.runs.0.acquire().await.map_err(|_| Error::RunHelm {
                     binary: self.binary.display().to_string(),
                     source: std::io::Error::other("the applier is shutting down"),
                 })?)

@@ -329,6 +329,8 @@ pub struct PushManager {
     sessions: Mutex<HashMap<(String, String), JoinHandle<()>>>,
     /// Plain `http://` children and `insecure-skip-tls-verify` allowed (`--push-allow-insecure`).
     allow_insecure: bool,
+    /// The helm changes all Push clusters may run at once: they share the hub's pod.
+    helm_runs: atoll_applier::helm::RunLimit,
     /// Push clusters left alone as unregistered, with why (one Event per reason).
     unregistered: Mutex<HashMap<(String, String), String>>,
     /// `Some`: only the holder of this Lease serves the Push clusters, and repairs drift in
@@ -368,6 +370,7 @@ impl PushManager {
             chart_credentials: (Duration::from_secs(10), Duration::from_secs(300)),
             sessions: Mutex::new(HashMap::new()),
             allow_insecure: false,
+            helm_runs: atoll_applier::helm::RunLimit::default(),
             unregistered: Mutex::new(HashMap::new()),
         }
     }
@@ -588,7 +591,7 @@ impl PushManager {
         // Without helm the cluster's plain feeds still run; its charts fail saying so.
         if let Some(helm) = &self.helm {
             let (helm, file) = helm_for_cluster(helm, &session.namespace);
-            applier = applier.with_helm(helm);
+            applier = applier.with_helm(helm.with_run_limit(self.helm_runs.clone()));
             st.helm_kubeconfig = Some(file);
         }
         let applier = Arc::new(applier);
