@@ -111,6 +111,22 @@ async fn running_on_real_nodes(
     .await
 }
 
+/// `kubectl delete pod -l app.kubernetes.io/name=<app> --wait=false` in clusternet-system.
+async fn delete_pods(k: &atoll_e2e::kubectl::Kubectl, app: &str) {
+    let selector = format!("app.kubernetes.io/name={app}");
+    k.run(&[
+        "delete",
+        "pod",
+        "-n",
+        NAMESPACE,
+        "-l",
+        &selector,
+        "--wait=false",
+    ])
+    .await
+    .unwrap();
+}
+
 fn subscription(greeting: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -255,18 +271,7 @@ async fn atoll_runs_as_pods_on_real_nodes_and_survives_losing_its_hub_pods() {
     }
 
     let lost = Instant::now();
-    f.parent
-        .run(&[
-            "delete",
-            "pod",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/name=atoll-hub",
-            "--wait=false",
-        ])
-        .await
-        .unwrap();
+    delete_pods(&f.parent, "atoll-hub").await;
     f.parent
         .run(&[
             "rollout",
@@ -353,17 +358,7 @@ async fn atoll_on_pods_rides_out_deleted_pods_a_restarted_containerd_a_lost_lead
     lands(&f, "first", "the start").await;
 
     // 1. The agent's pod deleted: the Deployment brings another, which registers again.
-    child
-        .run(&[
-            "delete",
-            "pod",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/name=atoll-agent",
-        ])
-        .await
-        .unwrap();
+    delete_pods(child, "atoll-agent").await;
     rollout(child, "deployment/atoll-agent").await;
     let took = lands(&f, "after the agent pod", "deleting the agent's pod").await;
     eprintln!(

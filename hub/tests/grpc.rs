@@ -910,8 +910,8 @@ async fn an_oversized_report_is_dropped_and_the_stream_goes_on() {
     assert_eq!(upsert_name(&a.recv().await), "up:apps.web:2");
 }
 
-#[tokio::test]
-async fn resync_request_resends_the_snapshot_and_marker() {
+/// Agent A connected with one Description, its snapshot received and acknowledged.
+async fn synced_with_one_description() -> (Harness, Agent) {
     let h = start(16, 4 << 20);
     let ns = ns_of(ID_A);
     h.index.apply(entry(&ns, "apps.web", 1));
@@ -920,6 +920,12 @@ async fn resync_request_resends_the_snapshot_and_marker() {
         let m = a.recv().await;
         a.ack(seq_of(&m)).await;
     }
+    (h, a)
+}
+
+#[tokio::test]
+async fn resync_request_resends_the_snapshot_and_marker() {
+    let (_h, mut a) = synced_with_one_description().await;
     a.send(In::Resync(v1::ResyncRequest {})).await;
     assert_eq!(upsert_name(&a.recv().await), "up:apps.web:1");
     assert_eq!(upsert_name(&a.recv().await), "marker");
@@ -929,14 +935,7 @@ async fn resync_request_resends_the_snapshot_and_marker() {
 /// more when the second ends, not one per request.
 #[tokio::test]
 async fn a_burst_of_resync_requests_is_answered_by_two_snapshots() {
-    let h = start(16, 4 << 20);
-    let ns = ns_of(ID_A);
-    h.index.apply(entry(&ns, "apps.web", 1));
-    let mut a = h.open(hello(ID_A, BOOTSTRAP_TOKEN)).await.unwrap();
-    for _ in 0..3 {
-        let m = a.recv().await;
-        a.ack(seq_of(&m)).await;
-    }
+    let (_h, mut a) = synced_with_one_description().await;
     for _ in 0..200 {
         a.send(In::Resync(v1::ResyncRequest {})).await;
     }
