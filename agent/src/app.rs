@@ -183,13 +183,15 @@ pub fn build(
             .with_adopt_existing(args.adopt_existing)
             .with_adopt_clusternet(args.adopt_clusternet)
             .with_allowed_namespaces(parse_namespaces(&args.namespaces))
-            .with_helm(Helm::new(
-                &args.helm,
-                args.client.kubeconfig.clone(),
-                args.client.context.clone(),
-                &args.helm_home,
+            .with_helm(
+                Helm::new(
+                    &args.helm,
+                    args.client.kubeconfig.clone(),
+                    args.client.context.clone(),
+                    &args.helm_home,
+                )
+                .with_concurrent_runs(args.max_helm_runs),
             )
-            .with_concurrent_runs(args.max_helm_runs))
             .with_metrics(applier_metrics),
     );
     Ok(Agent::new(child, config, applier).with_metrics(metrics))
