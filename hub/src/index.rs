@@ -64,7 +64,9 @@ pub struct ChartEntry {
 pub struct ChartRelease {
     /// The HelmChart's name, which is the release name.
     pub name: String,
-    /// The HelmChart's namespace in the parent.
+    /// The namespace in the parent of the HelmChart the Subscription named (the Description's
+    /// `spec.charts`, never the rendered object, whose namespace its source could set): whose
+    /// `chartPullSecret` the chart may use.
     pub chart_namespace: String,
     /// The namespace the release is installed in, in the child.
     pub target_namespace: String,
@@ -73,14 +75,19 @@ pub struct ChartRelease {
 }
 
 impl ChartEntry {
-    /// The entry of a chart object and its values.
-    pub fn new(chart: &serde_json::Value, values: &serde_json::Value) -> ChartEntry {
+    /// The entry of a chart object and its values, rendered from the HelmChart of
+    /// `chart_namespace` that a Subscription named.
+    pub fn new(
+        chart_namespace: &str,
+        chart: &serde_json::Value,
+        values: &serde_json::Value,
+    ) -> ChartEntry {
         let encode = |v: &serde_json::Value| Bytes::from(serde_json::to_vec(v).unwrap_or_default());
         let release = serde_json::from_value::<atoll_crds::helm::HelmChart>(chart.clone())
             .ok()
             .map(|c| ChartRelease {
                 name: c.metadata.name.unwrap_or_default(),
-                chart_namespace: c.metadata.namespace.unwrap_or_default(),
+                chart_namespace: chart_namespace.to_owned(),
                 target_namespace: c.spec.target_namespace,
                 options: c.spec.options,
             });
@@ -125,7 +132,10 @@ impl DescEntry {
             .chart_raw
             .iter()
             .enumerate()
-            .map(|(i, chart)| ChartEntry::new(chart, d.spec.chart_values.get(i).unwrap_or(&empty)))
+            .map(|(i, chart)| {
+                let source = d.spec.charts.get(i).map_or("", |c| c.namespace.as_str());
+                ChartEntry::new(source, chart, d.spec.chart_values.get(i).unwrap_or(&empty))
+            })
             .collect();
         let size: usize = objects.iter().map(Bytes::len).sum::<usize>()
             + charts
@@ -610,6 +620,31 @@ pub(crate) mod tests {
     /// The entry of a whole Description, as the watch builds it.
     fn watched_entry(d: &Description, limits: Limits) -> DescEntry {
         DescEntry::from_watched(&WatchedDescription::from_description(d).unwrap(), limits)
+    }
+
+    #[test]
+    fn a_charts_namespace_is_the_one_its_subscription_named_not_the_rendered_objects() {
+        let d: Description = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
+            "metadata": {"name": "apps.web", "namespace": "clusternet-a"},
+            "spec": {"deployer": "Helm",
+                "charts": [{"namespace": "apps", "name": "web"}],
+                "chartRaw": [
+                    {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                     "metadata": {"name": "web", "namespace": "victim"},
+                     "spec": {"repo": "https://r", "chart": "web", "targetNamespace": "demo"}},
+                    {"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                     "metadata": {"name": "extra", "namespace": "apps"},
+                     "spec": {"repo": "https://r", "chart": "extra", "targetNamespace": "demo"}}]}
+        }))
+        .unwrap();
+        let e = watched_entry(&d, Limits::default());
+        let namespaces: Vec<&str> = e
+            .charts
+            .iter()
+            .map(|c| c.release.as_ref().unwrap().chart_namespace.as_str())
+            .collect();
+        assert_eq!(namespaces, ["apps", ""]);
     }
 
     pub(crate) fn entry(ns: &str, name: &str, rv: &str, generation: i64) -> DescEntry {

@@ -103,6 +103,13 @@ pub async fn read_pull_secret<B: Backend>(
     if secret.is_empty() {
         return None;
     }
+    if release.chart_namespace.is_empty() {
+        return Some(Err(format!(
+            "the Description does not name the HelmChart {} comes from, so no Secret may be \
+             read for it",
+            release.name
+        )));
+    }
     let namespace = if secret.namespace.is_empty() {
         release.chart_namespace.as_str()
     } else {

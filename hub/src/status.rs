@@ -1059,6 +1059,7 @@ mod tests {
         use atoll_applier::model::{ReleaseReport, ReleaseStatus};
         let chart = |name: &str| {
             ChartEntry::new(
+                "apps",
                 &json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
                         "metadata": {"name": name, "namespace": "apps"},
                         "spec": {"repo": "http://r", "chart": "hello", "version": "0.1.0",

@@ -6,7 +6,7 @@
 //! - `metadata.managedFields` (each field manager's field set, about a third of a Description's
 //!   bytes) is skipped by the parser, never built.
 
-use atoll_crds::apps::{Description, DescriptionStatus};
+use atoll_crds::apps::{ChartReference, Description, DescriptionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
@@ -36,6 +36,9 @@ pub struct WatchedSpec {
     /// `spec.raw`: each object's JSON text as received.
     #[serde(default)]
     pub raw: Vec<Box<RawValue>>,
+    /// `spec.charts`: the HelmCharts the Subscription's feeds named, in `chartRaw`'s order.
+    #[serde(default)]
+    pub charts: Vec<ChartReference>,
     /// `spec.chartRaw`.
     #[serde(default)]
     pub chart_raw: Vec<Value>,

@@ -1167,6 +1167,7 @@ async fn handshakes_beyond_the_cap_are_refused_at_once_and_healthy_agents_get_in
 /// A HelmChart of namespace `apps` whose `chartPullSecret` is `secret` (namespace, name).
 fn private_chart(name: &str, secret: serde_json::Value) -> ChartEntry {
     ChartEntry::new(
+        "apps",
         &serde_json::json!({
             "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
             "metadata": {"name": name, "namespace": "apps"},
@@ -1193,9 +1194,29 @@ async fn charts_get_their_own_namespaces_pull_credentials_or_the_reason_they_can
             serde_json::json!({"name": "creds", "namespace": "kube-system"}),
         ),
         ChartEntry::new(
+            "apps",
             &serde_json::json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
                                 "metadata": {"name": "public", "namespace": "apps"},
                                 "spec": {"repo": "https://r", "chart": "public", "targetNamespace": "demo"}}),
+            &serde_json::json!({}),
+        ),
+        // Rendered from apps' HelmChart, claiming another namespace (a Manifest's template
+        // or an override could): the chart's credentials still come from apps only.
+        ChartEntry::new(
+            "apps",
+            &serde_json::json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                                "metadata": {"name": "claims", "namespace": "victim"},
+                                "spec": {"repo": "https://r", "chart": "claims", "targetNamespace": "demo",
+                                         "chartPullSecret": {"name": "creds", "namespace": "victim"}}}),
+            &serde_json::json!({}),
+        ),
+        // No HelmChart named as its source: no Secret at all.
+        ChartEntry::new(
+            "",
+            &serde_json::json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+                                "metadata": {"name": "orphan", "namespace": "apps"},
+                                "spec": {"repo": "https://r", "chart": "orphan", "targetNamespace": "demo",
+                                         "chartPullSecret": {"name": "creds"}}}),
             &serde_json::json!({}),
         ),
     ];
@@ -1235,6 +1256,22 @@ async fn charts_get_their_own_namespaces_pull_credentials_or_the_reason_they_can
         got[2].1
     );
     assert_eq!(got[3], (None, String::new()));
+    assert_eq!(got[4].0, None);
+    assert!(
+        got[4]
+            .1
+            .contains("victim/creds is not in the HelmChart's namespace apps"),
+        "{}",
+        got[4].1
+    );
+    assert_eq!(got[5].0, None);
+    assert!(
+        got[5]
+            .1
+            .contains("does not name the HelmChart orphan comes from"),
+        "{}",
+        got[5].1
+    );
 }
 
 #[tokio::test]
