@@ -484,19 +484,49 @@ async fn apply(args: &ApplyArgs, out: &mut impl Write) -> Result<(), Error> {
     let objects = read_objects(&args.input, "apply").await?;
     let client = connect(&args.client).await?;
     let all = to_manifests(&client, &objects, args.input.namespace.as_deref()).await?;
+    let manager = match &args.field_manager {
+        Some(manager) => manager.clone(),
+        None => manifests::field_manager(who_am_i(&client).await?.as_deref()),
+    };
     let api = Api::<Manifest>::namespaced(client, known::NAMESPACE_RESERVED);
-    let params = PatchParams::apply(FIELD_MANAGER);
+    let mut params = PatchParams::apply(&manager);
+    params.force = args.force_conflicts;
     for m in all {
         let name = m.name_any();
         api.patch(&name, &params, &Patch::Apply(&m))
             .await
-            .map_err(|source| Error::ApplyManifest {
-                name: name.clone(),
-                source,
+            .map_err(|source| match source {
+                kube::Error::Api(status) if status.code == 409 => Error::ManifestConflict {
+                    name: name.clone(),
+                    manager: manager.clone(),
+                    message: status.message,
+                },
+                source => Error::ApplyManifest {
+                    name: name.clone(),
+                    source,
+                },
             })?;
         write(out, &format!("{}/{name} configured\n", manifest_resource()))?;
     }
     Ok(())
+}
+
+/// The user the parent's API server authenticates this client as (a SelfSubjectReview), or
+/// `None` where it does not serve SelfSubjectReviews.
+async fn who_am_i(client: &Client) -> Result<Option<String>, Error> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review = SelfSubjectReview::default();
+    match Api::<SelfSubjectReview>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &review)
+        .await
+    {
+        Ok(answer) => Ok(answer
+            .status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(source) => Err(Error::ReviewSelf(source)),
+    }
 }
 
 /// `delete -f`: deletes the Manifest of each object, printing `… deleted`; the ones that do
@@ -580,9 +610,10 @@ fn registered(
         .collect()
 }
 
-/// Resolves `feed` for a Subscription in `namespace` as the scheduler does: the Manifest's
-/// template when there is one (refused unless granted); else, by
-/// discovery, the live object (refused unless granted), or why there is none.
+/// Resolves `feed` for a Subscription in `namespace` as the scheduler does: its kind by
+/// discovery, then the Manifest's template when there is one (judged as the object it holds:
+/// refused unless granted, or when it holds another object than its labels name); else the live
+/// object (refused unless granted), or why there is none.
 async fn resolve_feed(
     client: &Client,
     feed: &Feed,
@@ -590,27 +621,37 @@ async fn resolve_feed(
     manifests: &[Manifest],
     grants: &[&FeedGrant],
 ) -> Result<Result<Value, Unresolved>, Error> {
-    if let Some(template) = plan::manifest_template(feed, manifests) {
-        let owner = tenancy::manifest_feed_owner(feed);
-        return Ok(match plan::refused(feed, &owner, namespace, grants) {
-            Some(refusal) => Err(refusal),
-            None => Ok(template),
-        });
-    }
     let (group, version) = scheduler_plan::split_api_version(&feed.api_version);
     let gvk = GroupVersionKind::gvk(group, version, &feed.kind);
-    let (resource, caps) = match kube::discovery::pinned_kind(client, &gvk).await {
-        Ok(found) => found,
-        Err(kube::Error::Api(e)) if e.code == 404 => {
-            return Ok(Err(Unresolved::kind_not_served(feed)));
-        }
-        Err(kube::Error::Discovery(_)) => return Ok(Err(Unresolved::kind_not_served(feed))),
+    let found = match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok(found) => Some(found),
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(kube::Error::Discovery(_)) => None,
         Err(source) => {
             return Err(Error::DiscoverFeedKind {
                 feed: feed.key(),
                 source,
             });
         }
+    };
+    if let Some(template) = plan::manifest_template(feed, manifests) {
+        // A kind the parent does not serve counts as cluster-scoped, as in the scheduler.
+        let namespaced = found
+            .as_ref()
+            .is_some_and(|(_, caps)| caps.scope == Scope::Namespaced);
+        let owner = tenancy::feed_owner(feed, namespaced);
+        if let Some(refusal) = plan::refused(feed, &owner, namespace, grants) {
+            return Ok(Err(refusal));
+        }
+        return Ok(
+            match scheduler_plan::manifest_difference(feed, &template, namespaced) {
+                Some(difference) => Err(Unresolved::manifest_not_its_feed(feed, &difference)),
+                None => Ok(template),
+            },
+        );
+    }
+    let Some((resource, caps)) = found else {
+        return Ok(Err(Unresolved::kind_not_served(feed)));
     };
     let namespaced = caps.scope == Scope::Namespaced;
     let owner = tenancy::feed_owner(feed, namespaced);

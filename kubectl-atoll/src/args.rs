@@ -222,6 +222,16 @@ pub struct ApplyArgs {
     /// The objects to store.
     #[command(flatten)]
     pub input: InputArgs,
+    /// The field manager the Manifests are applied as. Default: `kubectl-atoll:` and your user
+    /// name as the parent's API server knows it (SelfSubjectReview), or `kubectl-atoll` where
+    /// the API server does not say, so that two users never take each other's fields unawares.
+    #[arg(long)]
+    pub field_manager: Option<String>,
+    /// Take over the fields another field manager (another user) set in a Manifest, as
+    /// `kubectl apply --server-side --force-conflicts` does; without it, such an apply fails
+    /// and names that manager.
+    #[arg(long)]
+    pub force_conflicts: bool,
     /// How to reach the parent cluster.
     #[command(flatten)]
     pub client: ClientArgs,

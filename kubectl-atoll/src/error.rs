@@ -205,6 +205,22 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A Manifest's fields belong to another field manager (another user's apply).
+    #[error(
+        "Manifest {name} holds fields another user applied (you apply as {manager}): {message}; \
+         run again with --force-conflicts to take them over"
+    )]
+    ManifestConflict {
+        /// The Manifest's name.
+        name: String,
+        /// The field manager this apply used.
+        manager: String,
+        /// The API server's account of the conflicting fields and their managers.
+        message: String,
+    },
+    /// Asking the parent's API server who this client is (a SelfSubjectReview) failed.
+    #[error("failed to ask the parent cluster who you are (SelfSubjectReview)")]
+    ReviewSelf(#[source] kube::Error),
     /// Deleting a Manifest failed.
     #[error("failed to delete Manifest {name}")]
     DeleteManifest {

@@ -155,6 +155,17 @@ pub fn manifest_name(plural: &str, namespace: Option<&str>, name: &str) -> Strin
     }
 }
 
+/// The field manager `kubectl atoll apply` writes Manifests as: one per user, so that one user's
+/// apply conflicts with, rather than silently replaces, another's; just `kubectl-atoll` when the
+/// user is unknown. Field manager names are at most 128 characters.
+pub fn field_manager(user: Option<&str>) -> String {
+    let manager = match user {
+        Some(user) if !user.is_empty() => format!("{}:{user}", crate::app::FIELD_MANAGER),
+        _ => crate::app::FIELD_MANAGER.to_owned(),
+    };
+    manager.chars().take(128).collect()
+}
+
 /// The namespace the object goes to: its own, else `default_namespace`, for a namespaced kind;
 /// none for a cluster-scoped one.
 fn target_namespace<'a>(
@@ -243,6 +254,18 @@ pub fn render(manifests: &[Manifest], now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_user_applies_as_a_field_manager_of_their_own() {
+        assert_eq!(field_manager(Some("alice")), "kubectl-atoll:alice");
+        assert_eq!(
+            field_manager(Some("system:serviceaccount:team:ci")),
+            "kubectl-atoll:system:serviceaccount:team:ci"
+        );
+        assert_eq!(field_manager(None), "kubectl-atoll");
+        assert_eq!(field_manager(Some("")), "kubectl-atoll");
+        assert_eq!(field_manager(Some(&"u".repeat(300))).chars().count(), 128);
+    }
     use crate::app::report;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;

@@ -924,6 +924,85 @@ async fn apply_get_and_delete_manifests_as_clusternets_shadow_api_names_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_never_silently_takes_another_users_manifest() {
+    let f = Fixture::start().await;
+    let client = f.client();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nginx.yaml");
+    std::fs::write(&file, NAMESPACE_AND_DEPLOYMENT).unwrap();
+    let file = file.to_str().unwrap();
+    f.run(&[
+        "apply",
+        "-f",
+        file,
+        "--field-manager",
+        "kubectl-atoll:alice",
+    ])
+    .await
+    .ok();
+
+    // Bob changes what Alice applied: refused, naming Alice's manager and the field.
+    std::fs::write(
+        file,
+        NAMESPACE_AND_DEPLOYMENT.replace("replicas: 2", "replicas: 5"),
+    )
+    .unwrap();
+    let run = f
+        .run(&["apply", "-f", file, "--field-manager", "kubectl-atoll:bob"])
+        .await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    // The Namespace's Manifest, which Bob applies unchanged, goes through (shared ownership).
+    assert_eq!(
+        run.stdout,
+        "manifest.apps.clusternet.io/namespaces.qux configured\n"
+    );
+    let refused = run.stderr;
+    for part in [
+        "Manifest deployments.qux.my-nginx holds fields another user applied",
+        "you apply as kubectl-atoll:bob",
+        "conflict with \"kubectl-atoll:alice\"",
+        "replicas",
+        "--force-conflicts",
+    ] {
+        assert!(refused.contains(part), "{part}: {refused}");
+    }
+    let replicas = |all: &[Manifest]| {
+        all.iter()
+            .find(|m| m.template["kind"] == "Deployment")
+            .map(|m| m.template["spec"]["replicas"].clone())
+    };
+    assert_eq!(replicas(&manifests(&client).await), Some(json!(2)));
+
+    // Alice's own change, and Bob's once he forces it.
+    f.run(&[
+        "apply",
+        "-f",
+        file,
+        "--field-manager",
+        "kubectl-atoll:alice",
+    ])
+    .await
+    .ok();
+    assert_eq!(replicas(&manifests(&client).await), Some(json!(5)));
+    std::fs::write(
+        file,
+        NAMESPACE_AND_DEPLOYMENT.replace("replicas: 2", "replicas: 7"),
+    )
+    .unwrap();
+    f.run(&[
+        "apply",
+        "-f",
+        file,
+        "--field-manager",
+        "kubectl-atoll:bob",
+        "--force-conflicts",
+    ])
+    .await
+    .ok();
+    assert_eq!(replicas(&manifests(&client).await), Some(json!(7)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_writes_nothing_when_an_input_is_invalid() {
     let f = Fixture::start().await;
     let dir = tempfile::tempdir().unwrap();

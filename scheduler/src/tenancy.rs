@@ -53,13 +53,6 @@ pub fn feed_owner(feed: &Feed, namespaced: bool) -> FeedOwner {
     }
 }
 
-/// The owner of a feed resolved from a Manifest, which carries no scope: a feed with a
-/// namespace is judged as a namespaced object, one without as a cluster-scoped one.
-pub fn manifest_feed_owner(feed: &Feed) -> FeedOwner {
-    let namespaced = feed.namespace.as_deref().is_some_and(|ns| !ns.is_empty());
-    feed_owner(feed, namespaced)
-}
-
 fn is_namespace_kind(feed: &Feed) -> bool {
     feed.api_version == "v1" && feed.kind == "Namespace"
 }
@@ -251,19 +244,6 @@ mod tests {
         for (feed, namespaced, want) in cases {
             assert_eq!(feed_owner(&feed, namespaced), want, "{feed:?}");
         }
-        assert_eq!(
-            manifest_feed_owner(&feed("apps/v1", "Deployment", Some("b"), "d")),
-            FeedOwner::Namespace("b".into())
-        );
-        assert_eq!(
-            manifest_feed_owner(&feed(
-                "apiextensions.k8s.io/v1",
-                "CustomResourceDefinition",
-                None,
-                "x"
-            )),
-            FeedOwner::Cluster
-        );
     }
 
     #[test]

@@ -618,6 +618,153 @@ async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_
     assert_eq!(replicas, vec![("clusternet-a".to_owned(), 2)]);
 }
 
+/// A Manifest labelled as a feed in `namespace`.
+fn manifest_labelled(
+    name: &str,
+    (group, version, kind): (&str, &str, &str),
+    namespace: &str,
+    object_name: &str,
+    template: serde_json::Value,
+) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1",
+        "kind": "Manifest",
+        "metadata": {"name": name, "namespace": "clusternet-reserved",
+            "labels": {
+                "apps.clusternet.io/config.group": group,
+                "apps.clusternet.io/config.version": version,
+                "apps.clusternet.io/config.kind": kind,
+                "apps.clusternet.io/config.namespace": namespace,
+                "apps.clusternet.io/config.name": object_name}},
+        "template": template,
+    })
+}
+
+/// The Subscription's `FeedsResolved=False` condition, once it has one.
+async fn feeds_unresolved(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    eventually("FeedsResolved=False", WAIT, || async {
+        let sub = subscription(client, namespace, name).await;
+        sub.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
+        })
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_manifest_is_judged_as_the_object_it_holds_not_by_its_labels() {
+    let parent = Parent::start().await;
+    let client = &parent.client;
+    add_cluster(client, "a", json!({"env": "prod"}), "8").await;
+    for ns in ["team", "shop"] {
+        create_namespace(client, ns).await;
+    }
+    // Labelled as team/web, holding shop's Deployment: it would replace shop's in the children.
+    apply(
+        client,
+        manifest_labelled(
+            "deployments.team.web",
+            ("apps", "v1", "Deployment"),
+            "team",
+            "web",
+            deployment("shop", "web", 2),
+        ),
+    )
+    .await;
+    // Labelled as a namespaced feed of team, holding a ClusterRoleBinding (cluster-scoped).
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "everyone-admin", "namespace": "team"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]});
+    apply(
+        client,
+        manifest_labelled(
+            "clusterrolebindings.team.everyone-admin",
+            ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+            "team",
+            "everyone-admin",
+            binding,
+        ),
+    )
+    .await;
+    let _scheduler = start_scheduler(client).await;
+    let subscribe = |name: &str, feed: serde_json::Value| {
+        subscription_yaml(
+            "team",
+            name,
+            json!({
+                "subscribers": [{"clusterAffinity": {"matchLabels": {"env": "prod"}}}],
+                "feeds": [feed],
+            }),
+        )
+    };
+    apply(
+        client,
+        subscribe(
+            "web",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "team", "name": "web"}),
+        ),
+    )
+    .await;
+    apply(
+        client,
+        subscribe(
+            "binding",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "namespace": "team", "name": "everyone-admin"}),
+        ),
+    )
+    .await;
+
+    let condition = feeds_unresolved(client, "team", "web").await;
+    assert_eq!(
+        condition.reason, "ManifestNotItsFeed",
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition
+            .message
+            .contains(r#"namespace "shop" where its labels say "team""#),
+        "{}",
+        condition.message
+    );
+    let condition = feeds_unresolved(client, "team", "binding").await;
+    assert_eq!(condition.reason, "FeedNotGranted", "{}", condition.message);
+    assert!(
+        condition.message.contains("clusternet-system"),
+        "{}",
+        condition.message
+    );
+    assert!(descriptions_of(client, "team", "web").await.is_empty());
+    assert!(descriptions_of(client, "team", "binding").await.is_empty());
+
+    // Once the Manifest holds the object its labels name, it is team's own feed.
+    apply(
+        client,
+        manifest_labelled(
+            "deployments.team.web",
+            ("apps", "v1", "Deployment"),
+            "team",
+            "web",
+            deployment("team", "web", 2),
+        ),
+    )
+    .await;
+    let replicas = eventually("the Manifest's Description", WAIT, || async {
+        let r = replicas_by_cluster(client, "team", "web").await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(replicas, vec![("clusternet-a".to_owned(), 2)]);
+}
+
 #[tokio::test]
 async fn clusternets_replication_example_lands_after_the_one_documented_feed_grant() {
     let parent = Parent::start().await;

@@ -43,6 +43,8 @@ pub enum FeedProblem {
     NotFound,
     /// The Subscription may not use the feed: no FeedGrant allows it.
     NotGranted(Refusal),
+    /// The feed's Manifest holds another object than its labels say (what differs).
+    ManifestNotItsFeed(String),
 }
 
 /// What discovery says about a feed kind: its resource and whether it is namespaced.
@@ -275,14 +277,22 @@ impl FeedWatches {
             Access::Own | Access::Granted(_) => None,
             Access::Refused(refusal) => Some(FeedProblem::NotGranted(refusal)),
         };
+        let scope = self.scope_of(feed).await?;
         if let Some(template) = manifest_template(feed, manifests) {
-            // A Manifest is a copy of a feed: judged by the namespace it was copied from.
-            if let Some(problem) = refused(tenancy::manifest_feed_owner(feed)) {
+            // A Manifest is a copy of a feed, judged as the object it copies: its scope from
+            // discovery (a kind the parent does not serve counts as cluster-scoped), and its
+            // template must be that object, whatever its labels say.
+            let namespaced = scope.as_ref().is_ok_and(|s| s.namespaced);
+            if let Some(problem) = refused(tenancy::feed_owner(feed, namespaced)) {
                 return Ok(Err(problem));
+            }
+            if let Some(difference) = super::plan::manifest_difference(feed, &template, namespaced)
+            {
+                return Ok(Err(FeedProblem::ManifestNotItsFeed(difference)));
             }
             return Ok(Ok(template));
         }
-        let scope = match self.scope_of(feed).await? {
+        let scope = match scope {
             Ok(scope) => scope,
             Err(problem) => return Ok(Err(problem)),
         };

@@ -119,6 +119,21 @@ impl Unresolved {
         ))
     }
 
+    /// A feed whose Manifest holds another object than its labels name.
+    pub fn manifest_not_its_feed(feed: &Feed, difference: &str) -> Self {
+        Self {
+            reason: REASON_MANIFEST_NOT_ITS_FEED,
+            message: format!(
+                "the Manifest of {} {} in {} is refused: its template has {difference}; a \
+                 Manifest's template must be the object its apps.clusternet.io/config.* labels \
+                 name",
+                feed.kind,
+                feed_location(feed),
+                known::NAMESPACE_RESERVED
+            ),
+        }
+    }
+
     /// A feed the Subscription may not use, and the FeedGrant that would allow it.
     pub fn refused(feed: &Feed, refusal: &crate::tenancy::Refusal) -> Self {
         Self::not_granted(refusal.message(&format!("{} {}", feed.kind, feed_location(feed))))
@@ -129,6 +144,7 @@ impl Unresolved {
 const REASON_NOT_FOUND: &str = "FeedNotFound";
 const REASON_NOT_GRANTED: &str = "FeedNotGranted";
 const REASON_NOT_SUPPORTED: &str = "FeedNotSupported";
+const REASON_MANIFEST_NOT_ITS_FEED: &str = "ManifestNotItsFeed";
 
 /// Whether a feed names a Clusternet HelmChart (installed as a Helm release in each child).
 pub fn is_helm_chart(feed: &Feed) -> bool {
@@ -170,6 +186,45 @@ pub fn manifest_holds(manifest: &Manifest, feed: &Feed) -> bool {
             known::LABEL_CONFIG_NAMESPACE,
             feed.namespace.as_deref().unwrap_or(""),
         )
+}
+
+/// How a Manifest's template differs from the object its labels (and so `feed`) name, if it
+/// does: its apiVersion, kind, name or, for a namespaced kind, namespace (omitted meaning
+/// `default` on either side). A cluster-scoped object's namespace is dropped by the API server.
+pub fn manifest_difference(feed: &Feed, template: &Value, namespaced: bool) -> Option<String> {
+    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    let namespace_of = |ns: &str| {
+        if ns.is_empty() {
+            "default".to_owned()
+        } else {
+            ns.to_owned()
+        }
+    };
+    let mut differences = Vec::new();
+    let mut compare = |what: &str, labelled: String, held: String| {
+        if labelled != held {
+            differences.push(format!("{what} {held:?} where its labels say {labelled:?}"));
+        }
+    };
+    compare(
+        "apiVersion",
+        feed.api_version.clone(),
+        text(&template["apiVersion"]),
+    );
+    compare("kind", feed.kind.clone(), text(&template["kind"]));
+    compare(
+        "name",
+        feed.name.clone(),
+        text(&template["metadata"]["name"]),
+    );
+    if namespaced {
+        compare(
+            "namespace",
+            namespace_of(feed.namespace.as_deref().unwrap_or("")),
+            namespace_of(&text(&template["metadata"]["namespace"])),
+        );
+    }
+    (!differences.is_empty()).then(|| differences.join(", "))
 }
 
 /// One status condition as the plan wants it (`type`, `status`, `reason`, `message`).
@@ -326,12 +381,17 @@ fn plan_feeds(
         .filter_map(|f| f.object.as_ref().err())
         .collect();
     if !unresolved.is_empty() {
-        // A refusal needs someone else's action (a FeedGrant), and an unsupported kind the
-        // Subscription's own, so they name the condition before a feed that is only missing.
-        let reason = [REASON_NOT_GRANTED, REASON_NOT_SUPPORTED]
-            .into_iter()
-            .find(|r| unresolved.iter().any(|u| u.reason == *r))
-            .unwrap_or(REASON_NOT_FOUND);
+        // A refusal needs someone else's action (a FeedGrant or a Manifest's fix), and an
+        // unsupported kind the Subscription's own, so they name the condition before a feed
+        // that is only missing.
+        let reason = [
+            REASON_NOT_GRANTED,
+            REASON_MANIFEST_NOT_ITS_FEED,
+            REASON_NOT_SUPPORTED,
+        ]
+        .into_iter()
+        .find(|r| unresolved.iter().any(|u| u.reason == *r))
+        .unwrap_or(REASON_NOT_FOUND);
         let messages: Vec<&str> = unresolved.iter().map(|u| u.message.as_str()).collect();
         return keep(vec![
             cond(
@@ -691,6 +751,50 @@ fn charts_json(charts: &[RenderedChart]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manifest_template_must_be_the_object_its_labels_name() {
+        let feed = Feed {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("team".into()),
+            name: "web".into(),
+        };
+        let template = |api_version: &str, kind: &str, namespace: Option<&str>, name: &str| {
+            let mut t = serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": name}});
+            if let Some(ns) = namespace {
+                t["metadata"]["namespace"] = ns.into();
+            }
+            t
+        };
+        let same = template("apps/v1", "Deployment", Some("team"), "web");
+        assert_eq!(manifest_difference(&feed, &same, true), None);
+        // Another tenant's namespace, another name, another kind: each named.
+        let elsewhere = template("apps/v1", "Deployment", Some("shop"), "web");
+        assert_eq!(
+            manifest_difference(&feed, &elsewhere, true).as_deref(),
+            Some(r#"namespace "shop" where its labels say "team""#)
+        );
+        let other = template(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            None,
+            "x",
+        );
+        let difference = manifest_difference(&feed, &other, true).unwrap_or_default();
+        for part in ["apiVersion", "kind", "name", "namespace \"default\""] {
+            assert!(difference.contains(part), "{part}: {difference}");
+        }
+        // An omitted namespace is `default` on either side; cluster-scoped kinds have none.
+        let in_default = Feed {
+            namespace: None,
+            ..feed.clone()
+        };
+        let defaulted = template("apps/v1", "Deployment", Some("default"), "web");
+        assert_eq!(manifest_difference(&in_default, &defaulted, true), None);
+        assert_eq!(manifest_difference(&feed, &elsewhere, false), None);
+    }
 
     #[test]
     fn unreachable_clusters_kept_bound_hold_no_replica_even_when_none_is_placed() {

@@ -275,6 +275,9 @@ async fn apply(sub: &Subscription, ctx: &Context) -> Result<Action, Error> {
                 Err(FeedProblem::KindNotServed) => Err(Unresolved::kind_not_served(feed)),
                 Err(FeedProblem::NotFound) => Err(Unresolved::not_found(feed)),
                 Err(FeedProblem::NotGranted(refusal)) => Err(Unresolved::refused(feed, &refusal)),
+                Err(FeedProblem::ManifestNotItsFeed(difference)) => {
+                    Err(Unresolved::manifest_not_its_feed(feed, &difference))
+                }
             };
             resolved.push(ResolvedFeed {
                 feed: feed.clone(),
