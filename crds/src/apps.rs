@@ -355,9 +355,17 @@ pub struct AggregatedStatus {
     #[schemars(transform = crate::schema::no_default)]
     pub feed_status_summary: FeedStatus,
 
-    /// The status of the feed in each bound cluster.
+    /// The status of the feed in each bound cluster, in the order of `bindingClusters`. Past
+    /// 50 bound clusters, only clusters where the feed is not available are listed (at most
+    /// 50), so that the status stays small at any fleet size; every cluster's own status is in
+    /// its Description.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feed_status_details: Vec<FeedStatusPerCluster>,
+
+    /// How many bound clusters `feedStatusDetails` leaves out (unset when it lists every one).
+    /// The summary counts them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed_status_details_omitted: Option<i32>,
 }
 
 /// The status of one feed.

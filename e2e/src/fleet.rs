@@ -1088,6 +1088,20 @@ pub fn unsettled(sub: &Subscription, descriptions: &[Description]) -> Option<Str
         return Some(format!("{name}: no status aggregated yet"));
     }
     for agg in &status.aggregated_statuses {
+        // Past the status's bound only unavailable clusters are listed: judge by the summary.
+        if agg.feed_status_details_omitted.is_some() {
+            let summary = &agg.feed_status_summary;
+            let r = &summary.replica_status;
+            if !summary.available || r.ready_replicas.unwrap_or(0) < r.replicas.unwrap_or(0) {
+                return Some(format!(
+                    "{name}: {} {} is not available and ready in every cluster yet ({} listed)",
+                    agg.feed.kind,
+                    agg.feed.name,
+                    agg.feed_status_details.len()
+                ));
+            }
+            continue;
+        }
         if WORKLOAD_KINDS.contains(&agg.feed.kind.as_str()) {
             for binding in &status.binding_clusters {
                 let cluster =
@@ -1508,6 +1522,7 @@ mod tests {
                     ..Default::default()
                 },
             }],
+            feed_status_details_omitted: None,
         };
         let bound = SubscriptionStatus {
             binding_clusters: vec!["ns-b/child-2".into()],

@@ -435,6 +435,7 @@ mod tests {
                         ..Default::default()
                     },
                     feed_status_details: vec![],
+                    feed_status_details_omitted: None,
                 },
                 AggregatedStatus {
                     feed: deploy,
@@ -443,6 +444,7 @@ mod tests {
                         ..Default::default()
                     },
                     feed_status_details: vec![detail("child-1", 2, 2), detail("child-2", 1, 4)],
+                    feed_status_details_omitted: None,
                 },
             ],
             ..Default::default()

@@ -213,8 +213,29 @@ fn summarize(details: &[FeedStatusPerCluster]) -> FeedStatus {
     }
 }
 
+/// The most clusters a feed's `feedStatusDetails` lists: a Subscription's status must fit the
+/// API server's object limit whatever the fleet's size.
+pub const MAX_FEED_STATUS_DETAILS: usize = 50;
+
+/// `details` as the status lists them: every one up to [`MAX_FEED_STATUS_DETAILS`] clusters;
+/// past that only the clusters where the feed is not available, at most that many, with the
+/// number left out.
+fn bounded_details(details: Vec<FeedStatusPerCluster>) -> (Vec<FeedStatusPerCluster>, Option<i32>) {
+    if details.len() <= MAX_FEED_STATUS_DETAILS {
+        return (details, None);
+    }
+    let total = details.len();
+    let kept: Vec<FeedStatusPerCluster> = details
+        .into_iter()
+        .filter(|d| !d.available)
+        .take(MAX_FEED_STATUS_DETAILS)
+        .collect();
+    let omitted = i32::try_from(total - kept.len()).unwrap_or(i32::MAX);
+    (kept, Some(omitted))
+}
+
 /// One [`AggregatedStatus`] per feed (same order as `feeds`), with one detail per binding
-/// cluster (same order as `binding_clusters`). `descriptions` holds the reports of the
+/// cluster (same order as `binding_clusters`; bounded by [`MAX_FEED_STATUS_DETAILS`]). `descriptions` holds the reports of the
 /// Subscription's Descriptions, matched to clusters by namespace; a cluster without a report is
 /// not available.
 pub fn aggregate(
@@ -235,10 +256,13 @@ pub fn aggregate(
                 .zip(&reports)
                 .map(|(cluster, report)| detail(feed, cluster, *report))
                 .collect();
+            let feed_status_summary = summarize(&details);
+            let (feed_status_details, omitted) = bounded_details(details);
             AggregatedStatus {
                 feed: feed.clone(),
-                feed_status_summary: summarize(&details),
-                feed_status_details: details,
+                feed_status_summary,
+                feed_status_details,
+                feed_status_details_omitted: omitted,
             }
         })
         .collect()
@@ -414,6 +438,75 @@ mod tests {
             assert_eq!(err.label(), "parse_observed_status");
             assert!(err.to_string().contains("replicas"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_subscriptions_status_stays_small_at_a_thousand_clusters_and_ten_feeds() {
+        let feeds: Vec<Feed> = (0..10)
+            .map(|i| feed("apps/v1", "Deployment", &format!("web-{i:02}")))
+            .collect();
+        let clusters: Vec<ClusterRef> = (0..1000)
+            .map(|i| ClusterRef {
+                namespace: format!("clusternet-{i:05}"),
+                name: format!("child-{i:04}"),
+                id: format!("00000000-0000-4000-8000-{i:012}"),
+            })
+            .collect();
+        let observed = json!({"observedGeneration": 7, "replicas": 3, "readyReplicas": 3,
+            "availableReplicas": 3, "updatedReplicas": 3});
+        let statuses: Vec<DescriptionStatus> = (0..1000)
+            .map(|_| {
+                status(
+                    Some(DescriptionPhase::Success),
+                    feeds
+                        .iter()
+                        .map(|f| (f.clone(), observed.clone()))
+                        .collect(),
+                )
+            })
+            .collect();
+        // Every third cluster has not reported: unavailable everywhere.
+        let reports: Vec<DescriptionReport<'_>> = clusters
+            .iter()
+            .zip(&statuses)
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(_, (c, s))| DescriptionReport {
+                namespace: &c.namespace,
+                status: s,
+            })
+            .collect();
+        let aggregated = aggregate(&feeds, &clusters, &reports);
+        let full = atoll_crds::apps::SubscriptionStatus {
+            binding_clusters: clusters
+                .iter()
+                .map(|c| format!("{}/{}", c.namespace, c.name))
+                .collect(),
+            replicas: feeds
+                .iter()
+                .map(|f| (f.key(), vec![3; clusters.len()]))
+                .collect(),
+            aggregated_statuses: aggregated.clone(),
+            ..Default::default()
+        };
+        let bytes = serde_json::to_vec(&full).unwrap().len();
+        eprintln!("a Subscription status at 1,000 clusters x 10 feeds: {bytes} bytes");
+        assert!(bytes < 256 * 1024, "{bytes} bytes");
+        let web = &aggregated[0];
+        // The summary counts every cluster; the details name the unavailable ones, bounded.
+        assert_eq!(
+            web.feed_status_summary.replica_status.replicas,
+            Some(3 * 666)
+        );
+        assert!(!web.feed_status_summary.available);
+        assert_eq!(web.feed_status_details.len(), MAX_FEED_STATUS_DETAILS);
+        assert!(web.feed_status_details.iter().all(|d| !d.available));
+        assert_eq!(web.feed_status_details[1].cluster_name, "child-0003");
+        assert_eq!(web.feed_status_details_omitted, Some(950));
+        // A fleet within the bound lists every cluster, and says nothing is left out.
+        let small = aggregate(&feeds[..1], &clusters[..MAX_FEED_STATUS_DETAILS], &reports);
+        assert_eq!(small[0].feed_status_details.len(), MAX_FEED_STATUS_DETAILS);
+        assert_eq!(small[0].feed_status_details_omitted, None);
     }
 
     #[test]

@@ -104,12 +104,13 @@ pub fn feed_table(sub: &Subscription) -> Table {
     let mut table = Table::new(&FEED_HEADERS);
     for feed in &sub.spec.feeds {
         let key = feed.key();
-        let details = status
-            .aggregated_statuses
-            .iter()
-            .find(|a| a.feed == *feed)
+        let aggregated = status.aggregated_statuses.iter().find(|a| a.feed == *feed);
+        let details = aggregated
             .map(|a| a.feed_status_details.as_slice())
             .unwrap_or_default();
+        // Past the status's bound, the clusters left out are the ones where the feed is
+        // available.
+        let omitted = aggregated.is_some_and(|a| a.feed_status_details_omitted.is_some());
         for (i, entry) in status.binding_clusters.iter().enumerate() {
             let desired = status
                 .replicas
@@ -125,7 +126,11 @@ pub fn feed_table(sub: &Subscription) -> Table {
                 entry.clone(),
                 desired,
                 ready(detail),
-                detail.map_or_else(|| NONE.to_owned(), |d| d.available.to_string()),
+                match detail {
+                    Some(d) => d.available.to_string(),
+                    None if omitted => "true".to_owned(),
+                    None => NONE.to_owned(),
+                },
             ]);
         }
     }
@@ -350,6 +355,20 @@ mod tests {
                 [conf, "clusternet-a/alpha", "<none>", "<none>", "<none>"],
                 [conf, "clusternet-b/beta", "<none>", "<none>", "<none>"],
             ]
+        );
+    }
+
+    #[test]
+    fn clusters_a_bounded_status_leaves_out_are_the_available_ones() {
+        let mut sub = scheduled();
+        if let Some(status) = sub.status.as_mut() {
+            status.aggregated_statuses[0].feed_status_details_omitted = Some(1);
+        }
+        let table = feed_table(&sub);
+        let web = "apps/v1/Deployment/default/web";
+        assert_eq!(
+            table.rows[1],
+            [web, "clusternet-b/beta", "1", "<none>", "true"]
         );
     }
 
