@@ -79,6 +79,12 @@ pub struct Args {
     /// bounded to an hour.
     #[arg(long, env = "ATOLL_MAX_HELM_RUNS", default_value_t = atoll_applier::helm::DEFAULT_CONCURRENT_RUNS)]
     pub max_helm_runs: usize,
+    /// The ServiceAccount helm acts as for each release, in the release's own namespace (made by
+    /// the agent and bound to the ClusterRole `admin` there only), so that the child's RBAC
+    /// refuses what a chart may not create: cluster-scoped objects, other namespaces. Empty
+    /// (the default): helm acts with the agent's own rights.
+    #[arg(long, env = "ATOLL_HELM_SERVICE_ACCOUNT", default_value = "")]
+    pub helm_service_account: String,
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -190,7 +196,8 @@ pub fn build(
                     args.client.context.clone(),
                     &args.helm_home,
                 )
-                .with_concurrent_runs(args.max_helm_runs),
+                .with_concurrent_runs(args.max_helm_runs)
+                .with_release_account(Some(args.helm_service_account.clone())),
             )
             .with_metrics(applier_metrics),
     );

@@ -197,6 +197,8 @@ pub struct Applier {
     pub(crate) state: Mutex<State>,
     notifier: Mutex<Option<mpsc::UnboundedSender<Notice>>>,
     drift: drift::Watchers,
+    /// The namespaces whose release identity was made (see [`Helm::with_release_account`]).
+    release_identities: Mutex<HashSet<String>>,
     /// One lock per Description: applying, deleting and repairing it never interleave.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Drift repair runs ([`crate::start_drift_repair`]): what an apply put in place stays so,
@@ -223,6 +225,7 @@ impl Applier {
             state: Mutex::new(State::default()),
             notifier: Mutex::new(None),
             locks: Mutex::new(HashMap::new()),
+            release_identities: Mutex::new(HashSet::new()),
             repairs_drift: std::sync::atomic::AtomicBool::new(false),
             metrics: Arc::new(Metrics::default()),
         }
@@ -595,7 +598,12 @@ impl Applier {
             self.watch_release_objects(key, Vec::new()).await;
             return (Vec::new(), Vec::new());
         }
-        let plan = helm::plan_releases(&desc.charts, &recorded);
+        let namespaces = helm::ReleaseNamespaces {
+            own: self.store.namespace(),
+            allowed: self.allowed_namespaces(),
+        };
+        let mut plan = helm::plan_releases(&desc.charts, &recorded, namespaces);
+        self.ensure_release_identities(&mut plan).await;
         if let Err(e) = self
             .record_releases(key, &desc.uid, desc.orphan, plan.intent.clone())
             .await
@@ -622,8 +630,49 @@ impl Applier {
             // was to change, so the next apply runs Helm for them again.
             tracing::warn!(description = %key, error = %e, "inventory write failed");
         }
+        // A release that failed may have lost its identity (its RoleBinding deleted, say):
+        // made again on the next apply.
+        for failed in synced.reports.iter().filter(|r| r.error.is_some()) {
+            lock(&self.release_identities).remove(&failed.namespace);
+        }
         let objects = self.watch_release_objects(key, synced.objects).await;
         (synced.reports, objects)
+    }
+
+    /// When helm acts as a per-namespace identity, makes it exist for each planned release
+    /// (once per namespace, again after a release there failed); a release whose identity
+    /// cannot be made is reported with why, and helm does not run it.
+    async fn ensure_release_identities(&self, plan: &mut helm::ReleasePlan) {
+        let Some(account) = self.helm.as_ref().and_then(Helm::release_account) else {
+            return;
+        };
+        for chart in &mut plan.charts {
+            let Ok(release) = chart else { continue };
+            if lock(&self.release_identities).contains(&release.namespace) {
+                continue;
+            }
+            // An agent confined to namespaces (--namespaces) writes no Namespace objects.
+            let create_namespace = self.allowed_namespaces.is_none()
+                && release.options.create_namespace.unwrap_or(true);
+            if let Err(e) = crate::release_identity::ensure(
+                &self.client,
+                &release.namespace,
+                account,
+                create_namespace,
+                &self.field_manager,
+            )
+            .await
+            {
+                tracing::warn!(release = %release, error = %e, "the release's identity could not be made; helm not run");
+                *chart = Err(Box::new(ReleaseReport::failed(
+                    &release.name,
+                    &release.namespace,
+                    e.to_string(),
+                )));
+            } else {
+                lock(&self.release_identities).insert(release.namespace.clone());
+            }
+        }
     }
 
     /// Puts the objects of a Description's deployed releases under drift repair, as its plain

@@ -158,6 +158,25 @@ pub enum Error {
     /// Listing the inventories failed.
     #[error("listing the agent inventories in namespace clusternet-system failed: {0}")]
     ListInventory(#[source] kube::Error),
+    /// Making the identity a release's helm acts as (its namespace, ServiceAccount or
+    /// RoleBinding) failed.
+    #[error("{what} that helm acts as for a release failed: {source}")]
+    ReleaseIdentity {
+        /// What was being done, with the ServiceAccount's `namespace/name`.
+        what: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The RoleBinding of a release's identity did not take effect in time.
+    #[error(
+        "{user} may still not read the Secrets of its namespace {seconds}s after its RoleBinding was made; check the ClusterRole admin and the agent's right to bind it"
+    )]
+    ReleaseIdentityNotEffective {
+        /// The identity's user name.
+        user: String,
+        /// How long the applier waited.
+        seconds: u64,
+    },
     /// Collecting heartbeat data from the child failed.
     #[error("collecting the heartbeat from the child cluster failed: {0}")]
     CollectHeartbeat(#[source] kube::Error),
@@ -185,6 +204,8 @@ impl Error {
             Error::WaitEstablished { .. } => "wait_established",
             Error::WriteInventory { .. } => "write_inventory",
             Error::ListInventory(_) => "list_inventory",
+            Error::ReleaseIdentity { .. } => "release_identity",
+            Error::ReleaseIdentityNotEffective { .. } => "release_identity_not_effective",
             Error::CollectHeartbeat(_) => "collect_heartbeat",
         }
     }

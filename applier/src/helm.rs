@@ -13,6 +13,7 @@ use crate::model::{ChartRelease, PullAuth, PullCredentials, ReleaseReport};
 use atoll_crds::helm::{HelmChart, HelmOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -46,6 +47,9 @@ pub struct Helm {
     started: k8s_openapi::jiff::Timestamp,
     /// The helm processes that may run at once (shared by every clone).
     runs: RunLimit,
+    /// The ServiceAccount, in each release's own namespace, that helm acts as for that release
+    /// (`None`: helm acts as the applier's own identity).
+    release_account: Option<String>,
 }
 
 /// How many helm changes may run at once, shared by every [`Helm`] given the same limit (the
@@ -118,6 +122,33 @@ impl Helm {
             left_pending: LeftPending::default(),
             started: k8s_openapi::jiff::Timestamp::now(),
             runs: RunLimit::default(),
+            release_account: None,
+        }
+    }
+
+    /// Acts, for each release, as the ServiceAccount `account` of the release's namespace
+    /// (helm's `--kube-as-user system:serviceaccount:NAMESPACE:ACCOUNT`), so that the child's
+    /// RBAC, not the applier's own rights, decides what a chart may create. The applier makes
+    /// that ServiceAccount, bound to the ClusterRole `admin` in that namespace only
+    /// ([`crate::release_identity`]). `None` (or empty): helm acts as the applier.
+    pub fn with_release_account(mut self, account: Option<String>) -> Self {
+        self.release_account = account.filter(|a| !a.is_empty());
+        self
+    }
+
+    /// The ServiceAccount helm acts as in each release's namespace, if any.
+    pub fn release_account(&self) -> Option<&str> {
+        self.release_account.as_deref()
+    }
+
+    /// The flags that make helm act as the release identity of `namespace`, if there is one.
+    fn acting_in(&self, namespace: &str) -> Vec<String> {
+        match &self.release_account {
+            Some(account) => vec![
+                "--kube-as-user".to_owned(),
+                crate::release_identity::user_name(namespace, account),
+            ],
+            None => Vec::new(),
         }
     }
 
@@ -139,7 +170,7 @@ impl Helm {
         name: &str,
         namespace: &str,
     ) -> Result<Option<ReleaseStatus>, Error> {
-        let args = vec![
+        let mut args = vec![
             "status".to_owned(),
             name.to_owned(),
             "--namespace".to_owned(),
@@ -147,6 +178,7 @@ impl Helm {
             "--output".to_owned(),
             "json".to_owned(),
         ];
+        args.extend(self.acting_in(namespace));
         match self.run(args, None, READ_TIMEOUT).await {
             Ok(stdout) => {
                 let status: HelmStatusJson =
@@ -174,7 +206,10 @@ impl Helm {
             Some(credentials) => Some(self.log_in(release, credentials).await?),
             None => None,
         };
-        let args = release.install_args(upgrade, timeout, private.is_some());
+        // Acting as a namespace's identity, helm may not create namespaces: the applier has.
+        let create_namespace = self.release_account.is_none();
+        let mut args = release.install_args(upgrade, timeout, private.is_some(), create_namespace);
+        args.extend(self.acting_in(&release.namespace));
         let env = private.as_ref().map(PrivateConfig::env).unwrap_or_default();
         self.run_with(args, Some(values), timeout + PROCESS_GRACE, &env)
             .await
@@ -221,13 +256,14 @@ impl Helm {
 
     /// The objects of the release as Helm rendered them (`helm get manifest`).
     pub async fn manifest(&self, name: &str, namespace: &str) -> Result<Vec<Value>, Error> {
-        let args = vec![
+        let mut args = vec![
             "get".to_owned(),
             "manifest".to_owned(),
             name.to_owned(),
             "--namespace".to_owned(),
             namespace.to_owned(),
         ];
+        args.extend(self.acting_in(namespace));
         let stdout = self.run(args, None, READ_TIMEOUT).await?;
         parse_manifest(&stdout).map_err(|reason| Error::DecodeHelmStatus {
             release: format!("{namespace}/{name}"),
@@ -238,7 +274,7 @@ impl Helm {
     /// Uninstalls the release; one Helm does not know is already gone.
     pub async fn uninstall(&self, name: &str, namespace: &str) -> Result<(), Error> {
         let timeout = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
-        let args = vec![
+        let mut args = vec![
             "uninstall".to_owned(),
             name.to_owned(),
             "--namespace".to_owned(),
@@ -246,6 +282,7 @@ impl Helm {
             "--timeout".to_owned(),
             format!("{}s", timeout.as_secs()),
         ];
+        args.extend(self.acting_in(namespace));
         match self.run(args, None, timeout + PROCESS_GRACE).await {
             Ok(_) => Ok(()),
             Err(Error::HelmFailed { message, .. }) if message.contains("not found") => Ok(()),
@@ -265,7 +302,7 @@ impl Helm {
             PendingRemedy::Uninstall => self.uninstall(name, namespace).await,
             PendingRemedy::Rollback => {
                 let timeout = Duration::from_secs(DEFAULT_TIMEOUT_SECONDS);
-                let args = vec![
+                let mut args = vec![
                     "rollback".to_owned(),
                     name.to_owned(),
                     "--namespace".to_owned(),
@@ -273,6 +310,7 @@ impl Helm {
                     "--timeout".to_owned(),
                     format!("{}s", timeout.as_secs()),
                 ];
+                args.extend(self.acting_in(namespace));
                 self.run(args, None, timeout + PROCESS_GRACE)
                     .await
                     .map(|_| ())
@@ -432,13 +470,61 @@ pub struct ReleasePlan {
     pub intent: Vec<ReleaseEntry>,
 }
 
-/// Plans the releases of `charts`, given the releases the Description recorded before.
-pub fn plan_releases(charts: &[ChartRelease], recorded: &[ReleaseEntry]) -> ReleasePlan {
+/// The namespaces of the child that releases may be installed in, by the rules plain objects
+/// follow: never the agent's own namespace, and only the listed ones for an agent restricted
+/// with `--namespaces`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReleaseNamespaces<'a> {
+    /// The agent's own namespace (its state and credentials).
+    pub own: &'a str,
+    /// The namespaces the agent may write, when restricted.
+    pub allowed: Option<&'a BTreeSet<String>>,
+}
+
+impl ReleaseNamespaces<'_> {
+    /// Why `release` may not be installed where it asks, if it may not.
+    fn refusal(&self, release: &Release) -> Option<String> {
+        let object = release.to_string();
+        if !self.own.is_empty() && release.namespace == self.own {
+            return Some(
+                Error::ReservedNamespace {
+                    object,
+                    namespace: self.own.to_owned(),
+                }
+                .to_string(),
+            );
+        }
+        let allowed = self.allowed?;
+        (!allowed.contains(&release.namespace)).then(|| {
+            Error::NamespaceNotAllowed {
+                object,
+                allowed: allowed.iter().cloned().collect::<Vec<_>>().join(", "),
+            }
+            .to_string()
+        })
+    }
+}
+
+/// Plans the releases of `charts`, given the releases the Description recorded before; a
+/// chart whose target namespace `namespaces` refuses is reported, never installed.
+pub fn plan_releases(
+    charts: &[ChartRelease],
+    recorded: &[ReleaseEntry],
+    namespaces: ReleaseNamespaces<'_>,
+) -> ReleasePlan {
     let mut intent = recorded.to_vec();
     let charts: Vec<Result<Release, Box<ReleaseReport>>> = charts
         .iter()
         .map(|c| {
-            Release::from_description(&c.chart, &c.values, &c.pull).map_err(|error| {
+            let release = Release::from_description(&c.chart, &c.values, &c.pull)?;
+            match namespaces.refusal(&release) {
+                Some(refusal) => Err(refusal),
+                None => Ok(release),
+            }
+        })
+        .zip(charts)
+        .map(|(release, c)| {
+            release.map_err(|error| {
                 Box::new(ReleaseReport::failed(
                     &text_at(&c.chart, "/metadata/name"),
                     &text_at(&c.chart, "/spec/targetNamespace"),
@@ -913,7 +999,13 @@ impl Release {
     }
 
     /// The arguments of `helm install` or `helm upgrade`, with the HelmChart's flags.
-    fn install_args(&self, upgrade: bool, timeout: Duration, private: bool) -> Vec<String> {
+    fn install_args(
+        &self,
+        upgrade: bool,
+        timeout: Duration,
+        private: bool,
+        may_create_namespace: bool,
+    ) -> Vec<String> {
         let o = &self.options;
         let mut args = vec![
             if upgrade { "upgrade" } else { "install" }.to_owned(),
@@ -931,7 +1023,8 @@ impl Release {
         let flag = |on: Option<bool>, name: &str| on.unwrap_or(false).then(|| name.to_owned());
         let flags = [
             // Helm creates the namespace on install; the HelmChart default is true.
-            (!upgrade && o.create_namespace.unwrap_or(true)).then(|| "--create-namespace".into()),
+            (!upgrade && may_create_namespace && o.create_namespace.unwrap_or(true))
+                .then(|| "--create-namespace".into()),
             flag(o.wait, "--wait"),
             flag(o.wait_for_job, "--wait-for-jobs"),
             flag(o.skip_crds, "--skip-crds"),
@@ -1118,17 +1211,46 @@ mod tests {
             (release.name.as_str(), release.namespace.as_str()),
             ("hello", "demo")
         );
-        let install = release.install_args(false, release.timeout(), false);
+        let install = release.install_args(false, release.timeout(), false, true);
         assert_eq!(
             install.join(" "),
             "install hello hello --repo http://127.0.0.1:8080 --version 0.1.0 --namespace demo \
              --values - --timeout 60s --create-namespace --wait --skip-crds --atomic"
         );
-        let upgrade = release.install_args(true, release.timeout(), false);
+        let upgrade = release.install_args(true, release.timeout(), false, true);
         assert_eq!(
             upgrade.join(" "),
             "upgrade hello hello --repo http://127.0.0.1:8080 --version 0.1.0 --namespace demo \
              --values - --timeout 60s --wait --skip-crds"
+        );
+    }
+
+    #[test]
+    fn with_a_release_account_helm_acts_as_that_account_of_the_releases_namespace() {
+        let plain = Helm::new("helm", None, None, "/tmp/helm");
+        assert!(plain.acting_in("demo").is_empty());
+        assert_eq!(
+            Helm::new("helm", None, None, "/tmp/helm")
+                .with_release_account(Some(String::new()))
+                .release_account(),
+            None
+        );
+        let acting = plain.with_release_account(Some("atoll-helm".into()));
+        assert_eq!(
+            acting.acting_in("demo").join(" "),
+            "--kube-as-user system:serviceaccount:demo:atoll-helm"
+        );
+        // The namespace is the applier's to make: such an identity may not create one.
+        let release = Release::from_description(
+            &chart(json!({"repo": "http://r", "chart": "hello", "targetNamespace": "demo"})),
+            &json!({}),
+            &PullAuth::Anonymous,
+        )
+        .unwrap();
+        let install = release.install_args(false, release.timeout(), false, false);
+        assert!(
+            !install.contains(&"--create-namespace".to_owned()),
+            "{install:?}"
         );
     }
 
@@ -1145,7 +1267,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             release
-                .install_args(false, release.timeout(), false)
+                .install_args(false, release.timeout(), false, true)
                 .join(" "),
             "install hello oci://127.0.0.1:5000/charts/hello --plain-http --namespace demo \
              --values - --timeout 300s"
@@ -1171,7 +1293,7 @@ mod tests {
         // password on the command line).
         assert_eq!(
             release
-                .install_args(false, release.timeout(), true)
+                .install_args(false, release.timeout(), true, true)
                 .join(" "),
             "install hello atoll-pull/hello --version 0.1.0 --namespace demo --values - \
              --timeout 300s --create-namespace"
@@ -1277,7 +1399,7 @@ mod tests {
                 pull: PullAuth::Anonymous,
             },
         ];
-        let plan = plan_releases(&charts, &[entry("old", "d1")]);
+        let plan = plan_releases(&charts, &[entry("old", "d1")], ReleaseNamespaces::default());
         assert_eq!(plan.intent, [entry("old", "d1"), entry("hello", "")]);
         assert!(plan.charts[0].is_ok());
         let refused = plan.charts[1].as_ref().unwrap_err();
@@ -1292,6 +1414,53 @@ mod tests {
     }
 
     #[test]
+    fn releases_follow_the_namespace_rules_of_plain_objects() {
+        let to = |namespace: &str| ChartRelease {
+            chart: chart(
+                json!({"repo": "http://r", "chart": "hello", "targetNamespace": namespace}),
+            ),
+            values: json!({}),
+            pull: PullAuth::Anonymous,
+        };
+        let charts = [to("demo"), to("clusternet-system"), to("kube-system")];
+        let errors = |plan: &ReleasePlan| -> Vec<Option<String>> {
+            plan.charts
+                .iter()
+                .map(|c| c.as_ref().err().and_then(|r| r.error.clone()))
+                .collect()
+        };
+        let unrestricted = ReleaseNamespaces {
+            own: "clusternet-system",
+            allowed: None,
+        };
+        let got = errors(&plan_releases(&charts, &[], unrestricted));
+        assert_eq!(got[0], None);
+        assert!(
+            got[1].as_deref().is_some_and(|e| e.contains(
+                "release clusternet-system/hello is in clusternet-system, where the agent keeps"
+            )),
+            "{got:?}"
+        );
+        assert_eq!(got[2], None);
+        let allowed: BTreeSet<String> = ["demo".to_owned()].into();
+        let restricted = ReleaseNamespaces {
+            own: "clusternet-system",
+            allowed: Some(&allowed),
+        };
+        let plan = plan_releases(&charts, &[], restricted);
+        let got = errors(&plan);
+        assert_eq!(got[0], None);
+        assert!(
+            got[2].as_deref().is_some_and(|e| e.contains(
+                "release kube-system/hello is outside the namespaces this agent may write (demo)"
+            )),
+            "{got:?}"
+        );
+        // Refused releases are never recorded as to be installed.
+        assert_eq!(plan.intent.len(), 1);
+    }
+
+    #[test]
     fn a_release_helm_may_change_is_recorded_without_its_digest_before_helm_runs() {
         // Found by chaos: an upgrade whose inventory write failed after Helm ran left the old
         // digest recorded, and a later Description asking for that old rendering again was
@@ -1301,18 +1470,26 @@ mod tests {
             values: json!({}),
             pull: PullAuth::Anonymous,
         }];
-        let digest = plan_releases(&hello, &[]).charts[0]
+        let digest = plan_releases(&hello, &[], ReleaseNamespaces::default()).charts[0]
             .as_ref()
             .unwrap()
             .digest
             .clone();
         let mut recorded = entry("hello", "older");
-        let plan = plan_releases(&hello, std::slice::from_ref(&recorded));
+        let plan = plan_releases(
+            &hello,
+            std::slice::from_ref(&recorded),
+            ReleaseNamespaces::default(),
+        );
         assert_eq!(plan.intent.len(), 1);
         assert_eq!(plan.intent[0].digest, "", "{:?}", plan.intent);
         // Unchanged: the recorded digest stays (and nothing is written).
         recorded.digest = digest;
-        let plan = plan_releases(&hello, std::slice::from_ref(&recorded));
+        let plan = plan_releases(
+            &hello,
+            std::slice::from_ref(&recorded),
+            ReleaseNamespaces::default(),
+        );
         assert_eq!(plan.intent, [recorded]);
         let reports = not_run(&plan, "no inventory");
         assert_eq!(reports[0].error.as_deref(), Some("no inventory"));
@@ -1328,7 +1505,7 @@ mod tests {
         let recorded = [entry("gone", "d1")];
         let synced = sync_releases(
             None,
-            plan_releases(&charts, &recorded),
+            plan_releases(&charts, &recorded, ReleaseNamespaces::default()),
             &recorded,
             false,
             false,
@@ -1352,8 +1529,14 @@ mod tests {
         assert_eq!(synced.entries, [entry("gone", "d1"), entry("hello", "")]);
         assert!(synced.objects.is_empty());
 
-        let orphaned =
-            sync_releases(None, plan_releases(&[], &recorded), &recorded, true, false).await;
+        let orphaned = sync_releases(
+            None,
+            plan_releases(&[], &recorded, ReleaseNamespaces::default()),
+            &recorded,
+            true,
+            false,
+        )
+        .await;
         assert!(orphaned.reports.is_empty());
         assert!(
             orphaned.entries.is_empty(),

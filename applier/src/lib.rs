@@ -12,7 +12,8 @@
 //! - [`inventory`]: the record in the child of which objects each Description owns.
 //! - [`prune`]: what a prune would delete, and when it waits for confirmation.
 //! - [`scope`]: which Descriptions of the child's inventories are this registration's.
-//! - [`helm`]: the HelmCharts of a Description, as Helm releases installed by a `helm` binary.
+//! - [`helm`]: the HelmCharts of a Description, as Helm releases installed by a `helm` binary;
+//!   [`release_identity`]: the per-namespace identity helm can act as.
 //! - [`heartbeat`]: the cluster's health and capacity, as a heartbeat carries it.
 //! - [`discovery`], [`fieldpath`]: kinds the child serves; managed-field paths.
 
@@ -29,6 +30,7 @@ pub mod inventory;
 pub mod metrics;
 pub mod model;
 pub mod prune;
+pub mod release_identity;
 mod repair;
 pub mod scope;
 

@@ -38,7 +38,8 @@ use crate::Error;
 use crate::control_plane;
 
 /// The chart fixture `e2e/charts/hello`: a ConfigMap `<release>-config` whose `data.message` is
-/// `.Values.message`, a Deployment `<release>` with `.Values.replicaCount` replicas, NOTES.txt.
+/// `.Values.message`, a Deployment `<release>` with `.Values.replicaCount` replicas, NOTES.txt,
+/// and with `.Values.clusterRoleBinding` a ClusterRoleBinding `<release>-everyone-admin`.
 pub const HELLO_CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/hello");
 
 /// The chart fixture `e2e/charts/workloads`: one of each kind `helm --wait` checks (Service,

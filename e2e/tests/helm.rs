@@ -743,7 +743,7 @@ async fn a_release_left_pending_by_a_lost_answer_is_freed_for_the_next_operation
         digest: String::new(),
     }];
     let apply = async |driver: &atoll_applier::helm::Helm, recorded: &[_]| {
-        let plan = atoll_applier::helm::plan_releases(&charts, recorded);
+        let plan = atoll_applier::helm::plan_releases(&charts, recorded, Default::default());
         let synced =
             atoll_applier::helm::sync_releases(Some(driver), plan, recorded, false, false).await;
         synced.reports[0].error.clone().unwrap_or_default()
@@ -777,4 +777,120 @@ async fn helm_installs_upgrades_and_uninstalls_charts_on_kube_apiserver() {
     let tmp = tempfile::tempdir().unwrap();
     let (_cluster, kubeconfig) = support::start_real(tmp.path(), "helm", Role::Child, 1).await;
     run_all(Target::new(Tier::Real, kubeconfig, tools, tmp.path()).await).await;
+}
+
+/// With `--helm-service-account`, helm acts for each release as a ServiceAccount of the
+/// release's namespace, an `admin` there only: the child's RBAC (a real kube-apiserver's; the
+/// devcluster has none) refuses a chart's ClusterRoleBinding, reported as that release's error,
+/// while a chart of namespaced objects installs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_acting_as_its_namespaces_identity_cannot_create_cluster_scoped_objects() {
+    use atoll_applier::model::{ChartRelease, PullAuth};
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    if support::backend() != Backend::Kube {
+        eprintln!(
+            "NOTICE: a_release_acting_as_its_namespaces_identity_cannot_create_cluster_scoped_objects skipped (FLEET_BACKEND=kube runs it: devcluster has no RBAC)"
+        );
+        return;
+    }
+    let tools = HelmTools::locate().unwrap_or_else(|e| panic!("FLEET_BACKEND=kube, but {e}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let (_cluster, kubeconfig) =
+        support::start_real(tmp.path(), "helm-identity", Role::Child, 1).await;
+    let client = atoll_e2e::kubectl::client_for(&kubeconfig).await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let state: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "clusternet-system"}}))
+            .unwrap();
+    namespaces
+        .create(&kube::api::PostParams::default(), &state)
+        .await
+        .unwrap();
+    let helm = Helm::new(&tools.helm, tmp.path().join("helm-home"));
+    let repo = ChartRepo::start(
+        LOOPBACK,
+        helm,
+        HELLO_CHART,
+        tmp.path().join("repo"),
+        &["0.1.0"],
+    )
+    .await
+    .unwrap();
+    let url = repo.url().to_string();
+    let agent_helm = atoll_applier::helm::Helm::new(
+        &tools.helm,
+        Some(kubeconfig.clone()),
+        None,
+        tmp.path().join("agent-helm-home"),
+    )
+    .with_release_account(Some("atoll-helm".into()));
+    let applier = atoll_applier::Applier::new(client.clone(), "atoll-agent").with_helm(agent_helm);
+    let chart = |name: &str, values: Value| ChartRelease {
+        chart: serde_json::json!({
+            "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "HelmChart",
+            "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"repo": url, "chart": "hello", "version": "0.1.0", "targetNamespace": name}
+        }),
+        values,
+        pull: PullAuth::Anonymous,
+    };
+    let description = atoll_applier::Description {
+        namespace: "clusternet-abcde".into(),
+        name: "apps.charts".into(),
+        uid: "u-charts".into(),
+        generation: 1,
+        objects: Vec::new(),
+        charts: vec![
+            chart("tame", serde_json::json!({})),
+            chart(
+                "escalating",
+                serde_json::json!({"clusterRoleBinding": true}),
+            ),
+        ],
+        orphan: false,
+    };
+    let report = applier.apply(&description).await;
+    let release = |name: &str| {
+        report
+            .releases
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no report of {name}: {report:?}"))
+    };
+    assert_eq!(release("tame").error, None, "{report:?}");
+    assert_eq!(
+        release("tame").status.as_ref().map(|s| s.phase.as_str()),
+        Some("deployed")
+    );
+    let refused = release("escalating").error.clone().unwrap_or_default();
+    for part in [
+        "system:serviceaccount:escalating:atoll-helm",
+        "clusterrolebindings",
+        "forbidden",
+    ] {
+        assert!(refused.contains(part), "{part}: {refused}");
+    }
+    let t = Target::new(Tier::Real, kubeconfig.clone(), tools, tmp.path()).await;
+    assert!(t.config_map("tame", "tame-config").await.is_some());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    assert!(
+        bindings
+            .get_opt("escalating-everyone-admin")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The identity the applier made: a ServiceAccount of the release's namespace, atoll's own.
+    let account = Api::<ServiceAccount>::namespaced(client.clone(), "tame")
+        .get("atoll-helm")
+        .await
+        .unwrap();
+    assert_eq!(
+        account
+            .labels()
+            .get("app.kubernetes.io/part-of")
+            .map(String::as_str),
+        Some("atoll")
+    );
 }
