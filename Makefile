@@ -147,6 +147,14 @@ bench-cold-start:
 	$(CARGO) build --release -p devcluster -p atoll-scheduler -p atoll-hub -p atoll-agent -p atoll-e2e --bins
 	$(CARGO) run --release -p atoll-e2e --example bench_cold_start -- $(BENCH_COLD_START_ARGS)
 
+## bench-write-cost: kube-apiserver's and etcd's CPU per request for each way atoll writes a
+## Description (apply, unchanged apply, YAML body, many managers, merge patch, update, status
+## apply and merge patch), for Descriptions of 1, 10 and 50 objects (docs/bench/write_cost.md).
+.PHONY: bench-write-cost
+BENCH_WRITE_COST_ARGS ?= --objects 1,10,50 --writes 200
+bench-write-cost: k8s
+	$(CARGO) run --release -p atoll-e2e --example bench_write_cost -- $(BENCH_WRITE_COST_ARGS)
+
 ## k8s: the real tier's control-plane binaries (kube-apiserver, kube-controller-manager,
 ## kube-scheduler, etcd, kwok) and the test tools helm and registry (an OCI registry), built from
 ## the upstream Go modules pinned in e2e/k8s/versions.env into a cache outside git

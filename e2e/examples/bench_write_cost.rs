@@ -1,0 +1,445 @@
+//! Write-cost benchmark (issue 41 item 1): what each way atoll writes a Description costs a real
+//! kube-apiserver, in its own CPU (and etcd's) per request.
+//!
+//! One real control plane of the real tier (etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler, kwok without nodes; `make k8s`), atoll's Description CRD installed. For each
+//! Description size (`--objects`, default 1, 10 and 50 Deployments of about 700 bytes each) and each
+//! way of writing, `--writes` requests (default 200, after 20 to warm up) are sent one after the
+//! other, each changing one annotation of the first object (or the status' reason), and the CPU
+//! time kube-apiserver and etcd spent meanwhile (`/proc/<pid>/stat`), less what they spend idle
+//! (measured for 5 s first), is divided by the number of requests. The ways:
+//!
+//! - `apply`: server-side apply of the whole Description, JSON body, forced, one field manager
+//!   (what the scheduler does);
+//! - `apply unchanged`: the same apply with nothing changed (a resync's write);
+//! - `apply YAML body`: the same apply sent as YAML text;
+//! - `apply, 10 managers`: the apply after ten other field managers each own a label (a larger
+//!   `managedFields`);
+//! - `merge patch`: a JSON merge patch replacing `spec.raw`;
+//! - `update`: a PUT of the whole object with its resourceVersion (an optimistic precondition);
+//! - `status apply`: server-side apply of `status` (what the hub does);
+//! - `status merge patch`: a merge patch of `status`.
+//!
+//! ```text
+//! make k8s
+//! cargo run --release -p atoll-e2e --example bench_write_cost -- [--objects 1,10,50] [--writes 200]
+//! ```
+//!
+//! (`make bench-write-cost`.) The control plane is stopped at the end.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use atoll_bench::cpu_seconds;
+use atoll_crds::apps::{Deployer, Description, DescriptionSpec};
+use atoll_e2e::state::{FleetState, Role};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "clusternet-bench";
+const WARM_UP: usize = 20;
+const IDLE: Duration = Duration::from_secs(5);
+const DESCRIPTION_CRD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../manifests/crds/apps.clusternet.io_descriptions.yaml"
+);
+
+struct Options {
+    objects: Vec<usize>,
+    writes: usize,
+}
+
+fn options() -> Result<Options> {
+    let mut opts = Options {
+        objects: vec![1, 10, 50],
+        writes: 200,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args
+            .next()
+            .with_context(|| format!("{arg} needs a value"))?;
+        match arg.as_str() {
+            "--objects" => {
+                opts.objects = value
+                    .split(',')
+                    .map(|n| {
+                        n.trim()
+                            .parse()
+                            .context("--objects: numbers, comma-separated")
+                    })
+                    .collect::<Result<_>>()?;
+            }
+            "--writes" => opts.writes = value.parse().context("--writes: a number")?,
+            other => bail!("unknown flag {other}: --objects 1,10,50 --writes 200"),
+        }
+    }
+    Ok(opts)
+}
+
+/// The ways of writing a Description, in the table's order.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    Apply,
+    ApplyUnchanged,
+    ApplyYaml,
+    ApplyManyManagers,
+    MergePatch,
+    Update,
+    StatusApply,
+    StatusMergePatch,
+}
+
+const WAYS: [Way; 8] = [
+    Way::Apply,
+    Way::ApplyUnchanged,
+    Way::ApplyYaml,
+    Way::ApplyManyManagers,
+    Way::MergePatch,
+    Way::Update,
+    Way::StatusApply,
+    Way::StatusMergePatch,
+];
+
+impl Way {
+    fn label(self) -> &'static str {
+        match self {
+            Way::Apply => "apply",
+            Way::ApplyUnchanged => "apply unchanged",
+            Way::ApplyYaml => "apply YAML body",
+            Way::ApplyManyManagers => "apply, 10 managers",
+            Way::MergePatch => "merge patch",
+            Way::Update => "update",
+            Way::StatusApply => "status apply",
+            Way::StatusMergePatch => "status merge patch",
+        }
+    }
+
+    fn slug(self) -> &'static str {
+        match self {
+            Way::Apply => "apply",
+            Way::ApplyUnchanged => "apply-unchanged",
+            Way::ApplyYaml => "apply-yaml",
+            Way::ApplyManyManagers => "apply-managers",
+            Way::MergePatch => "merge",
+            Way::Update => "update",
+            Way::StatusApply => "status-apply",
+            Way::StatusMergePatch => "status-merge",
+        }
+    }
+}
+
+/// A Deployment of about 700 bytes, as a feed typically renders.
+fn deployment(i: usize, revision: usize) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("web-{i}"), "namespace": "shop",
+            "labels": {"app": format!("web-{i}"), "app.kubernetes.io/managed-by": "atoll"},
+            "annotations": {"bench.atoll.dev/revision": revision.to_string()}},
+        "spec": {"replicas": 3,
+            "selector": {"matchLabels": {"app": format!("web-{i}")}},
+            "template": {"metadata": {"labels": {"app": format!("web-{i}")}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                    "ports": [{"containerPort": 80, "name": "http"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                  "limits": {"cpu": "500m", "memory": "256Mi"}},
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                        "periodSeconds": 10},
+                    "env": [{"name": "MODE", "value": "production"},
+                            {"name": "REGION", "value": "eu-west-1"}]}]}}}
+    })
+}
+
+fn description(name: &str, objects: usize, revision: usize) -> Description {
+    let mut d = Description::new(
+        name,
+        DescriptionSpec {
+            deployer: Deployer::Generic,
+            raw: (0..objects)
+                .map(|i| deployment(i, if i == 0 { revision } else { 0 }))
+                .collect(),
+            ..DescriptionSpec::default()
+        },
+    );
+    d.metadata.namespace = Some(NAMESPACE.into());
+    d
+}
+
+fn status(revision: usize) -> Value {
+    json!({
+        "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
+        "status": {"phase": "Success", "reason": format!("applied revision {revision}")}
+    })
+}
+
+/// CPU seconds of kube-apiserver and of etcd.
+fn cpu(pids: (u32, u32)) -> (f64, f64) {
+    (cpu_seconds(pids.0), cpu_seconds(pids.1))
+}
+
+/// Sends write `revision` of `way` to Description `name`.
+async fn write(
+    client: &Client,
+    api: &Api<Description>,
+    way: Way,
+    name: &str,
+    objects: usize,
+    revision: usize,
+    last: &mut Option<Description>,
+) -> Result<usize> {
+    let apply = PatchParams::apply("atoll-scheduler").force();
+    let body = description(name, objects, revision);
+    let size = serde_json::to_vec(&body)?.len();
+    match way {
+        Way::Apply | Way::ApplyManyManagers => {
+            api.patch(name, &apply, &Patch::Apply(&body)).await?;
+        }
+        Way::ApplyUnchanged => {
+            api.patch(name, &apply, &Patch::Apply(&description(name, objects, 0)))
+                .await?;
+        }
+        Way::ApplyYaml => {
+            let text = serde_yaml::to_string(&body)?;
+            let request = http::Request::patch(format!(
+                "/apis/apps.clusternet.io/v1alpha1/namespaces/{NAMESPACE}/descriptions/{name}\
+                 ?fieldManager=atoll-scheduler&force=true"
+            ))
+            .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+            .body(text.clone().into_bytes())?;
+            client.request_text(request).await?;
+            return Ok(text.len());
+        }
+        Way::MergePatch => {
+            let patch = json!({"spec": {"raw": body.spec.raw}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        Way::Update => {
+            let mut current = match last.take() {
+                Some(d) => d,
+                None => api.get(name).await?,
+            };
+            current.spec.raw = body.spec.raw;
+            *last = Some(api.replace(name, &PostParams::default(), &current).await?);
+        }
+        Way::StatusApply => {
+            let status = status(revision);
+            api.patch_status(
+                name,
+                &PatchParams::apply("atoll-hub").force(),
+                &Patch::Apply(&status),
+            )
+            .await?;
+            return Ok(serde_json::to_vec(&status)?.len());
+        }
+        Way::StatusMergePatch => {
+            let status = json!({"status": status(revision)["status"]});
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+            return Ok(serde_json::to_vec(&status)?.len());
+        }
+    }
+    Ok(size)
+}
+
+struct Row {
+    objects: usize,
+    way: Way,
+    body_bytes: usize,
+    managed_fields_bytes: usize,
+    apiserver_ms: f64,
+    etcd_ms: f64,
+    wall_ms: f64,
+}
+
+async fn measure(
+    client: &Client,
+    pids: (u32, u32),
+    idle: (f64, f64),
+    objects: usize,
+    way: Way,
+    writes: usize,
+) -> Result<Row> {
+    let api: Api<Description> = Api::namespaced(client.clone(), NAMESPACE);
+    let name = format!("bench.{}-{objects}", way.slug());
+    api.patch(
+        &name,
+        &PatchParams::apply("atoll-scheduler").force(),
+        &Patch::Apply(&description(&name, objects, 0)),
+    )
+    .await?;
+    if matches!(way, Way::ApplyManyManagers) {
+        for m in 0..10 {
+            let label = json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
+                "metadata": {"labels": {format!("bench.atoll.dev/m{m}"): "x"}}});
+            api.patch(
+                &name,
+                &PatchParams::apply(&format!("bench-manager-{m}")),
+                &Patch::Apply(&label),
+            )
+            .await?;
+        }
+    }
+    let mut last = None;
+    let mut body_bytes = 0;
+    for revision in 1..=WARM_UP {
+        body_bytes = write(client, &api, way, &name, objects, revision, &mut last).await?;
+    }
+    let before = cpu(pids);
+    let started = Instant::now();
+    for revision in WARM_UP + 1..=WARM_UP + writes {
+        write(client, &api, way, &name, objects, revision, &mut last).await?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = cpu(pids);
+    let per = |spent: f64, idle_rate: f64| {
+        ((spent - idle_rate * elapsed).max(0.0)) * 1000.0 / writes as f64
+    };
+    let stored = api.get(&name).await?;
+    let managed_fields_bytes = serde_json::to_vec(&stored.metadata.managed_fields)?.len();
+    Ok(Row {
+        objects,
+        way,
+        body_bytes,
+        managed_fields_bytes,
+        apiserver_ms: per(after.0 - before.0, idle.0),
+        etcd_ms: per(after.1 - before.1, idle.1),
+        wall_ms: elapsed * 1000.0 / writes as f64,
+    })
+}
+
+async fn run(client: Client, pids: (u32, u32), opts: &Options) -> Result<Vec<Row>> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition =
+        serde_yaml::from_str(&std::fs::read_to_string(DESCRIPTION_CRD)?)?;
+    crds.create(&PostParams::default(), &crd).await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
+        )
+        .await?;
+    // The CRD is served once its first write goes through.
+    let api: Api<Description> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api
+        .patch(
+            "bench.ready",
+            &PatchParams::apply("atoll-scheduler").force(),
+            &Patch::Apply(&description("bench.ready", 1, 0)),
+        )
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            bail!("the Description CRD was not served within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let start = cpu(pids);
+    tokio::time::sleep(IDLE).await;
+    let end = cpu(pids);
+    let idle = (
+        (end.0 - start.0) / IDLE.as_secs_f64(),
+        (end.1 - start.1) / IDLE.as_secs_f64(),
+    );
+    eprintln!(
+        "idle: kube-apiserver {:.1} ms/s, etcd {:.1} ms/s",
+        idle.0 * 1000.0,
+        idle.1 * 1000.0
+    );
+    let mut rows = Vec::new();
+    for &objects in &opts.objects {
+        for way in WAYS {
+            let row = measure(&client, pids, idle, objects, way, opts.writes)
+                .await
+                .with_context(|| format!("{} of {objects} objects", way.label()))?;
+            eprintln!(
+                "{objects:>3} objects  {:<20} kube-apiserver {:>6.2} ms  etcd {:>5.2} ms  wall {:>6.2} ms",
+                way.label(),
+                row.apiserver_ms,
+                row.etcd_ms,
+                row.wall_ms
+            );
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn table(rows: &[Row], opts: &Options) -> String {
+    let mut out = format!(
+        "{} requests per row, one at a time, after {WARM_UP} to warm up; CPU less the idle rate.\n\n\
+         | objects | write | body bytes | managedFields bytes | kube-apiserver CPU ms/request | etcd CPU ms/request | wall ms/request |\n\
+         |---:|---|---:|---:|---:|---:|---:|\n",
+        opts.writes
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |\n",
+            r.objects,
+            r.way.label(),
+            r.body_bytes,
+            r.managed_fields_bytes,
+            r.apiserver_ms,
+            r.etcd_ms,
+            r.wall_ms
+        ));
+    }
+    out
+}
+
+async fn bench() -> Result<String> {
+    let opts = options()?;
+    let binaries = atoll_e2e::real_tier::locate_binaries()?;
+    let dir = tempfile::tempdir()?;
+    let layout = atoll_e2e::plan::Layout::new(dir.path().join("real"));
+    std::fs::create_dir_all(layout.logs())?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut state = FleetState::default();
+    let started = atoll_e2e::real_tier::start_clusters(
+        &[("parent".into(), kubeconfig.clone(), Role::Parent)],
+        &binaries,
+        &layout,
+        &mut state,
+        0,
+        Duration::from_secs(120),
+    )
+    .await;
+    let result = async {
+        started?;
+        let pid = |role: Role| {
+            state
+                .processes
+                .iter()
+                .find(|p| p.role == role)
+                .map(|p| p.pid)
+                .ok_or_else(|| anyhow!("no {role:?} process"))
+        };
+        let pids = (pid(Role::Parent)?, pid(Role::Etcd)?);
+        let client = atoll_e2e::kubectl::client_for(&kubeconfig).await?;
+        let rows = run(client, pids, &opts).await?;
+        Ok::<_, anyhow::Error>(table(&rows, &opts))
+    }
+    .await;
+    atoll_e2e::fleet::stop_all(&state, Duration::from_secs(5)).await;
+    result.with_context(|| format!("logs in {}", layout.logs().display()))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    match bench().await {
+        Ok(table) => {
+            println!("{table}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench_write_cost: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
