@@ -929,27 +929,20 @@ async fn apply_never_silently_takes_another_users_manifest() {
     let client = f.client();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nginx.yaml");
-    std::fs::write(&file, NAMESPACE_AND_DEPLOYMENT).unwrap();
     let file = file.to_str().unwrap();
-    f.run(&[
-        "apply",
-        "-f",
-        file,
-        "--field-manager",
-        "kubectl-atoll:alice",
-    ])
-    .await
-    .ok();
+    // Writes the objects with `replicas`, then applies them as `manager` (plus `flags`).
+    let apply_as = async |replicas: &str, manager: &str, flags: &[&str]| {
+        let objects =
+            NAMESPACE_AND_DEPLOYMENT.replace("replicas: 2", &format!("replicas: {replicas}"));
+        std::fs::write(file, objects).unwrap();
+        let mut args = vec!["apply", "-f", file, "--field-manager", manager];
+        args.extend_from_slice(flags);
+        f.run(&args).await
+    };
+    apply_as("2", "kubectl-atoll:alice", &[]).await.ok();
 
     // Bob changes what Alice applied: refused, naming Alice's manager and the field.
-    std::fs::write(
-        file,
-        NAMESPACE_AND_DEPLOYMENT.replace("replicas: 2", "replicas: 5"),
-    )
-    .unwrap();
-    let run = f
-        .run(&["apply", "-f", file, "--field-manager", "kubectl-atoll:bob"])
-        .await;
+    let run = apply_as("5", "kubectl-atoll:bob", &[]).await;
     assert_eq!(run.code, Some(1), "{run:?}");
     // The Namespace's Manifest, which Bob applies unchanged, goes through (shared ownership).
     assert_eq!(
@@ -974,31 +967,11 @@ async fn apply_never_silently_takes_another_users_manifest() {
     assert_eq!(replicas(&manifests(&client).await), Some(json!(2)));
 
     // Alice's own change, and Bob's once he forces it.
-    f.run(&[
-        "apply",
-        "-f",
-        file,
-        "--field-manager",
-        "kubectl-atoll:alice",
-    ])
-    .await
-    .ok();
+    apply_as("5", "kubectl-atoll:alice", &[]).await.ok();
     assert_eq!(replicas(&manifests(&client).await), Some(json!(5)));
-    std::fs::write(
-        file,
-        NAMESPACE_AND_DEPLOYMENT.replace("replicas: 2", "replicas: 7"),
-    )
-    .unwrap();
-    f.run(&[
-        "apply",
-        "-f",
-        file,
-        "--field-manager",
-        "kubectl-atoll:bob",
-        "--force-conflicts",
-    ])
-    .await
-    .ok();
+    apply_as("7", "kubectl-atoll:bob", &["--force-conflicts"])
+        .await
+        .ok();
     assert_eq!(replicas(&manifests(&client).await), Some(json!(7)));
 }
 

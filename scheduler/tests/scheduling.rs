@@ -555,18 +555,13 @@ async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_
     // Only a Manifest in clusternet-reserved, copied from shared/web: no live object.
     apply(
         client,
-        json!({
-            "apiVersion": "apps.clusternet.io/v1alpha1",
-            "kind": "Manifest",
-            "metadata": {"name": "deployments.shared.web", "namespace": "clusternet-reserved",
-                "labels": {
-                    "apps.clusternet.io/config.group": "apps",
-                    "apps.clusternet.io/config.version": "v1",
-                    "apps.clusternet.io/config.kind": "Deployment",
-                    "apps.clusternet.io/config.namespace": "shared",
-                    "apps.clusternet.io/config.name": "web"}},
-            "template": deployment("shared", "web", 2),
-        }),
+        manifest_labelled(
+            "deployments.shared.web",
+            ("apps", "v1", "Deployment"),
+            "shared",
+            "web",
+            deployment("shared", "web", 2),
+        ),
     )
     .await;
     let _scheduler = start_scheduler(client).await;
@@ -582,15 +577,7 @@ async fn a_manifest_is_judged_by_the_namespace_it_copies_and_a_feed_grant_there_
         ),
     )
     .await;
-    let condition = eventually("FeedsResolved=False", WAIT, || async {
-        let sub = subscription(client, "team", "web").await;
-        sub.status.and_then(|s| {
-            s.conditions
-                .into_iter()
-                .find(|c| c.type_ == "FeedsResolved" && c.status == "False")
-        })
-    })
-    .await;
+    let condition = feeds_unresolved(client, "team", "web").await;
     assert_eq!(condition.reason, "FeedNotGranted", "{}", condition.message);
     assert!(
         condition.message.contains("create in namespace shared"),
