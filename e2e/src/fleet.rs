@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use atoll_crds::apps::{Description, DescriptionPhase, Subscription};
 use atoll_crds::clusters::ManagedCluster;
 use atoll_crds::{conditions, known};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
-use crate::control_plane::{b64, write_private};
+use crate::control_plane::write_private;
 use crate::kubectl::Kubectl;
 pub use crate::kubectl::client_for;
 use crate::plan::{self, Backend, Binaries, ChildSpec, Layout};
@@ -26,8 +26,7 @@ use crate::real_tier;
 use crate::state::{ChildRecord, FleetState, Role};
 use crate::status;
 
-/// Server-side apply field manager of the fleet launcher.
-pub const FIELD_MANAGER: &str = "atoll-fleet";
+pub use crate::install::FIELD_MANAGER;
 
 /// How to start a fleet.
 #[derive(Clone, Debug)]
@@ -270,7 +269,7 @@ async fn start(
     )
     .await?;
     let (id, secret) = plan::new_bootstrap_token(&mut rand::rng());
-    apply_bootstrap_token(&parent, &id, &secret).await?;
+    crate::install::apply_bootstrap_token(&parent, &id, &secret).await?;
     let token = format!("{id}.{secret}");
     write_private(&layout.bootstrap_token(), &token)?;
     state.bootstrap_token_id = Some(id);
@@ -835,52 +834,6 @@ async fn apply_namespace(client: &Client, name: &str) -> Result<(), Error> {
         .await
         .map_err(|source| Error::Api {
             action: format!("creating namespace {name} in the parent"),
-            source,
-        })?;
-    Ok(())
-}
-
-/// The bootstrap-token Secret `bootstrap-token-<id>` in `clusternet-system`.
-pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": format!("bootstrap-token-{id}"),
-            "namespace": known::NAMESPACE_SYSTEM,
-            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
-        },
-        "type": "bootstrap.kubernetes.io/token",
-        // `data` rather than `stringData`: the hub reads `data`, and early devcluster builds
-        // did not fold `stringData` into it.
-        "data": {
-            "description": b64("Bootstrap token of the local atoll fleet"),
-            "token-id": b64(id),
-            "token-secret": b64(secret),
-            "usage-bootstrap-authentication": b64("true"),
-        },
-    })
-}
-
-pub(crate) async fn apply_bootstrap_token(
-    client: &Client,
-    id: &str,
-    secret: &str,
-) -> Result<(), Error> {
-    let value = bootstrap_token_secret(id, secret);
-    let obj: Secret = serde_json::from_value(value).map_err(|e| Error::InvalidArgument {
-        what: "bootstrap token".into(),
-        message: e.to_string(),
-    })?;
-    Api::<Secret>::namespaced(client.clone(), known::NAMESPACE_SYSTEM)
-        .patch(
-            &format!("bootstrap-token-{id}"),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&obj),
-        )
-        .await
-        .map_err(|source| Error::Api {
-            action: "creating the bootstrap-token Secret in the parent".into(),
             source,
         })?;
     Ok(())
@@ -1462,16 +1415,6 @@ mod tests {
             got,
             "clusters:\n- cluster:\n    server: http://127.0.0.1:5000\n  name: c\nusers: []\n"
         );
-    }
-
-    #[test]
-    fn the_bootstrap_token_secret_has_the_type_name_and_keys_the_hub_reads() {
-        let s = bootstrap_token_secret("abc123", "0123456789abcdef");
-        assert_eq!(s["metadata"]["name"], "bootstrap-token-abc123");
-        assert_eq!(s["metadata"]["namespace"], "clusternet-system");
-        assert_eq!(s["type"], "bootstrap.kubernetes.io/token");
-        assert_eq!(s["data"]["token-id"], "YWJjMTIz");
-        assert_eq!(s["data"]["token-secret"], "MDEyMzQ1Njc4OWFiY2RlZg==");
     }
 
     fn sub(gen_: i64, status: Option<SubscriptionStatus>) -> Subscription {

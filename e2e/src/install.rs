@@ -13,8 +13,14 @@ use std::path::{Component, Path, PathBuf};
 use atoll_crds::known;
 
 use crate::Error;
-use crate::control_plane::{self, Credential};
+use crate::control_plane::{self, Credential, b64};
 use crate::kubectl::Kubectl;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+
+/// Server-side apply field manager of the fleet launcher.
+pub const FIELD_MANAGER: &str = "atoll-fleet";
 
 /// How long the components' tokens are valid: longer than any test or demo fleet lives.
 pub const TOKEN_DURATION: &str = "720h";
@@ -177,9 +183,65 @@ pub async fn service_account_kubeconfig(
     control_plane::write_private(out, &text)
 }
 
+/// The bootstrap-token Secret `bootstrap-token-<id>` in `clusternet-system`.
+pub fn bootstrap_token_secret(id: &str, secret: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": format!("bootstrap-token-{id}"),
+            "namespace": known::NAMESPACE_SYSTEM,
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "type": "bootstrap.kubernetes.io/token",
+        // `data` rather than `stringData`: the hub reads `data`, and early devcluster builds
+        // did not fold `stringData` into it.
+        "data": {
+            "description": b64("Bootstrap token of the local atoll fleet"),
+            "token-id": b64(id),
+            "token-secret": b64(secret),
+            "usage-bootstrap-authentication": b64("true"),
+        },
+    })
+}
+
+pub(crate) async fn apply_bootstrap_token(
+    client: &Client,
+    id: &str,
+    secret: &str,
+) -> Result<(), Error> {
+    let value = bootstrap_token_secret(id, secret);
+    let obj: Secret = serde_json::from_value(value).map_err(|e| Error::InvalidArgument {
+        what: "bootstrap token".into(),
+        message: e.to_string(),
+    })?;
+    Api::<Secret>::namespaced(client.clone(), known::NAMESPACE_SYSTEM)
+        .patch(
+            &format!("bootstrap-token-{id}"),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(|source| Error::Api {
+            action: "creating the bootstrap-token Secret in the parent".into(),
+            source,
+        })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bootstrap_token_secret_has_the_type_name_and_keys_the_hub_reads() {
+        let s = bootstrap_token_secret("abc123", "0123456789abcdef");
+        assert_eq!(s["metadata"]["name"], "bootstrap-token-abc123");
+        assert_eq!(s["metadata"]["namespace"], "clusternet-system");
+        assert_eq!(s["type"], "bootstrap.kubernetes.io/token");
+        assert_eq!(s["data"]["token-id"], "YWJjMTIz");
+        assert_eq!(s["data"]["token-secret"], "MDEyMzQ1Njc4OWFiY2RlZg==");
+    }
 
     #[test]
     fn kustomize_resources_are_relative_to_the_overlay() {

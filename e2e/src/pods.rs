@@ -221,7 +221,7 @@ async fn install(
         .await?;
     let parent_client = client_for(&parent.files.kubeconfig).await?;
     let (id, secret) = crate::plan::new_bootstrap_token(&mut rand::rng());
-    crate::fleet::apply_bootstrap_token(&parent_client, &id, &secret).await?;
+    crate::install::apply_bootstrap_token(&parent_client, &id, &secret).await?;
     let token = format!("{id}.{secret}");
     control_plane::write_private(&layout.bootstrap_token(), &token)?;
     println!("fleet: atoll installed in the parent (kubectl apply -k), hub at {hub_url}");

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use atoll_images::oci;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
-use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::process::{Launch, exited_error, is_running, poll_until, spawn};
@@ -173,27 +172,7 @@ pub struct JoinSpec<'a> {
     pub timeout: Duration,
 }
 
-/// What tearing a node down needs, for a fleet whose nodes outlive the process that started
-/// them (`fleet up`, then `fleet down`): see [`RealNode::detach`] and [`RealNode::adopt`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeRecord {
-    /// The Node's name.
-    pub name: String,
-    /// Its network's index.
-    pub network: u8,
-    /// Its number on the network.
-    pub node: u8,
-    /// Its directory.
-    pub dir: PathBuf,
-    /// Its cgroup roots.
-    pub cgroups: Vec<PathBuf>,
-    /// containerd, kubelet and kube-proxy.
-    pub processes: Vec<ProcessRecord>,
-    /// The host's own values of the sysctls kubelet changes.
-    pub host_sysctls: Vec<(String, String)>,
-    /// Whether `/var/log/containers` was there before the node.
-    pub had_container_log_links: bool,
-}
+pub use crate::state::NodeRecord;
 
 impl NodeRecord {
     /// `ctr <args>` against the node's containerd, in the CRI namespace (`images tag`, `tasks

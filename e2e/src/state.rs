@@ -99,7 +99,29 @@ pub struct RealNodes {
     /// The network's index (its bridge `atl<index>`).
     pub network: u8,
     /// The parent's node first, then each child's.
-    pub nodes: Vec<crate::real_node::NodeRecord>,
+    pub nodes: Vec<NodeRecord>,
+}
+
+/// What tearing a node down needs, for a fleet whose nodes outlive the process that started
+/// them (`fleet up`, then `fleet down`): see `RealNode::detach` and `RealNode::adopt` (`crate::real_node`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// The Node's name.
+    pub name: String,
+    /// Its network's index.
+    pub network: u8,
+    /// Its number on the network.
+    pub node: u8,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its cgroup roots.
+    pub cgroups: Vec<PathBuf>,
+    /// containerd, kubelet and kube-proxy.
+    pub processes: Vec<ProcessRecord>,
+    /// The host's own values of the sysctls kubelet changes.
+    pub host_sysctls: Vec<(String, String)>,
+    /// Whether `/var/log/containers` was there before the node.
+    pub had_container_log_links: bool,
 }
 
 impl FleetState {
@@ -144,16 +166,6 @@ impl FleetState {
             .iter_mut()
             .chain(nodes.flat_map(|n| &mut n.processes))
             .find(|p| p.name == name)
-    }
-
-    /// The address the fleet's components reach a server on this machine by (a chart
-    /// repository of a test): loopback, or with atoll on pods the host's address on the real
-    /// nodes' network.
-    pub fn serving_host(&self) -> std::net::IpAddr {
-        match &self.real_nodes {
-            Some(real) => crate::real_node::network::host_address(real.network).into(),
-            None => std::net::Ipv4Addr::LOCALHOST.into(),
-        }
     }
 
     /// The real nodes' containerd, kubelet and kube-proxy processes.

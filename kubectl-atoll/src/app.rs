@@ -32,8 +32,7 @@ use crate::manifests::{self, Kind, Object};
 use crate::registration::{self, Action, Decision, Lookup, ReplaceNeeded};
 use crate::{clusters, describe, output, plan, status};
 
-/// Field manager of the plugin's writes, as the API server records it in `managedFields`.
-pub const FIELD_MANAGER: &str = "kubectl-atoll";
+pub use crate::FIELD_MANAGER;
 
 /// Runs the subcommand, writing what it prints to `out`.
 pub async fn run(cli: Cli, out: &mut impl Write) -> Result<(), Error> {

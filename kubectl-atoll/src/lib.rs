@@ -11,6 +11,9 @@
 
 #![warn(missing_docs)]
 
+/// Field manager of the plugin's writes, as the API server records it in `managedFields`.
+pub const FIELD_MANAGER: &str = "kubectl-atoll";
+
 pub mod app;
 pub mod args;
 pub mod clusters;

@@ -160,8 +160,8 @@ pub fn manifest_name(plural: &str, namespace: Option<&str>, name: &str) -> Strin
 /// user is unknown. Field manager names are at most 128 characters.
 pub fn field_manager(user: Option<&str>) -> String {
     let manager = match user {
-        Some(user) if !user.is_empty() => format!("{}:{user}", crate::app::FIELD_MANAGER),
-        _ => crate::app::FIELD_MANAGER.to_owned(),
+        Some(user) if !user.is_empty() => format!("{}:{user}", crate::FIELD_MANAGER),
+        _ => crate::FIELD_MANAGER.to_owned(),
     };
     manager.chars().take(128).collect()
 }

@@ -403,6 +403,18 @@ impl Drop for NodeNetns {
     }
 }
 
+impl crate::state::FleetState {
+    /// The address the fleet's components reach a server on this machine by (a chart
+    /// repository of a test): loopback, or with atoll on pods the host's address on the real
+    /// nodes' network.
+    pub fn serving_host(&self) -> std::net::IpAddr {
+        match &self.real_nodes {
+            Some(real) => host_address(real.network).into(),
+            None => std::net::Ipv4Addr::LOCALHOST.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
