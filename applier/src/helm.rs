@@ -9,6 +9,7 @@
 
 use crate::Error;
 use crate::inventory::ReleaseEntry;
+pub use crate::model::ReleaseStatus;
 use crate::model::{ChartRelease, PullAuth, PullCredentials, ReleaseReport};
 use atoll_crds::helm::{HelmChart, HelmOptions};
 use serde_json::Value;
@@ -1043,26 +1044,6 @@ impl Release {
         args.extend(flags.into_iter().flatten());
         args
     }
-}
-
-/// A release's state, as `helm status` reports it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReleaseStatus {
-    /// Helm's status: `deployed`, `failed`, `pending-install`, `pending-upgrade`,
-    /// `superseded`, `uninstalling`, ...
-    pub phase: String,
-    /// The release revision.
-    pub revision: i64,
-    /// The chart version installed.
-    pub chart_version: String,
-    /// When the release was first deployed (RFC 3339).
-    pub first_deployed: String,
-    /// When it was last deployed (RFC 3339).
-    pub last_deployed: String,
-    /// Helm's description of the last operation.
-    pub description: String,
-    /// The chart's rendered NOTES.txt.
-    pub notes: String,
 }
 
 #[derive(serde::Deserialize, Default)]

@@ -1,7 +1,6 @@
 //! Domain types of the agent: what a Description asks for and what the agent reports back.
 //! Free of protobuf types; the hub client converts at its gRPC edge.
 
-pub use crate::helm::ReleaseStatus;
 use atoll_crds::apps::DeletionPolicy;
 use serde_json::Value;
 use std::fmt;
@@ -47,6 +46,26 @@ pub struct Description {
 /// its objects; see [`DeletionPolicy::from_label`].
 pub fn orphans(value: Option<&String>) -> bool {
     DeletionPolicy::from_label(value.map(String::as_str)) == DeletionPolicy::Orphan
+}
+
+/// A release's state, as `helm status` reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReleaseStatus {
+    /// Helm's status: `deployed`, `failed`, `pending-install`, `pending-upgrade`,
+    /// `superseded`, `uninstalling`, ...
+    pub phase: String,
+    /// The release revision.
+    pub revision: i64,
+    /// The chart version installed.
+    pub chart_version: String,
+    /// When the release was first deployed (RFC 3339).
+    pub first_deployed: String,
+    /// When it was last deployed (RFC 3339).
+    pub last_deployed: String,
+    /// Helm's description of the last operation.
+    pub description: String,
+    /// The chart's rendered NOTES.txt.
+    pub notes: String,
 }
 
 /// One chart of a Description: the HelmChart object after chart-level overrides, and the

@@ -26,6 +26,7 @@ pub mod error;
 pub mod flow;
 pub mod index;
 pub mod metrics;
+pub mod parent;
 pub mod pull_secrets;
 pub mod push;
 pub mod resync;

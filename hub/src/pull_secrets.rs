@@ -8,7 +8,7 @@
 
 use crate::domain::PullCredentials;
 use crate::index::{ChartRelease, DescEntry};
-use crate::service::Backend;
+use crate::parent::Backend;
 use atoll_proto::v1;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
