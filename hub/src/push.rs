@@ -7,7 +7,6 @@ use crate::Error;
 use crate::backend::KubeBackend;
 use crate::domain::{ClusterHeartbeat, Session};
 use crate::index::{Change, Index, Next};
-use crate::run::PushHelm;
 use crate::service::Backend;
 use atoll_applier::helm::Helm;
 use atoll_applier::{Applier, Notice, heartbeat, model};
@@ -34,6 +33,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+
+/// The `helm` the hub runs for the Push clusters.
+#[derive(Clone, Debug)]
+pub struct PushHelm {
+    /// The binary.
+    pub binary: std::path::PathBuf,
+    /// The directory under which each Push cluster gets its own helm home and kubeconfig.
+    pub home: std::path::PathBuf,
+}
 
 /// Secret in a Push cluster's dedicated namespace holding the child's credentials: either a
 /// `kubeconfig` key, or Clusternet's `apiserver-advertise-url`, `token` and `ca.crt`.

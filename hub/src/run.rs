@@ -48,14 +48,7 @@ pub struct PushConfig {
     pub allow_insecure: bool,
 }
 
-/// The `helm` the hub runs for the Push clusters.
-#[derive(Clone, Debug)]
-pub struct PushHelm {
-    /// The binary.
-    pub binary: std::path::PathBuf,
-    /// The directory under which each Push cluster gets its own helm home and kubeconfig.
-    pub home: std::path::PathBuf,
-}
+pub use crate::push::PushHelm;
 
 /// The Lease the replicas contend for to serve the Push clusters.
 #[derive(Clone, Debug)]
