@@ -74,6 +74,20 @@ pub(crate) struct Desired {
 }
 
 impl Desired {
+    /// Whether `live` differs from this: another Description's ownership annotation, or a
+    /// field of the applied configuration changed.
+    pub(crate) fn differs_from(&self, live: &DynamicObject) -> bool {
+        if owner_of(live) != Some(self.owner.as_str()) {
+            return true;
+        }
+        match serde_json::to_value(live) {
+            Ok(live) => self
+                .config()
+                .is_some_and(|config| !fieldpath::is_subset(&config, &live)),
+            Err(_) => false,
+        }
+    }
+
     /// The applied configuration (it was serialised from a `Value`, so it parses).
     pub(crate) fn config(&self) -> Option<Value> {
         serde_json::from_str(&self.config).ok()
@@ -1183,7 +1197,7 @@ impl Applier {
                 source,
             })?;
         if live.is_some_and(|live| {
-            live.metadata.deletion_timestamp.is_some() || !crate::repair::differs(&desired, &live)
+            live.metadata.deletion_timestamp.is_some() || !desired.differs_from(&live)
         }) {
             return Ok(false);
         }

@@ -4,10 +4,9 @@
 //! inventory someone deleted. One repair at a time per object: a request that
 //! arrives during a repair runs once more after it.
 
-use crate::applier::{Applier, Desired, Notice};
+use crate::applier::{Applier, Notice};
 use crate::drift::{Observation, kind_key};
-use crate::fieldpath;
-use crate::model::{ObjectRef, owner_of};
+use crate::model::ObjectRef;
 use kube::api::DynamicObject;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -124,21 +123,7 @@ fn drifted(applier: &Applier, object: &ObjectRef, live: &DynamicObject) -> bool 
         .state()
         .objects
         .get(object)
-        .is_some_and(|desired| differs(desired, live))
-}
-
-/// Whether `live` differs from `desired`: another Description's ownership annotation, or a field
-/// of the applied configuration changed.
-pub(crate) fn differs(desired: &Desired, live: &DynamicObject) -> bool {
-    if owner_of(live) != Some(desired.owner.as_str()) {
-        return true;
-    }
-    match serde_json::to_value(live) {
-        Ok(live) => desired
-            .config()
-            .is_some_and(|config| !fieldpath::is_subset(&config, &live)),
-        Err(_) => false,
-    }
+        .is_some_and(|desired| desired.differs_from(live))
 }
 
 /// Re-applies `object` in the background, coalescing repeated requests.

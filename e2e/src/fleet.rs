@@ -12,7 +12,6 @@ use atoll_crds::{conditions, known};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
 use crate::control_plane::write_private;
@@ -27,6 +26,7 @@ use crate::state::{ChildRecord, FleetState, Role};
 use crate::status;
 
 pub use crate::install::FIELD_MANAGER;
+pub use crate::process::{http_get, parse_status_line};
 
 /// How to start a fleet.
 #[derive(Clone, Debug)]
@@ -745,26 +745,6 @@ pub async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     http_get(addr, path).await.map(|(code, _)| code)
 }
 
-/// `GET <path>` over plain HTTP/1.0 (no chunking); the status code and the body.
-pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut stream =
-        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
-            .await
-            .ok()?
-            .ok()?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf))
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&buf);
-    let code = parse_status_line(&text)?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Some((code, body.to_owned()))
-}
-
 /// The sum of every sample of `name` in Prometheus text whose labels contain `label` (any
 /// when empty).
 pub fn metric_sum(text: &str, name: &str, label: &str) -> f64 {
@@ -776,16 +756,6 @@ pub fn metric_sum(text: &str, name: &str, label: &str) -> f64 {
             (metric_name == name && labels.contains(label)).then(|| value.parse::<f64>().ok())?
         })
         .sum()
-}
-
-/// The status code of an HTTP response's first line (`HTTP/1.1 200 OK` -> 200).
-pub fn parse_status_line(response: &str) -> Option<u16> {
-    let line = response.lines().next()?;
-    let mut parts = line.split_whitespace();
-    if !parts.next()?.starts_with("HTTP/") {
-        return None;
-    }
-    parts.next()?.parse().ok()
 }
 
 async fn wait_http_ok(

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::Rng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Error;
 use crate::plan::Layout;
@@ -435,6 +436,36 @@ where
         }
     })
     .await
+}
+
+/// `GET <path>` over plain HTTP/1.0 (no chunking); the status code and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream =
+        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+            .await
+            .ok()?
+            .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let code = parse_status_line(&text)?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Some((code, body.to_owned()))
+}
+
+/// The status code of an HTTP response's first line (`HTTP/1.1 200 OK` -> 200).
+pub fn parse_status_line(response: &str) -> Option<u16> {
+    let line = response.lines().next()?;
+    let mut parts = line.split_whitespace();
+    if !parts.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    parts.next()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ fn etcd_name(name: &str) -> String {
 /// `"health":"true"` (it has a leader and serves reads).
 async fn etcd_healthy(port: u16) -> bool {
     etcd_health_says_healthy(
-        crate::fleet::http_get(SocketAddr::from(([127, 0, 0, 1], port)), "/health").await,
+        crate::process::http_get(SocketAddr::from(([127, 0, 0, 1], port)), "/health").await,
     )
 }
 
