@@ -8,7 +8,7 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## test: formatting, lints (warnings denied), CRD drift, and every test tier on both backends:
+## test: formatting, lints (warnings denied), CRD drift, module cycles, and every test tier on both backends:
 ## the whole workspace on devcluster, then the end-to-end suites again on real control planes.
 KUBE_TESTS ?= --test fleet --test pods --test scenarios --test disruption --test permissions --test apiserver_parity --test helm --test chaos
 ## Tests to leave out of the real-tier pass (`--skip NAME`); none today.
@@ -16,11 +16,16 @@ KUBE_SKIP ?=
 ## The suites run once more with atoll as pods on real nodes (FLEET_REAL_NODES: `fleet up
 ## --real-nodes`); they skip with a NOTICE where real nodes cannot run (no root or containerd).
 POD_TESTS ?= --test scenarios
-test: fmt-check clippy crds-check k8s
+test: fmt-check clippy crds-check cycles-check k8s
 	$(CARGO) test --workspace --all-targets
 	FLEET_BACKEND=kube $(CARGO) test -p atoll-e2e $(KUBE_TESTS) -- $(KUBE_SKIP)
 	FLEET_BACKEND=kube FLEET_REAL_NODES=true $(CARGO) test -p atoll-e2e $(POD_TESTS)
 	$(MAKE) fuzz-smoke
+
+## cycles-check: no module of a crate reaches a module that reaches it back (.ci/cycles).
+.PHONY: cycles-check
+cycles-check:
+	@out="$$(python3 .ci/cycles)"; if [ -n "$$out" ]; then echo "module cycles:"; echo "$$out"; exit 1; fi
 
 ## test-kube: only the end-to-end suites on real control planes (FLEET_BACKEND=kube).
 .PHONY: test-kube

@@ -388,7 +388,7 @@ impl Index {
             let again = !deliver
                 && entry.rejected.is_none()
                 && previous.as_ref().is_some_and(|p| {
-                    crate::status::earlier_stream_status_arrived(
+                    crate::report_order::earlier_stream_status_arrived(
                         p.status.as_ref(),
                         entry.status.as_ref(),
                         s.epoch,

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod parent;
 pub mod pull_secrets;
 pub mod push;
+pub mod report_order;
 pub mod resync;
 pub mod run;
 pub mod server;

@@ -6,6 +6,7 @@
 use crate::aggregation::{self, ClusterRef, DescriptionReport};
 use crate::domain::ClusterHeartbeat;
 use crate::index::{ChartEntry, ChartRelease, DescEntry};
+pub use crate::report_order::{earlier_stream_status_arrived, same_status};
 use atoll_applier::model::{ReleaseReport, Report};
 use atoll_crds::apps::{DescriptionStatus, Feed, ManifestStatus, ReportOrder, Subscription};
 use atoll_crds::clusters::{ManagedClusterStatus, NodeStatistics};
@@ -295,24 +296,6 @@ pub fn status_fingerprint(status: &DescriptionStatus) -> u64 {
     hasher.finish()
 }
 
-/// Whether two Description statuses say the same, whatever their report orders.
-pub fn same_status(a: &DescriptionStatus, b: &DescriptionStatus) -> bool {
-    // Destructured so that a new field cannot be left out of the comparison unnoticed.
-    let DescriptionStatus {
-        phase,
-        reason,
-        manifest_statuses,
-        observed_generation,
-        conditions,
-        report_order: _,
-    } = a;
-    *phase == b.phase
-        && *reason == b.reason
-        && *observed_generation == b.observed_generation
-        && *manifest_statuses == b.manifest_statuses
-        && *conditions == b.conditions
-}
-
 /// The next report sequence number of this hub process after `last`: one more, and never below
 /// the wall clock's microseconds, so that a restarted hub goes on past its earlier process.
 pub fn next_report_sequence(last: i64, now_micros: i64) -> i64 {
@@ -330,31 +313,6 @@ pub fn report_order_went_back(before: Option<ReportOrder>, now: Option<ReportOrd
         (Some(b), Some(n)) => b.epoch > 0 && n.epoch > 0 && n < b,
         _ => false,
     }
-}
-
-/// Whether an agent stream of `stream_epoch` must get a Description again, its status having
-/// changed from `before` to `now` with neither written by this stream: `now` is an earlier
-/// stream's write that this replica saw only after this stream began (the other replica's request
-/// landing late, or this replica's watch catching up after an outage). This stream's report may
-/// have been skipped meanwhile, because the index still showed the same status as it
-/// ([`description_status_write_needed`]); nothing would then replace the earlier stream's status.
-/// Sent again, the Description is applied and reported once more. A status this stream wrote and
-/// an older one replaced is [`status_taken_back`]'s case.
-pub fn earlier_stream_status_arrived(
-    before: Option<&DescriptionStatus>,
-    now: Option<&DescriptionStatus>,
-    stream_epoch: u64,
-) -> bool {
-    let stream_epoch = i64::try_from(stream_epoch).unwrap_or(i64::MAX);
-    let Some(now) = now else {
-        return false;
-    };
-    let earlier_write = now
-        .report_order
-        .is_some_and(|o| o.epoch > 0 && o.epoch < stream_epoch);
-    let not_this_streams =
-        before.and_then(|b| b.report_order).map_or(0, |o| o.epoch) < stream_epoch;
-    earlier_write && not_this_streams && !before.is_some_and(|b| same_status(b, now))
 }
 
 /// Whether status `wanted` must be written, given the status the watch last showed and the
