@@ -332,6 +332,14 @@ impl Applier {
         }
     }
 
+    /// Where this applier may write: never its own namespace, only `--namespaces` when set.
+    fn namespace_rules(&self) -> helm::NamespaceRules<'_> {
+        helm::NamespaceRules {
+            own: self.store.namespace(),
+            allowed: self.allowed_namespaces(),
+        }
+    }
+
     /// How many kinds the drift watchers watch.
     pub fn watched_kinds(&self) -> usize {
         self.drift.watched_kinds()
@@ -612,11 +620,7 @@ impl Applier {
             self.watch_release_objects(key, Vec::new()).await;
             return (Vec::new(), Vec::new());
         }
-        let namespaces = helm::ReleaseNamespaces {
-            own: self.store.namespace(),
-            allowed: self.allowed_namespaces(),
-        };
-        let mut plan = helm::plan_releases(&desc.charts, &recorded, namespaces);
+        let mut plan = helm::plan_releases(&desc.charts, &recorded, self.namespace_rules());
         self.ensure_release_identities(&mut plan).await;
         if let Err(e) = self
             .record_releases(key, &desc.uid, desc.orphan, plan.intent.clone())
@@ -1002,22 +1006,15 @@ impl Applier {
             .resolve(&object.api_version, &object.kind)
             .await?;
         scope_to_kind(&mut object, &mut config, &kind, "default");
-        let own = self.store.namespace();
-        if (kind.namespaced && object.namespace == own)
-            || (!kind.namespaced && object.kind == "Namespace" && object.name == own)
-        {
-            return Err(Error::ReservedNamespace {
-                object: object.to_string(),
-                namespace: own.to_owned(),
-            });
-        }
-        if let Some(allowed) = &self.allowed_namespaces
-            && !(kind.namespaced && allowed.contains(&object.namespace))
-        {
-            return Err(Error::NamespaceNotAllowed {
-                object: object.to_string(),
-                allowed: allowed.iter().cloned().collect::<Vec<_>>().join(", "),
-            });
+        let target = if kind.namespaced {
+            helm::WriteTarget::In(&object.namespace)
+        } else if object.kind == "Namespace" {
+            helm::WriteTarget::Namespace(&object.name)
+        } else {
+            helm::WriteTarget::Cluster
+        };
+        if let Some(refusal) = self.namespace_rules().refusal(&object.to_string(), target) {
+            return Err(refusal);
         }
         // Ownership: ours already (applied before by this Description, or by its namesake in an
         // earlier registration), or check the live object.

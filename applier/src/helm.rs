@@ -471,37 +471,46 @@ pub struct ReleasePlan {
     pub intent: Vec<ReleaseEntry>,
 }
 
-/// The namespaces of the child that releases may be installed in, by the rules plain objects
-/// follow: never the agent's own namespace, and only the listed ones for an agent restricted
-/// with `--namespaces`.
+/// The namespaces of the child that may be written to, for plain objects and releases alike:
+/// never the agent's own namespace (its state and credentials), and only the listed ones for an
+/// agent restricted with `--namespaces` (which then writes nothing cluster-scoped).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ReleaseNamespaces<'a> {
-    /// The agent's own namespace (its state and credentials).
+pub struct NamespaceRules<'a> {
+    /// The agent's own namespace.
     pub own: &'a str,
     /// The namespaces the agent may write, when restricted.
     pub allowed: Option<&'a BTreeSet<String>>,
 }
 
-impl ReleaseNamespaces<'_> {
-    /// Why `release` may not be installed where it asks, if it may not.
-    fn refusal(&self, release: &Release) -> Option<String> {
-        let object = release.to_string();
-        if !self.own.is_empty() && release.namespace == self.own {
-            return Some(
-                Error::ReservedNamespace {
-                    object,
-                    namespace: self.own.to_owned(),
-                }
-                .to_string(),
-            );
+/// Where a write lands, as [`NamespaceRules`] judge it.
+#[derive(Clone, Copy, Debug)]
+pub enum WriteTarget<'a> {
+    /// A namespaced object (or a release) in this namespace.
+    In(&'a str),
+    /// The Namespace object of this name.
+    Namespace(&'a str),
+    /// Another cluster-scoped object.
+    Cluster,
+}
+
+impl NamespaceRules<'_> {
+    /// Why `object` (its `kind namespace/name` text) may not be written to `target`, if so.
+    pub fn refusal(&self, object: &str, target: WriteTarget<'_>) -> Option<Error> {
+        let namespace = match target {
+            WriteTarget::In(ns) | WriteTarget::Namespace(ns) => Some(ns),
+            WriteTarget::Cluster => None,
+        };
+        if !self.own.is_empty() && namespace == Some(self.own) {
+            return Some(Error::ReservedNamespace {
+                object: object.to_owned(),
+                namespace: self.own.to_owned(),
+            });
         }
         let allowed = self.allowed?;
-        (!allowed.contains(&release.namespace)).then(|| {
-            Error::NamespaceNotAllowed {
-                object,
-                allowed: allowed.iter().cloned().collect::<Vec<_>>().join(", "),
-            }
-            .to_string()
+        let permitted = matches!(target, WriteTarget::In(ns) if allowed.contains(ns));
+        (!permitted).then(|| Error::NamespaceNotAllowed {
+            object: object.to_owned(),
+            allowed: allowed.iter().cloned().collect::<Vec<_>>().join(", "),
         })
     }
 }
@@ -511,27 +520,27 @@ impl ReleaseNamespaces<'_> {
 pub fn plan_releases(
     charts: &[ChartRelease],
     recorded: &[ReleaseEntry],
-    namespaces: ReleaseNamespaces<'_>,
+    namespaces: NamespaceRules<'_>,
 ) -> ReleasePlan {
     let mut intent = recorded.to_vec();
     let charts: Vec<Result<Release, Box<ReleaseReport>>> = charts
         .iter()
         .map(|c| {
-            let release = Release::from_description(&c.chart, &c.values, &c.pull)?;
-            match namespaces.refusal(&release) {
-                Some(refusal) => Err(refusal),
-                None => Ok(release),
-            }
-        })
-        .zip(charts)
-        .map(|(release, c)| {
-            release.map_err(|error| {
-                Box::new(ReleaseReport::failed(
-                    &text_at(&c.chart, "/metadata/name"),
-                    &text_at(&c.chart, "/spec/targetNamespace"),
-                    error,
-                ))
-            })
+            Release::from_description(&c.chart, &c.values, &c.pull)
+                .and_then(|release| {
+                    let target = WriteTarget::In(&release.namespace);
+                    match namespaces.refusal(&release.to_string(), target) {
+                        Some(refusal) => Err(refusal.to_string()),
+                        None => Ok(release),
+                    }
+                })
+                .map_err(|error| {
+                    Box::new(ReleaseReport::failed(
+                        &text_at(&c.chart, "/metadata/name"),
+                        &text_at(&c.chart, "/spec/targetNamespace"),
+                        error,
+                    ))
+                })
         })
         .collect();
     for release in charts.iter().flatten() {
@@ -1380,7 +1389,7 @@ mod tests {
                 pull: PullAuth::Anonymous,
             },
         ];
-        let plan = plan_releases(&charts, &[entry("old", "d1")], ReleaseNamespaces::default());
+        let plan = plan_releases(&charts, &[entry("old", "d1")], NamespaceRules::default());
         assert_eq!(plan.intent, [entry("old", "d1"), entry("hello", "")]);
         assert!(plan.charts[0].is_ok());
         let refused = plan.charts[1].as_ref().unwrap_err();
@@ -1410,7 +1419,7 @@ mod tests {
                 .map(|c| c.as_ref().err().and_then(|r| r.error.clone()))
                 .collect()
         };
-        let unrestricted = ReleaseNamespaces {
+        let unrestricted = NamespaceRules {
             own: "clusternet-system",
             allowed: None,
         };
@@ -1424,7 +1433,7 @@ mod tests {
         );
         assert_eq!(got[2], None);
         let allowed: BTreeSet<String> = ["demo".to_owned()].into();
-        let restricted = ReleaseNamespaces {
+        let restricted = NamespaceRules {
             own: "clusternet-system",
             allowed: Some(&allowed),
         };
@@ -1451,7 +1460,7 @@ mod tests {
             values: json!({}),
             pull: PullAuth::Anonymous,
         }];
-        let digest = plan_releases(&hello, &[], ReleaseNamespaces::default()).charts[0]
+        let digest = plan_releases(&hello, &[], NamespaceRules::default()).charts[0]
             .as_ref()
             .unwrap()
             .digest
@@ -1460,7 +1469,7 @@ mod tests {
         let plan = plan_releases(
             &hello,
             std::slice::from_ref(&recorded),
-            ReleaseNamespaces::default(),
+            NamespaceRules::default(),
         );
         assert_eq!(plan.intent.len(), 1);
         assert_eq!(plan.intent[0].digest, "", "{:?}", plan.intent);
@@ -1469,7 +1478,7 @@ mod tests {
         let plan = plan_releases(
             &hello,
             std::slice::from_ref(&recorded),
-            ReleaseNamespaces::default(),
+            NamespaceRules::default(),
         );
         assert_eq!(plan.intent, [recorded]);
         let reports = not_run(&plan, "no inventory");
@@ -1486,7 +1495,7 @@ mod tests {
         let recorded = [entry("gone", "d1")];
         let synced = sync_releases(
             None,
-            plan_releases(&charts, &recorded, ReleaseNamespaces::default()),
+            plan_releases(&charts, &recorded, NamespaceRules::default()),
             &recorded,
             false,
             false,
@@ -1512,7 +1521,7 @@ mod tests {
 
         let orphaned = sync_releases(
             None,
-            plan_releases(&[], &recorded, ReleaseNamespaces::default()),
+            plan_releases(&[], &recorded, NamespaceRules::default()),
             &recorded,
             true,
             false,

@@ -235,9 +235,9 @@ fn bounded_details(details: Vec<FeedStatusPerCluster>) -> (Vec<FeedStatusPerClus
 }
 
 /// One [`AggregatedStatus`] per feed (same order as `feeds`), with one detail per binding
-/// cluster (same order as `binding_clusters`; bounded by [`MAX_FEED_STATUS_DETAILS`]). `descriptions` holds the reports of the
-/// Subscription's Descriptions, matched to clusters by namespace; a cluster without a report is
-/// not available.
+/// cluster (same order as `binding_clusters`; bounded by [`MAX_FEED_STATUS_DETAILS`]).
+/// `descriptions` holds the reports of the Subscription's Descriptions, matched to clusters by
+/// namespace; a cluster without a report is not available.
 pub fn aggregate(
     feeds: &[Feed],
     binding_clusters: &[ClusterRef],

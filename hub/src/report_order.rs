@@ -27,9 +27,9 @@ pub fn same_status(a: &DescriptionStatus, b: &DescriptionStatus) -> bool {
 /// stream's write that this replica saw only after this stream began (the other replica's request
 /// landing late, or this replica's watch catching up after an outage). This stream's report may
 /// have been skipped meanwhile, because the index still showed the same status as it
-/// ([`crate::status::description_status_write_needed`]); nothing would then replace the earlier stream's status.
-/// Sent again, the Description is applied and reported once more. A status this stream wrote and
-/// an older one replaced is [`crate::status::status_taken_back`]'s case.
+/// ([`crate::status::description_status_write_needed`]); nothing would then replace the earlier
+/// stream's status. Sent again, the Description is applied and reported once more. A status this
+/// stream wrote and an older one replaced is [`crate::status::status_taken_back`]'s case.
 pub fn earlier_stream_status_arrived(
     before: Option<&DescriptionStatus>,
     now: Option<&DescriptionStatus>,
