@@ -113,7 +113,7 @@ BENCH_HUB_AGENTS_HOSTS ?=
 BENCH_HUB_AGENTS_NOOP ?=
 bench-hub-agents:
 	$(CARGO) build --release -p atoll-hub -p atoll-agent --example bench_hub_agents
-	target/release/examples/bench_hub_agents $(if $(BENCH_HUB_AGENTS_HOSTS),--hosts $(BENCH_HUB_AGENTS_HOSTS)) $(if $(filter 1,$(BENCH_HUB_AGENTS_NOOP)),--noop-children) $(BENCH_HUB_AGENTS_N)
+	$(TARGET_DIR)/release/examples/bench_hub_agents $(if $(BENCH_HUB_AGENTS_HOSTS),--hosts $(BENCH_HUB_AGENTS_HOSTS)) $(if $(filter 1,$(BENCH_HUB_AGENTS_NOOP)),--noop-children) $(BENCH_HUB_AGENTS_N)
 
 ## bench-fleet: propagation end to end on a fleet of real processes (parent, scheduler, hub, N
 ## child devclusters, N agents): feed edit -> every child, first placement, raw API-server
@@ -175,8 +175,10 @@ k8s:
 ## a helm of your own instead of building the pinned one.
 .PHONY: images
 HELM ?=
-# Where cargo put the release binaries (CARGO_TARGET_DIR when set).
-IMAGES_BIN_DIR = $(or $(CARGO_TARGET_DIR),target)/release
+# Where cargo puts what it builds: CARGO_TARGET_DIR when set (a target directory shared by
+# several checkouts), else target/.
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+IMAGES_BIN_DIR = $(TARGET_DIR)/release
 images:
 	$(CARGO) build --release -p atoll-scheduler -p atoll-hub -p atoll-agent -p kubectl-atoll -p atoll-images
 	@if [ -z "$(HELM)" ]; then e2e/k8s/build.sh --helm-only; fi
@@ -192,7 +194,7 @@ FLEET_DIR ?= $(CURDIR)/target/fleet
 FLEET_CHILDREN ?= 3
 ## devcluster (default) or kube: real control planes built by `make k8s`.
 FLEET_BACKEND ?= devcluster
-FLEET_PROFILE_DIR ?= $(CURDIR)/target/debug
+FLEET_PROFILE_DIR ?= $(TARGET_DIR)/debug
 FLEET = $(FLEET_PROFILE_DIR)/fleet
 KUBECTL ?= kubectl
 PARENT = $(KUBECTL) --kubeconfig $(FLEET_DIR)/parent.kubeconfig
