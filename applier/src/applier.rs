@@ -459,6 +459,13 @@ impl Applier {
         let key = desc.key();
         let guard = self.description_lock(&key);
         let _guard = guard.lock().await;
+        // Applies of one Description may be asked for out of order (background chart applies
+        // of two generations, or of two hub streams, reach this lock in either order): an
+        // older generation than the one applied never replaces it.
+        if let Some(report) = self.superseded(desc, &key) {
+            crate::metrics::count(&self.metrics.applies, "superseded");
+            return report;
+        }
         // A Description delivered again as it was applied (a hub restart, a reconnection, a
         // resync) is in place already: drift repair keeps it so. Only its report goes back.
         // Only with drift repair running can it be (see `in_place`): no digest is taken without.
@@ -484,6 +491,19 @@ impl Applier {
             .observe(started.elapsed().as_secs_f64());
         crate::metrics::count(&self.metrics.applies, report.phase.as_str());
         report
+    }
+
+    /// The report of the applied Description when a newer generation of `desc` (same uid) was
+    /// applied already; `None` when `desc` may be applied.
+    fn superseded(&self, desc: &Description, key: &str) -> Option<Report> {
+        {
+            let state = self.state();
+            let applied = state.descriptions.get(key)?;
+            if applied.uid != desc.uid || applied.generation <= desc.generation {
+                return None;
+            }
+        }
+        self.report(key)
     }
 
     /// The report of `desc` when it is in place as last applied (same uid, generation and
@@ -2084,6 +2104,43 @@ mod tests {
         drop(tx);
         crate::repair::run(Arc::downgrade(&applier), rx, false).await;
         assert_eq!(ready(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn an_older_generation_applied_late_does_not_replace_the_newer_one() {
+        // Found by the chaos run: two background chart applies of one Description reached its
+        // lock in the wrong order, and the release stayed at the older chart version.
+        let cluster = devcluster::DevCluster::start(devcluster::Config::default())
+            .await
+            .unwrap();
+        let client = cluster.client().await.unwrap();
+        let applier = Applier::new(client.clone(), "atoll-agent");
+        let desc = |uid: &str, generation: i64, value: &str| Description {
+            namespace: "clusternet-a".into(),
+            name: "default.app".into(),
+            uid: uid.into(),
+            generation,
+            orphan: false,
+            charts: Vec::new(),
+            objects: vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "default"}, "data": {"k": value}})],
+        };
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "default");
+        let value = || async { cms.get("c").await.unwrap().data.unwrap()["k"].clone() };
+        assert_eq!(
+            applier.apply(&desc("uid-1", 2, "v2")).await.phase,
+            Phase::Success
+        );
+        let late = applier.apply(&desc("uid-1", 1, "v1")).await;
+        assert_eq!((late.phase, late.observed_generation), (Phase::Success, 2));
+        assert_eq!(value().await, "v2");
+        // A Description created again under the name (a new uid) starts its own generations.
+        assert_eq!(
+            applier.apply(&desc("uid-2", 1, "new")).await.phase,
+            Phase::Success
+        );
+        assert_eq!(value().await, "new");
     }
 
     #[tokio::test]
