@@ -18,7 +18,15 @@
 //! - `merge patch`: a JSON merge patch replacing `spec.raw`;
 //! - `update`: a PUT of the whole object with its resourceVersion (an optimistic precondition);
 //! - `status apply`: server-side apply of `status` (what the hub does);
-//! - `status merge patch`: a merge patch of `status`.
+//! - `status merge patch`: a merge patch of `status`;
+//! - `apply, raw as plain objects` and `status apply, raw as plain objects`: the same two applies
+//!   to a copy of the CRD (another group) whose `raw` items are free-form objects, not embedded
+//!   resources (no metadata validation of each);
+//! - `apply, raw as byte strings` and `status apply, raw as byte strings`: the same to a copy
+//!   whose `raw` items are base64 strings (`format: byte`), as Clusternet stores them: the API
+//!   server decodes, validates and encodes one string per object instead of its tree;
+//! - `apply, raw as JSON text` and `status apply, raw as JSON text`: the same to a copy whose
+//!   `raw` items are strings holding each object's JSON text.
 //!
 //! ```text
 //! make k8s
@@ -35,7 +43,7 @@ use atoll_bench::cpu_seconds;
 use atoll_crds::apps::{Deployer, Description, DescriptionSpec};
 use atoll_e2e::state::{FleetState, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -91,9 +99,15 @@ enum Way {
     Update,
     StatusApply,
     StatusMergePatch,
+    ApplyPlain,
+    StatusApplyPlain,
+    ApplyBytes,
+    StatusApplyBytes,
+    ApplyText,
+    StatusApplyText,
 }
 
-const WAYS: [Way; 8] = [
+const WAYS: [Way; 14] = [
     Way::Apply,
     Way::ApplyUnchanged,
     Way::ApplyYaml,
@@ -102,6 +116,12 @@ const WAYS: [Way; 8] = [
     Way::Update,
     Way::StatusApply,
     Way::StatusMergePatch,
+    Way::ApplyPlain,
+    Way::StatusApplyPlain,
+    Way::ApplyBytes,
+    Way::StatusApplyBytes,
+    Way::ApplyText,
+    Way::StatusApplyText,
 ];
 
 impl Way {
@@ -115,6 +135,12 @@ impl Way {
             Way::Update => "update",
             Way::StatusApply => "status apply",
             Way::StatusMergePatch => "status merge patch",
+            Way::ApplyPlain => "apply, raw as plain objects",
+            Way::StatusApplyPlain => "status apply, raw as plain objects",
+            Way::ApplyBytes => "apply, raw as byte strings",
+            Way::StatusApplyBytes => "status apply, raw as byte strings",
+            Way::ApplyText => "apply, raw as JSON text",
+            Way::StatusApplyText => "status apply, raw as JSON text",
         }
     }
 
@@ -128,7 +154,103 @@ impl Way {
             Way::Update => "update",
             Way::StatusApply => "status-apply",
             Way::StatusMergePatch => "status-merge",
+            Way::ApplyPlain => "apply-plain",
+            Way::StatusApplyPlain => "status-apply-plain",
+            Way::ApplyBytes => "apply-bytes",
+            Way::StatusApplyBytes => "status-apply-bytes",
+            Way::ApplyText => "apply-text",
+            Way::StatusApplyText => "status-apply-text",
         }
+    }
+
+    /// The copy of the Description CRD this way writes to, if not atoll's.
+    fn variant(self) -> Option<Variant> {
+        match self {
+            Way::ApplyPlain | Way::StatusApplyPlain => Some(Variant::Plain),
+            Way::ApplyBytes | Way::StatusApplyBytes => Some(Variant::Bytes),
+            Way::ApplyText | Way::StatusApplyText => Some(Variant::Text),
+            _ => None,
+        }
+    }
+}
+
+/// A copy of the Description CRD in a group of the benchmark's, with another schema for `raw`.
+#[derive(Clone, Copy, Debug)]
+enum Variant {
+    /// Free-form objects (`x-kubernetes-preserve-unknown-fields`, not embedded resources).
+    Plain,
+    /// Base64 strings (`format: byte`).
+    Bytes,
+    /// Strings of JSON text.
+    Text,
+}
+
+const VARIANTS: [Variant; 3] = [Variant::Plain, Variant::Bytes, Variant::Text];
+
+impl Variant {
+    fn group(self) -> &'static str {
+        match self {
+            Variant::Plain => "plain.bench.atoll.dev",
+            Variant::Bytes => "bytes.bench.atoll.dev",
+            Variant::Text => "text.bench.atoll.dev",
+        }
+    }
+
+    fn resource(self) -> ApiResource {
+        ApiResource {
+            group: self.group().into(),
+            version: "v1alpha1".into(),
+            api_version: format!("{}/v1alpha1", self.group()),
+            kind: "Description".into(),
+            plural: "descriptions".into(),
+        }
+    }
+
+    /// atoll's Description CRD moved to this variant's group, with its schema of `raw`.
+    fn crd(self, atoll: &CustomResourceDefinition) -> Result<CustomResourceDefinition> {
+        let mut crd = serde_json::to_value(atoll)?;
+        crd["metadata"] = json!({"name": format!("descriptions.{}", self.group())});
+        crd["spec"]["group"] = json!(self.group());
+        let items = match self {
+            Variant::Plain => {
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+            }
+            Variant::Bytes => json!({"type": "string", "format": "byte"}),
+            Variant::Text => json!({"type": "string"}),
+        };
+        let versions = crd["spec"]["versions"]
+            .as_array_mut()
+            .context("the CRD has no versions")?;
+        for version in versions {
+            let raw = version
+                .pointer_mut("/schema/openAPIV3Schema/properties/spec/properties/raw")
+                .context("the CRD's schema has no spec.raw")?;
+            raw["items"] = items.clone();
+        }
+        Ok(serde_json::from_value(crd)?)
+    }
+
+    /// `description` in this variant's group and form of `raw`.
+    fn object(self, description: &Description) -> Result<Value> {
+        let mut object = serde_json::to_value(description)?;
+        object["apiVersion"] = json!(format!("{}/v1alpha1", self.group()));
+        let encode = |o: &Value| -> Result<Value> {
+            use base64::Engine as _;
+            let text = serde_json::to_string(o)?;
+            Ok(match self {
+                Variant::Plain => o.clone(),
+                Variant::Bytes => json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                Variant::Text => json!(text),
+            })
+        };
+        let raw: Vec<Value> = description
+            .spec
+            .raw
+            .iter()
+            .map(encode)
+            .collect::<Result<_>>()?;
+        object["spec"]["raw"] = Value::Array(raw);
+        Ok(object)
     }
 }
 
@@ -193,6 +315,27 @@ async fn write(
     let apply = PatchParams::apply("atoll-scheduler").force();
     let body = description(name, objects, revision);
     let size = serde_json::to_vec(&body)?.len();
+    if let Some(variant) = way.variant() {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), NAMESPACE, &variant.resource());
+        if matches!(
+            way,
+            Way::StatusApplyPlain | Way::StatusApplyBytes | Way::StatusApplyText
+        ) {
+            let mut status = status(revision);
+            status["apiVersion"] = json!(variant.resource().api_version);
+            api.patch_status(
+                name,
+                &PatchParams::apply("atoll-hub").force(),
+                &Patch::Apply(&status),
+            )
+            .await?;
+            return Ok(serde_json::to_vec(&status)?.len());
+        }
+        let object = variant.object(&body)?;
+        api.patch(name, &apply, &Patch::Apply(&object)).await?;
+        return Ok(serde_json::to_vec(&object)?.len());
+    }
     match way {
         Way::Apply | Way::ApplyManyManagers => {
             api.patch(name, &apply, &Patch::Apply(&body)).await?;
@@ -241,6 +384,14 @@ async fn write(
                 .await?;
             return Ok(serde_json::to_vec(&status)?.len());
         }
+        Way::ApplyPlain
+        | Way::StatusApplyPlain
+        | Way::ApplyBytes
+        | Way::StatusApplyBytes
+        | Way::ApplyText
+        | Way::StatusApplyText => {
+            bail!("{} writes a copy of the CRD", way.label())
+        }
     }
     Ok(size)
 }
@@ -265,12 +416,26 @@ async fn measure(
 ) -> Result<Row> {
     let api: Api<Description> = Api::namespaced(client.clone(), NAMESPACE);
     let name = format!("bench.{}-{objects}", way.slug());
-    api.patch(
-        &name,
-        &PatchParams::apply("atoll-scheduler").force(),
-        &Patch::Apply(&description(&name, objects, 0)),
-    )
-    .await?;
+    let first = description(&name, objects, 0);
+    match way.variant() {
+        Some(variant) => {
+            Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &variant.resource())
+                .patch(
+                    &name,
+                    &PatchParams::apply("atoll-scheduler").force(),
+                    &Patch::Apply(&variant.object(&first)?),
+                )
+                .await?;
+        }
+        None => {
+            api.patch(
+                &name,
+                &PatchParams::apply("atoll-scheduler").force(),
+                &Patch::Apply(&first),
+            )
+            .await?;
+        }
+    }
     if matches!(way, Way::ApplyManyManagers) {
         for m in 0..10 {
             let label = json!({"apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
@@ -298,8 +463,17 @@ async fn measure(
     let per = |spent: f64, idle_rate: f64| {
         ((spent - idle_rate * elapsed).max(0.0)) * 1000.0 / writes as f64
     };
-    let stored = api.get(&name).await?;
-    let managed_fields_bytes = serde_json::to_vec(&stored.metadata.managed_fields)?.len();
+    let managed_fields = match way.variant() {
+        Some(variant) => {
+            Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &variant.resource())
+                .get(&name)
+                .await?
+                .metadata
+                .managed_fields
+        }
+        None => api.get(&name).await?.metadata.managed_fields,
+    };
+    let managed_fields_bytes = serde_json::to_vec(&managed_fields)?.len();
     Ok(Row {
         objects,
         way,
@@ -316,6 +490,10 @@ async fn run(client: Client, pids: (u32, u32), opts: &Options) -> Result<Vec<Row
     let crd: CustomResourceDefinition =
         serde_yaml::from_str(&std::fs::read_to_string(DESCRIPTION_CRD)?)?;
     crds.create(&PostParams::default(), &crd).await?;
+    for variant in VARIANTS {
+        crds.create(&PostParams::default(), &variant.crd(&crd)?)
+            .await?;
+    }
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     namespaces
         .create(
@@ -339,6 +517,28 @@ async fn run(client: Client, pids: (u32, u32), opts: &Options) -> Result<Vec<Row
             bail!("the Description CRD was not served within 30 s");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for variant in VARIANTS {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), NAMESPACE, &variant.resource());
+        let ready = variant.object(&description("bench.ready", 1, 0))?;
+        while api
+            .patch(
+                "bench.ready",
+                &PatchParams::apply("atoll-scheduler").force(),
+                &Patch::Apply(&ready),
+            )
+            .await
+            .is_err()
+        {
+            if Instant::now() > deadline {
+                bail!(
+                    "the {} copy of the CRD was not served within 30 s",
+                    variant.group()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     let start = cpu(pids);
     tokio::time::sleep(IDLE).await;
