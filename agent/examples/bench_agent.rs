@@ -380,7 +380,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
     let d: DescriptionResource = serde_json::from_value(json!({
         "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
         "metadata": {"name": "bench.web", "namespace": namespace},
-        "spec": {"deployer": "Generic", "raw": objects}
+        "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&objects)}
     }))
     .unwrap();
     descs.create(&PostParams::default(), &d).await.unwrap();
@@ -457,7 +457,7 @@ async fn idle_rss(started: Instant, hub_bin: &Path, agent_bin: &Path) -> Idle {
     let d: DescriptionResource = serde_json::from_value(json!({
         "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
         "metadata": {"name": "bench.bulk", "namespace": namespace},
-        "spec": {"deployer": "Generic", "raw": raw}
+        "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&raw)}
     }))
     .unwrap();
     let t = Instant::now();

@@ -362,7 +362,7 @@ async fn main() {
             let d: Description = serde_json::from_value(json!({
                 "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
                 "metadata": {"name": DESC, "namespace": ns},
-                "spec": {"deployer": "Generic", "raw": [configmap(*i, 1)]}
+                "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&[configmap(*i, 1)])}
             }))
             .unwrap();
             async move { api.create(&PostParams::default(), &d).await.unwrap() }
@@ -419,7 +419,8 @@ async fn main() {
         .map(|(ns, i)| {
             let api: Api<Description> = Api::namespaced(pc.clone(), ns);
             let committed = committed.clone();
-            let patch = json!({"spec": {"raw": [configmap(*i, 2)]}});
+            let patch =
+                json!({"spec": {"raw": atoll_crds::json_text::encode_all(&[configmap(*i, 2)])}});
             async move {
                 let d = api
                     .patch(DESC, &PatchParams::default(), &Patch::Merge(&patch))
@@ -490,7 +491,8 @@ async fn main() {
         tick.tick().await;
         let api: Api<Description> = Api::namespaced(pc.clone(), ns);
         let committed = paced_committed.clone();
-        let patch = json!({"spec": {"raw": [configmap(*i, 3)]}});
+        let patch =
+            json!({"spec": {"raw": atoll_crds::json_text::encode_all(&[configmap(*i, 3)])}});
         let ns = ns.clone();
         inflight.push(tokio::spawn(async move {
             api.patch(DESC, &PatchParams::default(), &Patch::Merge(&patch))

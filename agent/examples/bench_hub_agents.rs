@@ -695,7 +695,7 @@ async fn coordinate(args: &[String]) {
             let d: Description = serde_json::from_value(json!({
                 "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
                 "metadata": {"name": DESC, "namespace": ns},
-                "spec": {"deployer": "Generic", "raw": [configmap(*i, 1)]}
+                "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&[configmap(*i, 1)])}
             }))
             .unwrap();
             async move { api.create(&PostParams::default(), &d).await.unwrap() }
@@ -756,7 +756,8 @@ async fn coordinate(args: &[String]) {
         .map(|(i, ns)| {
             let api: Api<Description> = Api::namespaced(pc.clone(), ns);
             let committed = committed.clone();
-            let patch = json!({"spec": {"raw": [configmap(*i, 2)]}});
+            let patch =
+                json!({"spec": {"raw": atoll_crds::json_text::encode_all(&[configmap(*i, 2)])}});
             async move {
                 api.patch(DESC, &PatchParams::default(), &Patch::Merge(&patch))
                     .await

@@ -661,21 +661,34 @@ pub struct DescriptionSpec {
     pub charts: Vec<ChartReference>,
 
     /// The rendered objects of the feeds that are not HelmCharts, in feed order, after all
-    /// overrides, as embedded objects.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::embedded_objects")]
+    /// overrides: each a string holding the object's JSON text (`kubectl get desc -o
+    /// jsonpath='{.spec.raw[0]}' | jq` reads one).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "crate::json_text"
+    )]
+    #[schemars(schema_with = "crate::schema::json_texts")]
     pub raw: Vec<Value>,
 
     /// The HelmChart objects after chart-level overrides (`overrideChart: true`), one per entry
-    /// of `charts`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::embedded_objects")]
+    /// of `charts`, each as JSON text.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "crate::json_text"
+    )]
+    #[schemars(schema_with = "crate::schema::json_texts")]
     pub chart_raw: Vec<Value>,
 
     /// The Helm values of each chart after the overrides of type `Helm` (a map, empty for the
-    /// chart's defaults), one per entry of `charts`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::free_form_objects")]
+    /// chart's defaults), one per entry of `charts`, each as JSON text.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "crate::json_text"
+    )]
+    #[schemars(schema_with = "crate::schema::json_texts")]
     pub chart_values: Vec<Value>,
 }
 

@@ -6,6 +6,7 @@
 //! - [`helm`]: `apps.clusternet.io/v1alpha1` Helm kinds (HelmChart, HelmRelease).
 //! - [`clusters`]: `clusters.clusternet.io/v1beta1` (ManagedCluster, ClusterRegistrationRequest).
 //! - [`atoll`]: `apps.atoll.dev/v1alpha1`, atoll's own kinds (FeedGrant).
+//! - [`json_text`]: a Description's objects stored as strings of JSON text.
 //! - [`known`]: label, annotation, finalizer, namespace and taint keys, and generated names.
 //! - [`conditions`]: `metav1.Condition` lists keyed by `type`.
 //! - [`quantity`]: resource quantities as milli-units, the one parser of the project.
@@ -19,6 +20,7 @@ pub mod conditions;
 pub mod crdgen;
 mod error;
 pub mod helm;
+pub mod json_text;
 pub mod known;
 pub mod quantity;
 mod schema;

@@ -2,16 +2,11 @@
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-/// A list of embedded Kubernetes objects (`apiVersion`, `kind`, `metadata` validated by the API
-/// server, every other field kept as is).
-pub(crate) fn embedded_objects(_: &mut SchemaGenerator) -> Schema {
+/// Objects stored as strings of JSON text (see [`crate::json_text`]).
+pub(crate) fn json_texts(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "array",
-        "items": {
-            "type": "object",
-            "x-kubernetes-embedded-resource": true,
-            "x-kubernetes-preserve-unknown-fields": true,
-        },
+        "items": {"type": "string"},
     })
 }
 
@@ -20,17 +15,6 @@ pub(crate) fn free_form_object(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
-    })
-}
-
-/// A list of arbitrary JSON objects kept as they are (for example Helm values).
-pub(crate) fn free_form_objects(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": true,
-        },
     })
 }
 

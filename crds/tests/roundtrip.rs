@@ -270,30 +270,8 @@ metadata:
 spec:
   deployer: Generic
   raw:
-    - apiVersion: v1
-      kind: Namespace
-      metadata:
-        name: foo
-    - apiVersion: apps/v1
-      kind: Deployment
-      metadata:
-        name: my-nginx
-        namespace: foo
-        labels:
-          app: nginx
-      spec:
-        replicas: 2
-        selector:
-          matchLabels:
-            app: nginx
-        template:
-          metadata:
-            labels:
-              app: nginx
-          spec:
-            containers:
-              - name: nginx
-                image: nginx:1.25
+    - '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"foo"}}'
+    - '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"labels":{"app":"nginx"},"name":"my-nginx","namespace":"foo"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"nginx"}},"template":{"metadata":{"labels":{"app":"nginx"}},"spec":{"containers":[{"image":"nginx:1.25","name":"nginx"}]}}}}'
 status:
   phase: Success
   observedGeneration: 2
@@ -329,21 +307,9 @@ spec:
     - name: mysql
       namespace: default
   raw:
-    - apiVersion: v1
-      kind: ConfigMap
-      metadata:
-        name: values
+    - '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"values"}}'
   chartRaw:
-    - apiVersion: apps.clusternet.io/v1alpha1
-      kind: HelmChart
-      metadata:
-        name: mysql
-        namespace: default
-      spec:
-        repo: https://charts.bitnami.com/bitnami
-        chart: mysql
-        version: 8.6.2
-        targetNamespace: abc
+    - '{"apiVersion":"apps.clusternet.io/v1alpha1","kind":"HelmChart","metadata":{"name":"mysql","namespace":"default"},"spec":{"chart":"mysql","repo":"https://charts.bitnami.com/bitnami","targetNamespace":"abc","version":"8.6.2"}}'
 status:
   phase: Failure
   reason: 'helm install failed: timed out'
@@ -526,7 +492,7 @@ fn globalization_with_cluster_affinity_and_field_patches_round_trips() {
 }
 
 #[test]
-fn description_generic_with_embedded_objects_and_status_round_trips() {
+fn description_generic_with_objects_as_json_text_and_status_round_trips() {
     let desc: Description = round_trip(DESCRIPTION_GENERIC);
     assert_eq!(desc.spec.raw[1]["spec"]["replicas"], 2);
     let status = desc.status.as_ref().unwrap();

@@ -2,7 +2,7 @@
 //! kube-apiserver, in its own CPU (and etcd's) per request.
 //!
 //! One real control plane of the real tier (etcd, kube-apiserver, kube-controller-manager,
-//! kube-scheduler, kwok without nodes; `make k8s`), atoll's Description CRD installed. For each
+//! kube-scheduler, kwok without nodes; `make k8s`), atoll's Description CRD installed (and copies of it with other forms of `raw`). For each
 //! Description size (`--objects`, default 1, 10 and 50 Deployments of about 700 bytes each) and each
 //! way of writing, `--writes` requests (default 200, after 20 to warm up) are sent one after the
 //! other, each changing one annotation of the first object (or the status' reason), and the CPU
@@ -19,14 +19,14 @@
 //! - `update`: a PUT of the whole object with its resourceVersion (an optimistic precondition);
 //! - `status apply`: server-side apply of `status` (what the hub does);
 //! - `status merge patch`: a merge patch of `status`;
-//! - `apply, raw as plain objects` and `status apply, raw as plain objects`: the same two applies
-//!   to a copy of the CRD (another group) whose `raw` items are free-form objects, not embedded
-//!   resources (no metadata validation of each);
+//! - `apply, raw as embedded objects` and `status apply, raw as embedded objects`: the same two
+//!   applies to a copy of the CRD (another group) whose `raw` items are embedded resources
+//!   (`x-kubernetes-embedded-resource`), the form atoll stored them in before strings of JSON
+//!   text (atoll's CRD, the rows above);
+//! - `apply, raw as plain objects` and `status apply, raw as plain objects`: the same to a copy
+//!   whose `raw` items are free-form objects (no metadata validation of each);
 //! - `apply, raw as byte strings` and `status apply, raw as byte strings`: the same to a copy
-//!   whose `raw` items are base64 strings (`format: byte`), as Clusternet stores them: the API
-//!   server decodes, validates and encodes one string per object instead of its tree;
-//! - `apply, raw as JSON text` and `status apply, raw as JSON text`: the same to a copy whose
-//!   `raw` items are strings holding each object's JSON text.
+//!   whose `raw` items are base64 strings (`format: byte`), as Clusternet stores them.
 //!
 //! ```text
 //! make k8s
@@ -103,8 +103,8 @@ enum Way {
     StatusApplyPlain,
     ApplyBytes,
     StatusApplyBytes,
-    ApplyText,
-    StatusApplyText,
+    ApplyEmbedded,
+    StatusApplyEmbedded,
 }
 
 const WAYS: [Way; 14] = [
@@ -120,8 +120,8 @@ const WAYS: [Way; 14] = [
     Way::StatusApplyPlain,
     Way::ApplyBytes,
     Way::StatusApplyBytes,
-    Way::ApplyText,
-    Way::StatusApplyText,
+    Way::ApplyEmbedded,
+    Way::StatusApplyEmbedded,
 ];
 
 impl Way {
@@ -139,8 +139,8 @@ impl Way {
             Way::StatusApplyPlain => "status apply, raw as plain objects",
             Way::ApplyBytes => "apply, raw as byte strings",
             Way::StatusApplyBytes => "status apply, raw as byte strings",
-            Way::ApplyText => "apply, raw as JSON text",
-            Way::StatusApplyText => "status apply, raw as JSON text",
+            Way::ApplyEmbedded => "apply, raw as embedded objects",
+            Way::StatusApplyEmbedded => "status apply, raw as embedded objects",
         }
     }
 
@@ -158,8 +158,8 @@ impl Way {
             Way::StatusApplyPlain => "status-apply-plain",
             Way::ApplyBytes => "apply-bytes",
             Way::StatusApplyBytes => "status-apply-bytes",
-            Way::ApplyText => "apply-text",
-            Way::StatusApplyText => "status-apply-text",
+            Way::ApplyEmbedded => "apply-embedded",
+            Way::StatusApplyEmbedded => "status-apply-embedded",
         }
     }
 
@@ -168,7 +168,7 @@ impl Way {
         match self {
             Way::ApplyPlain | Way::StatusApplyPlain => Some(Variant::Plain),
             Way::ApplyBytes | Way::StatusApplyBytes => Some(Variant::Bytes),
-            Way::ApplyText | Way::StatusApplyText => Some(Variant::Text),
+            Way::ApplyEmbedded | Way::StatusApplyEmbedded => Some(Variant::Embedded),
             _ => None,
         }
     }
@@ -181,18 +181,18 @@ enum Variant {
     Plain,
     /// Base64 strings (`format: byte`).
     Bytes,
-    /// Strings of JSON text.
-    Text,
+    /// Embedded resources (`x-kubernetes-embedded-resource`).
+    Embedded,
 }
 
-const VARIANTS: [Variant; 3] = [Variant::Plain, Variant::Bytes, Variant::Text];
+const VARIANTS: [Variant; 3] = [Variant::Plain, Variant::Bytes, Variant::Embedded];
 
 impl Variant {
     fn group(self) -> &'static str {
         match self {
             Variant::Plain => "plain.bench.atoll.dev",
             Variant::Bytes => "bytes.bench.atoll.dev",
-            Variant::Text => "text.bench.atoll.dev",
+            Variant::Embedded => "embedded.bench.atoll.dev",
         }
     }
 
@@ -216,7 +216,9 @@ impl Variant {
                 json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
             }
             Variant::Bytes => json!({"type": "string", "format": "byte"}),
-            Variant::Text => json!({"type": "string"}),
+            Variant::Embedded => json!({"type": "object",
+                "x-kubernetes-embedded-resource": true,
+                "x-kubernetes-preserve-unknown-fields": true}),
         };
         let versions = crd["spec"]["versions"]
             .as_array_mut()
@@ -238,9 +240,8 @@ impl Variant {
             use base64::Engine as _;
             let text = serde_json::to_string(o)?;
             Ok(match self {
-                Variant::Plain => o.clone(),
+                Variant::Plain | Variant::Embedded => o.clone(),
                 Variant::Bytes => json!(base64::engine::general_purpose::STANDARD.encode(text)),
-                Variant::Text => json!(text),
             })
         };
         let raw: Vec<Value> = description
@@ -320,7 +321,7 @@ async fn write(
             Api::namespaced_with(client.clone(), NAMESPACE, &variant.resource());
         if matches!(
             way,
-            Way::StatusApplyPlain | Way::StatusApplyBytes | Way::StatusApplyText
+            Way::StatusApplyPlain | Way::StatusApplyBytes | Way::StatusApplyEmbedded
         ) {
             let mut status = status(revision);
             status["apiVersion"] = json!(variant.resource().api_version);
@@ -356,7 +357,7 @@ async fn write(
             return Ok(text.len());
         }
         Way::MergePatch => {
-            let patch = json!({"spec": {"raw": body.spec.raw}});
+            let patch = json!({"spec": {"raw": atoll_crds::json_text::encode_all(&body.spec.raw)}});
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
@@ -388,8 +389,8 @@ async fn write(
         | Way::StatusApplyPlain
         | Way::ApplyBytes
         | Way::StatusApplyBytes
-        | Way::ApplyText
-        | Way::StatusApplyText => {
+        | Way::ApplyEmbedded
+        | Way::StatusApplyEmbedded => {
             bail!("{} writes a copy of the CRD", way.label())
         }
     }

@@ -173,7 +173,7 @@ async fn every_example_lands_with_its_replicas_localization_and_globalization_pe
             && replicas_by_cluster.contains('4'),
         "{replicas_by_cluster}"
     );
-    // The rendered objects are embedded, readable YAML in the Description (not base64).
+    // The rendered objects are readable in the Description: each one's JSON text (not base64).
     let desc = f
         .parent
         .run(&[
@@ -187,9 +187,9 @@ async fn every_example_lands_with_its_replicas_localization_and_globalization_pe
         ])
         .await
         .unwrap();
-    assert!(desc.contains("kind: Deployment"), "{desc}");
+    assert!(desc.contains(r#""kind":"Deployment""#), "{desc}");
     assert!(
-        desc.contains("replicas: 3"),
+        desc.contains(r#""replicas":3"#),
         "Localization not rendered: {desc}"
     );
     // Printer columns answer the first question.
@@ -1075,8 +1075,30 @@ async fn a_hand_edit_of_a_description_is_undone_and_the_child_keeps_the_feed() {
     };
     converge(&f, "the ConfigMap in every child", &kept("b")).await;
 
-    // Edit what goes to child-1, in its dedicated namespace, as a user might.
+    // Edit what goes to child-1, in its dedicated namespace, as a user might: the ConfigMap's
+    // JSON text, replaced only if it is still the ConfigMap.
     let ns1 = f.dedicated_namespace("child-1");
+    let object_a = |text: Option<String>| -> Option<String> {
+        let object: serde_json::Value = serde_json::from_str(text.as_deref()?).ok()?;
+        object.pointer("/data/a")?.as_str().map(str::to_owned)
+    };
+    let stored = jsonpath(
+        &f.parent,
+        "desc",
+        Some(&ns1),
+        "e2e-handedit.kept",
+        "{.spec.raw[1]}",
+    )
+    .await
+    .unwrap()
+    .unwrap_or_default();
+    let mut hacked: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(hacked["kind"], "ConfigMap", "{stored}");
+    hacked["data"]["a"] = "hacked".into();
+    let patch = serde_json::json!([
+        {"op": "test", "path": "/spec/raw/1", "value": stored},
+        {"op": "replace", "path": "/spec/raw/1", "value": hacked.to_string()},
+    ]);
     f.parent
         .run(&[
             "patch",
@@ -1086,7 +1108,7 @@ async fn a_hand_edit_of_a_description_is_undone_and_the_child_keeps_the_feed() {
             &ns1,
             "--type=json",
             "-p",
-            r#"[{"op":"test","path":"/spec/raw/1/kind","value":"ConfigMap"},{"op":"replace","path":"/spec/raw/1/data/a","value":"hacked"}]"#,
+            &patch.to_string(),
         ])
         .await
         .unwrap();
@@ -1101,9 +1123,10 @@ async fn a_hand_edit_of_a_description_is_undone_and_the_child_keeps_the_feed() {
                     "desc",
                     Some(&ns1),
                     "e2e-handedit.kept",
-                    "{.spec.raw[1].data.a}",
+                    "{.spec.raw[1]}",
                 )
                 .await?;
+                let got = object_a(got);
                 (got.as_deref() == Some("b"))
                     .then_some(())
                     .ok_or(format!("{got:?}"))

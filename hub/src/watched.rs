@@ -1,8 +1,8 @@
 //! A Description as the hub's watch reads it: what the hub uses and nothing it would build only
 //! to drop. At start the hub lists every Description of the fleet (100,000 in the cold-start
 //! benchmark, 282 MB of JSON), so the decode is most of its start-up work:
-//! - `spec.raw` stays the JSON text received, which is what the hub sends on to agents, rather
-//!   than a tree of values encoded again for every Description;
+//! - `spec.raw` stays the JSON text stored (each object is a string of it), which is what the
+//!   hub sends on to agents, rather than a tree of values encoded again for every Description;
 //! - `metadata.managedFields` (each field manager's field set, about a third of a Description's
 //!   bytes) is skipped by the parser, never built.
 
@@ -34,16 +34,16 @@ pub struct WatchedDescription {
 #[serde(rename_all = "camelCase")]
 pub struct WatchedSpec {
     /// `spec.raw`: each object's JSON text as received.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "atoll_crds::json_text::deserialize_text")]
     pub raw: Vec<Box<RawValue>>,
     /// `spec.charts`: the HelmCharts the Subscription's feeds named, in `chartRaw`'s order.
     #[serde(default)]
     pub charts: Vec<ChartReference>,
     /// `spec.chartRaw`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "atoll_crds::json_text::deserialize")]
     pub chart_raw: Vec<Value>,
     /// `spec.chartValues`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "atoll_crds::json_text::deserialize")]
     pub chart_values: Vec<Value>,
 }
 
@@ -141,7 +141,8 @@ mod tests {
                 "deletionTimestamp":"2026-12-03T10:00:00Z",
                 "managedFields":[{"manager":"atoll-scheduler","operation":"Apply",
                     "fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:raw":{}}}}]},
-            "spec":{"deployer":"Generic","raw":[{"kind":"ConfigMap","data":{"b":"1","a":"2"}}]},
+            "spec":{"deployer":"Generic","raw":["{\"kind\":\"ConfigMap\",\"data\":{\"b\":\"1\",\"a\":\"2\"}}",
+                {"kind":"Secret"}]},
             "status":{"phase":"Success"}}"#;
         let w: WatchedDescription = serde_json::from_str(text).unwrap();
         assert_eq!(w.metadata.name.as_deref(), Some("default.web"));
@@ -150,11 +151,13 @@ mod tests {
         assert!(w.metadata.deletion_timestamp.is_some());
         assert_eq!(w.metadata.finalizers.as_ref().map(Vec::len), Some(1));
         assert!(w.metadata.managed_fields.is_none());
-        // The object's text as the API server wrote it (key order kept).
+        // The object's text as stored (key order kept), and an object stored in the earlier
+        // form as the API server wrote it.
         assert_eq!(
             w.spec.raw[0].get(),
             r#"{"kind":"ConfigMap","data":{"b":"1","a":"2"}}"#
         );
+        assert_eq!(w.spec.raw[1].get(), r#"{"kind":"Secret"}"#);
         assert!(w.status.is_some_and(|s| s.phase.is_some()));
     }
 }

@@ -667,11 +667,11 @@ async fn describe_cluster_shows_the_cluster_its_descriptions_and_events() {
     subscription(&client).await;
     // `shop.web` carries two objects; the agent reported the Deployment's status.
     let descs: Api<Description> = Api::namespaced(client.clone(), EDGE_NS);
-    let raw = json!({"spec": {"raw": [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 3}},
-    ]}});
+    let raw = json!({"spec": {"raw": atoll_crds::json_text::encode_all(&[
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 3}}),
+    ])}});
     descs
         .patch("shop.web", &ss(), &Patch::Merge(&raw))
         .await
@@ -1275,10 +1275,13 @@ fn subscription_file(dir: &Path, strategy: &str, feed_name: &str) -> String {
 }
 
 /// The image of the first container of the Deployment in `objects`.
-fn image(objects: &Value) -> &str {
-    objects[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+/// The image of the first object of a Description's `spec.raw` as written (JSON text).
+fn image(objects: &Value) -> String {
+    let first: Value = serde_json::from_str(objects[0].as_str().unwrap_or("{}")).unwrap();
+    first["spec"]["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,7 +125,7 @@ async fn main() {
             (Some("raw".to_owned()), json!({
                 "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
                 "metadata": {"name": format!("raw-{i}"), "namespace": "raw"},
-                "spec": {"deployer": "Generic", "raw": [deployment_json("apps", &format!("app-{i}"), 3)]},
+                "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&[deployment_json("apps", &format!("app-{i}"), 3)])},
             }))
         })
         .collect();
@@ -144,7 +144,7 @@ async fn main() {
         .map(|i| json!({
             "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
             "metadata": {"name": format!("ssa-{i}"), "namespace": "raw"},
-            "spec": {"deployer": "Generic", "raw": [deployment_json("apps", &format!("app-{i}"), 3)]},
+            "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&[deployment_json("apps", &format!("app-{i}"), 3)])},
         }))
         .collect();
     let started = Instant::now();
@@ -394,7 +394,7 @@ async fn main() {
             (Some("raw".to_owned()), json!({
                 "apiVersion": "apps.clusternet.io/v1alpha1", "kind": "Description",
                 "metadata": {"name": format!("raw-late-{i}"), "namespace": "raw"},
-                "spec": {"deployer": "Generic", "raw": [deployment_json("apps", &format!("app-{i}"), 3)]},
+                "spec": {"deployer": "Generic", "raw": atoll_crds::json_text::encode_all(&[deployment_json("apps", &format!("app-{i}"), 3)])},
             }))
         })
         .collect();

@@ -1165,7 +1165,9 @@ async fn a_description_edited_by_someone_else_is_restored() {
                 field_manager: Some("kubectl-edit".into()),
                 ..Default::default()
             },
-            &kube::api::Patch::Merge(json!({"spec": {"raw": [edited]}})),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"raw": atoll_crds::json_text::encode_all(&[edited])}}),
+            ),
         )
         .await
         .unwrap();

@@ -14,7 +14,7 @@ pub async fn put_description(client: &Client, namespace: &str, name: &str, raw: 
         api.patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"raw": raw}})),
+            &Patch::Merge(json!({"spec": {"raw": atoll_crds::json_text::encode_all(&raw)}})),
         )
         .await
         .unwrap();

@@ -407,12 +407,19 @@ struct DescriptionApplyMeta<'a> {
 #[serde(rename_all = "camelCase")]
 struct DescriptionApplySpec<'a> {
     deployer: &'static str,
+    #[serde(serialize_with = "atoll_crds::json_text::serialize")]
     raw: &'a [Value],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     charts: Vec<ChartReference>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "atoll_crds::json_text::serialize"
+    )]
     chart_raw: Vec<&'a Value>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "atoll_crds::json_text::serialize"
+    )]
     chart_values: Vec<&'a Value>,
 }
 
