@@ -2,9 +2,9 @@
 //! strings, each holding one object's JSON, where the Rust types hold the objects.
 //!
 //! Stored as embedded objects, every write of a Description (its spec or only its status) cost
-//! the API server a decode, validation and encode of every object's tree: 23-35 ms of
+//! the API server a decode, validation and encode of every object's tree: 21-31 ms of
 //! kube-apiserver CPU per write of a 50-object Description, where one string per object costs
-//! 4-6 ms (`make bench-write-cost`, docs/bench/write_cost.md). The text stays readable with
+//! 4-7 ms (`make bench-write-cost`, docs/bench/write_cost.md). The text stays readable with
 //! `kubectl get desc -o yaml` (one quoted line per object) and `jq`, unlike Clusternet's base64.
 //!
 //! Reading accepts either form per item: the objects written before this form (embedded

@@ -2,11 +2,13 @@
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-/// Objects stored as strings of JSON text (see [`crate::json_text`]).
+/// Objects stored as strings of JSON text (see [`crate::json_text`]). The items have no type:
+/// a Description stored before holds objects there, and an item typed `string` would read back
+/// from etcd pruned to `{}` (its objects gone, so an agent would prune them from its cluster).
 pub(crate) fn json_texts(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "array",
-        "items": {"type": "string"},
+        "items": {"x-kubernetes-preserve-unknown-fields": true},
     })
 }
 

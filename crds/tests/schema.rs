@@ -564,13 +564,18 @@ fn printer_columns_answer_the_first_question() {
 }
 
 #[test]
-fn description_objects_are_strings_of_json_text_not_base64_or_trees() {
+fn description_objects_are_untyped_items_holding_json_text_not_base64_or_trees() {
     // One string per object: the API server decodes, validates and encodes a string, not the
-    // object's tree, on every write of the Description, its status included.
+    // object's tree, on every write of the Description, its status included. Untyped, so that
+    // objects stored in the earlier form read back whole instead of pruned to `{}`.
     let crd = crd("descriptions");
     for path in ["spec.raw[]", "spec.chartRaw[]", "spec.chartValues[]"] {
         let items = at(root_schema(&crd), path);
-        assert_eq!(items["type"], "string", "{path}");
+        assert!(items.get("type").is_none(), "{path}");
+        assert_eq!(
+            items["x-kubernetes-preserve-unknown-fields"], true,
+            "{path}"
+        );
         assert!(items.get("format").is_none(), "{path}");
     }
     let observed = at(
