@@ -548,7 +548,11 @@ impl Applier {
         if let Err(e) = self.load_inventory().await {
             return failure_report(desc, &e.to_string());
         }
-        let (mut order, objects) = prepare_all(desc, key);
+        let Prepare {
+            mut order,
+            objects,
+            unreadable,
+        } = prepare_all(desc, key);
         let before = match self.record_intent(desc, key, &objects).await {
             Ok(before) => before,
             Err(e) => return failure_report(desc, &e.to_string()),
@@ -566,9 +570,21 @@ impl Applier {
             }
         }
         let desired: HashSet<ObjectRef> = results.iter().map(|r| r.object.clone()).collect();
-        let kept = self
-            .prune_removed(key, &before.entries, &desired, desc.orphan)
-            .await;
+        // An object that cannot be read may be the one that replaces an object applied before:
+        // pruning now could delete what the Description still means to run. Everything stays
+        // (in the inventory) until every object reads.
+        let kept = if unreadable {
+            tracing::warn!(description = %key, "an object of the Description cannot be read; nothing it applied before is pruned until every object can be");
+            before
+                .entries
+                .iter()
+                .filter(|e| !desired.contains(&e.object))
+                .cloned()
+                .collect()
+        } else {
+            self.prune_removed(key, &before.entries, &desired, desc.orphan)
+                .await
+        };
         let kinds = self
             .record_applied(desc, key, order, results, &before.entries, kept)
             .await;
@@ -1894,10 +1910,11 @@ pub(crate) fn declared_owners(live: &DynamicObject, own_manager: &str) -> HashSe
 /// Prepares every object of a Description for server-side apply. Returns the report order
 /// (each object with its error when it cannot be applied) and the objects to apply. A
 /// duplicate inside one Description fails; the first one wins.
-fn prepare_all(desc: &Description, key: &str) -> (Vec<(ObjectRef, Option<String>)>, Vec<Prepared>) {
+fn prepare_all(desc: &Description, key: &str) -> Prepare {
     let mut order: Vec<(ObjectRef, Option<String>)> = Vec::with_capacity(desc.objects.len());
     let mut unique: Vec<Prepared> = Vec::with_capacity(desc.objects.len());
     let mut seen = HashSet::new();
+    let mut unreadable = false;
     for (index, raw) in desc.objects.iter().enumerate() {
         match prepare(raw, index, key) {
             Ok(p) if seen.insert(p.object.clone()) => {
@@ -1908,10 +1925,27 @@ fn prepare_all(desc: &Description, key: &str) -> (Vec<(ObjectRef, Option<String>
                 p.object,
                 Some("the object appears twice in the Description".to_owned()),
             )),
-            Err((object, e)) => order.push((object, Some(e))),
+            Err((object, e)) => {
+                unreadable = true;
+                order.push((object, Some(e)));
+            }
         }
     }
-    (order, unique)
+    Prepare {
+        order,
+        objects: unique,
+        unreadable,
+    }
+}
+
+/// A Description's objects made ready to apply ([`prepare_all`]).
+struct Prepare {
+    /// Every object, in order, with its error when it cannot be applied.
+    order: Vec<(ObjectRef, Option<String>)>,
+    /// The objects to apply, each once.
+    objects: Vec<Prepared>,
+    /// Some object could not be read as one (no `apiVersion`, `kind` or name, not an object).
+    unreadable: bool,
 }
 
 /// Splits the objects to apply into namespaces, CRDs and the rest, the order they are applied
@@ -2141,6 +2175,43 @@ mod tests {
             Phase::Success
         );
         assert_eq!(value().await, "new");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_object_prunes_nothing_the_description_applied_before() {
+        // Seen on the real tier: a Description's stored objects read back as `{}` (its CRD's
+        // schema changed under it), and the agent pruned the ConfigMap they had held.
+        let cluster = devcluster::DevCluster::start(devcluster::Config::default())
+            .await
+            .unwrap();
+        let client = cluster.client().await.unwrap();
+        let applier = Applier::new(client.clone(), "atoll-agent");
+        let desc = |generation: i64, objects: Vec<Value>| Description {
+            namespace: "clusternet-a".into(),
+            name: "default.app".into(),
+            uid: "uid-app".into(),
+            generation,
+            orphan: false,
+            charts: Vec::new(),
+            objects,
+        };
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}});
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "default");
+        assert_eq!(
+            applier.apply(&desc(1, vec![cm])).await.phase,
+            Phase::Success
+        );
+        let unreadable = applier.apply(&desc(2, vec![json!({})])).await;
+        assert_eq!(unreadable.phase, Phase::Failure);
+        assert!(cms.get_opt("c").await.unwrap().is_some(), "pruned");
+        // Once every object reads, what the Description dropped is pruned.
+        assert_eq!(
+            applier.apply(&desc(3, Vec::new())).await.phase,
+            Phase::Success
+        );
+        assert!(cms.get_opt("c").await.unwrap().is_none(), "not pruned");
     }
 
     #[tokio::test]
