@@ -2140,6 +2140,25 @@ mod tests {
         assert_eq!(ready(), Some(2));
     }
 
+    /// Description `clusternet-a/default.app` holding `objects`.
+    fn app(uid: &str, generation: i64, objects: Vec<Value>) -> Description {
+        Description {
+            namespace: "clusternet-a".into(),
+            name: "default.app".into(),
+            uid: uid.into(),
+            generation,
+            orphan: false,
+            charts: Vec::new(),
+            objects,
+        }
+    }
+
+    /// ConfigMap `default/c` with `k: value`.
+    fn config_map(value: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "default"}, "data": {"k": value}})
+    }
+
     #[tokio::test]
     async fn an_older_generation_applied_late_does_not_replace_the_newer_one() {
         // Found by the chaos run: two background chart applies of one Description reached its
@@ -2149,16 +2168,8 @@ mod tests {
             .unwrap();
         let client = cluster.client().await.unwrap();
         let applier = Applier::new(client.clone(), "atoll-agent");
-        let desc = |uid: &str, generation: i64, value: &str| Description {
-            namespace: "clusternet-a".into(),
-            name: "default.app".into(),
-            uid: uid.into(),
-            generation,
-            orphan: false,
-            charts: Vec::new(),
-            objects: vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "c", "namespace": "default"}, "data": {"k": value}})],
-        };
+        let desc =
+            |uid: &str, generation: i64, value: &str| app(uid, generation, vec![config_map(value)]);
         let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
             Api::namespaced(client.clone(), "default");
         let value = || async { cms.get("c").await.unwrap().data.unwrap()["k"].clone() };
@@ -2186,17 +2197,8 @@ mod tests {
             .unwrap();
         let client = cluster.client().await.unwrap();
         let applier = Applier::new(client.clone(), "atoll-agent");
-        let desc = |generation: i64, objects: Vec<Value>| Description {
-            namespace: "clusternet-a".into(),
-            name: "default.app".into(),
-            uid: "uid-app".into(),
-            generation,
-            orphan: false,
-            charts: Vec::new(),
-            objects,
-        };
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}});
+        let desc = |generation: i64, objects: Vec<Value>| app("uid-app", generation, objects);
+        let cm = config_map("v");
         let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
             Api::namespaced(client.clone(), "default");
         assert_eq!(
@@ -2224,16 +2226,8 @@ mod tests {
             .unwrap();
         let client = cluster.client().await.unwrap();
         let applier = Arc::new(Applier::new(client.clone(), "atoll-agent"));
-        let desc = |generation: i64, value: &str| Description {
-            namespace: "clusternet-a".into(),
-            name: "default.app".into(),
-            uid: "uid-app".into(),
-            generation,
-            orphan: false,
-            charts: Vec::new(),
-            objects: vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "c", "namespace": "default"}, "data": {"k": value}})],
-        };
+        let desc =
+            |generation: i64, value: &str| app("uid-app", generation, vec![config_map(value)]);
         for (generation, value) in [(1, "v1"), (2, "v2")] {
             let report = applier.apply(&desc(generation, value)).await;
             assert_eq!(report.phase, Phase::Success, "{}", report.reason);

@@ -303,6 +303,20 @@ fn cpu(pids: (u32, u32)) -> (f64, f64) {
     (cpu_seconds(pids.0), cpu_seconds(pids.1))
 }
 
+/// Applies `status` to `name`'s status as the hub does; returns the body's size.
+async fn apply_status<K>(api: &Api<K>, name: &str, status: &Value) -> Result<usize>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::apply("atoll-hub").force(),
+        &Patch::Apply(status),
+    )
+    .await?;
+    Ok(serde_json::to_vec(status)?.len())
+}
+
 /// Sends write `revision` of `way` to Description `name`.
 async fn write(
     client: &Client,
@@ -325,13 +339,7 @@ async fn write(
         ) {
             let mut status = status(revision);
             status["apiVersion"] = json!(variant.resource().api_version);
-            api.patch_status(
-                name,
-                &PatchParams::apply("atoll-hub").force(),
-                &Patch::Apply(&status),
-            )
-            .await?;
-            return Ok(serde_json::to_vec(&status)?.len());
+            return apply_status(&api, name, &status).await;
         }
         let object = variant.object(&body)?;
         api.patch(name, &apply, &Patch::Apply(&object)).await?;
@@ -369,16 +377,7 @@ async fn write(
             current.spec.raw = body.spec.raw;
             *last = Some(api.replace(name, &PostParams::default(), &current).await?);
         }
-        Way::StatusApply => {
-            let status = status(revision);
-            api.patch_status(
-                name,
-                &PatchParams::apply("atoll-hub").force(),
-                &Patch::Apply(&status),
-            )
-            .await?;
-            return Ok(serde_json::to_vec(&status)?.len());
-        }
+        Way::StatusApply => return apply_status(api, name, &status(revision)).await,
         Way::StatusMergePatch => {
             let status = json!({"status": status(revision)["status"]});
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
