@@ -8,11 +8,12 @@
 //! `kubectl get desc -o yaml` (one quoted line per object) and `jq`, unlike Clusternet's base64.
 //!
 //! Reading accepts either form per item: the objects written before this form (embedded
-//! objects) read as they are.
+//! objects) read as they are. It never fails on an item: a string that is not JSON (a hand
+//! edit) reads as that string, which no applier takes for an object, so the Description is
+//! reported as failed instead of a whole watch of Descriptions failing to decode.
 
 use std::borrow::Borrow;
 
-use serde::de::Error as _;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serializer};
 use serde_json::Value;
@@ -29,12 +30,12 @@ pub fn encode_all(objects: &[Value]) -> Value {
 }
 
 /// The JSON text of one stored item: the string's content, or the item itself when it is an
-/// object stored in the earlier form. An error for a string that is not JSON.
-pub fn text_of(item: &RawValue) -> Result<Box<RawValue>, serde_json::Error> {
-    match serde_json::from_str::<String>(item.get()) {
-        Ok(text) => RawValue::from_string(text),
-        Err(_) => Ok(item.to_owned()),
-    }
+/// object stored in the earlier form or a string that is not JSON.
+pub fn text_of(item: &RawValue) -> Box<RawValue> {
+    serde_json::from_str::<String>(item.get())
+        .ok()
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or_else(|| item.to_owned())
 }
 
 /// Serializes objects as strings of their JSON text.
@@ -49,30 +50,25 @@ pub fn serialize<S: Serializer, T: Borrow<Value>>(
     seq.end()
 }
 
-/// Deserializes items stored as strings of JSON text, or as objects.
+/// Deserializes items stored as strings of JSON text, or as objects (see the module).
 pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Value>, D::Error> {
-    Vec::<Value>::deserialize(deserializer)?
+    Ok(Vec::<Value>::deserialize(deserializer)?
         .into_iter()
         .map(|item| match item {
-            Value::String(text) => serde_json::from_str(&text).map_err(|e| {
-                D::Error::custom(format!("an item is not an object's JSON text: {e}"))
-            }),
-            object => Ok(object),
+            Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            object => object,
         })
-        .collect()
+        .collect())
 }
 
 /// Deserializes items as [`deserialize`] does, into each object's JSON text.
 pub fn deserialize_text<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Vec<Box<RawValue>>, D::Error> {
-    Vec::<Box<RawValue>>::deserialize(deserializer)?
+    Ok(Vec::<Box<RawValue>>::deserialize(deserializer)?
         .iter()
-        .map(|item| {
-            text_of(item)
-                .map_err(|e| D::Error::custom(format!("an item is not an object's JSON text: {e}")))
-        })
-        .collect()
+        .map(|item| text_of(item))
+        .collect())
 }
 
 #[cfg(test)]
@@ -113,19 +109,19 @@ mod tests {
             vec![json!({"kind": "ConfigMap"}), json!({"kind": "Secret"})]
         );
         let raw: Box<RawValue> = serde_json::from_str(r#"{"kind": "ConfigMap"}"#).unwrap();
-        assert_eq!(text_of(&raw).unwrap().get(), r#"{"kind": "ConfigMap"}"#);
+        assert_eq!(text_of(&raw).get(), r#"{"kind": "ConfigMap"}"#);
         let raw: Box<RawValue> = serde_json::from_str(r#""{\"kind\":\"Secret\"}""#).unwrap();
-        assert_eq!(text_of(&raw).unwrap().get(), r#"{"kind":"Secret"}"#);
+        assert_eq!(text_of(&raw).get(), r#"{"kind":"Secret"}"#);
     }
 
     #[test]
-    fn a_string_that_is_not_json_is_an_error_not_a_string_object() {
-        let err = serde_json::from_value::<Holder>(json!({"raw": ["not json"]})).unwrap_err();
-        assert!(
-            err.to_string().contains("not an object's JSON text"),
-            "{err}"
-        );
+    fn a_string_that_is_not_json_reads_as_that_string_and_the_rest_still_reads() {
+        // One hand-edited item must not make the whole Description, or a watch's whole list
+        // page, fail to decode.
+        let read: Holder =
+            serde_json::from_value(json!({"raw": ["not json", r#"{"kind":"Secret"}"#]})).unwrap();
+        assert_eq!(read.raw, vec![json!("not json"), json!({"kind": "Secret"})]);
         let raw: Box<RawValue> = serde_json::from_str(r#""not json""#).unwrap();
-        assert!(text_of(&raw).is_err());
+        assert_eq!(text_of(&raw).get(), r#""not json""#);
     }
 }

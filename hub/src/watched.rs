@@ -142,7 +142,7 @@ mod tests {
                 "managedFields":[{"manager":"atoll-scheduler","operation":"Apply",
                     "fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:raw":{}}}}]},
             "spec":{"deployer":"Generic","raw":["{\"kind\":\"ConfigMap\",\"data\":{\"b\":\"1\",\"a\":\"2\"}}",
-                {"kind":"Secret"}]},
+                {"kind":"Secret"}, "not json"]},
             "status":{"phase":"Success"}}"#;
         let w: WatchedDescription = serde_json::from_str(text).unwrap();
         assert_eq!(w.metadata.name.as_deref(), Some("default.web"));
@@ -158,6 +158,9 @@ mod tests {
             r#"{"kind":"ConfigMap","data":{"b":"1","a":"2"}}"#
         );
         assert_eq!(w.spec.raw[1].get(), r#"{"kind":"Secret"}"#);
+        // A hand edit that is not JSON decodes (as the string, which no agent takes for an
+        // object), so one Description cannot break the watch of all.
+        assert_eq!(w.spec.raw[2].get(), r#""not json""#);
         assert!(w.status.is_some_and(|s| s.phase.is_some()));
     }
 }
