@@ -19,6 +19,10 @@
 //! - `update`: a PUT of the whole object with its resourceVersion (an optimistic precondition);
 //! - `status apply`: server-side apply of `status` (what the hub does);
 //! - `status merge patch`: a merge patch of `status`;
+//! - `apply as a ServiceAccount` and `status apply as a ServiceAccount`: the first and the
+//!   status apply sent with a ServiceAccount's bearer token (granted by a Role) instead of the
+//!   administrator's client certificate, as atoll's controllers run: token authentication and
+//!   RBAC per request;
 //! - `apply, raw as embedded objects` and `status apply, raw as embedded objects`: the same two
 //!   applies to a copy of the CRD (another group) whose `raw` items are embedded resources
 //!   (`x-kubernetes-embedded-resource`), the form atoll stored them in before strings of JSON
@@ -105,9 +109,11 @@ enum Way {
     StatusApplyBytes,
     ApplyEmbedded,
     StatusApplyEmbedded,
+    ApplyAsServiceAccount,
+    StatusApplyAsServiceAccount,
 }
 
-const WAYS: [Way; 14] = [
+const WAYS: [Way; 16] = [
     Way::Apply,
     Way::ApplyUnchanged,
     Way::ApplyYaml,
@@ -122,6 +128,8 @@ const WAYS: [Way; 14] = [
     Way::StatusApplyBytes,
     Way::ApplyEmbedded,
     Way::StatusApplyEmbedded,
+    Way::ApplyAsServiceAccount,
+    Way::StatusApplyAsServiceAccount,
 ];
 
 impl Way {
@@ -141,6 +149,8 @@ impl Way {
             Way::StatusApplyBytes => "status apply, raw as byte strings",
             Way::ApplyEmbedded => "apply, raw as embedded objects",
             Way::StatusApplyEmbedded => "status apply, raw as embedded objects",
+            Way::ApplyAsServiceAccount => "apply as a ServiceAccount",
+            Way::StatusApplyAsServiceAccount => "status apply as a ServiceAccount",
         }
     }
 
@@ -160,6 +170,8 @@ impl Way {
             Way::StatusApplyBytes => "status-apply-bytes",
             Way::ApplyEmbedded => "apply-embedded",
             Way::StatusApplyEmbedded => "status-apply-embedded",
+            Way::ApplyAsServiceAccount => "apply-sa",
+            Way::StatusApplyAsServiceAccount => "status-apply-sa",
         }
     }
 
@@ -346,7 +358,7 @@ async fn write(
         return Ok(serde_json::to_vec(&object)?.len());
     }
     match way {
-        Way::Apply | Way::ApplyManyManagers => {
+        Way::Apply | Way::ApplyManyManagers | Way::ApplyAsServiceAccount => {
             api.patch(name, &apply, &Patch::Apply(&body)).await?;
         }
         Way::ApplyUnchanged => {
@@ -377,7 +389,9 @@ async fn write(
             current.spec.raw = body.spec.raw;
             *last = Some(api.replace(name, &PostParams::default(), &current).await?);
         }
-        Way::StatusApply => return apply_status(api, name, &status(revision)).await,
+        Way::StatusApply | Way::StatusApplyAsServiceAccount => {
+            return apply_status(api, name, &status(revision)).await;
+        }
         Way::StatusMergePatch => {
             let status = json!({"status": status(revision)["status"]});
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
@@ -408,6 +422,7 @@ struct Row {
 
 async fn measure(
     client: &Client,
+    service_account: &Client,
     pids: (u32, u32),
     idle: (f64, f64),
     objects: usize,
@@ -448,15 +463,38 @@ async fn measure(
             .await?;
         }
     }
+    let writer = match way {
+        Way::ApplyAsServiceAccount | Way::StatusApplyAsServiceAccount => service_account,
+        _ => client,
+    };
+    let writer_api: Api<Description> = Api::namespaced(writer.clone(), NAMESPACE);
     let mut last = None;
     let mut body_bytes = 0;
     for revision in 1..=WARM_UP {
-        body_bytes = write(client, &api, way, &name, objects, revision, &mut last).await?;
+        body_bytes = write(
+            writer,
+            &writer_api,
+            way,
+            &name,
+            objects,
+            revision,
+            &mut last,
+        )
+        .await?;
     }
     let before = cpu(pids);
     let started = Instant::now();
     for revision in WARM_UP + 1..=WARM_UP + writes {
-        write(client, &api, way, &name, objects, revision, &mut last).await?;
+        write(
+            writer,
+            &writer_api,
+            way,
+            &name,
+            objects,
+            revision,
+            &mut last,
+        )
+        .await?;
     }
     let elapsed = started.elapsed().as_secs_f64();
     let after = cpu(pids);
@@ -485,7 +523,71 @@ async fn measure(
     })
 }
 
-async fn run(client: Client, pids: (u32, u32), opts: &Options) -> Result<Vec<Row>> {
+/// A client of the parent that authenticates as ServiceAccount `bench-writer` of the
+/// benchmark's namespace, which a Role lets write Descriptions and their status.
+async fn service_account_client(admin: &Client, kubeconfig: &std::path::Path) -> Result<Client> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let pp = PostParams::default();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    accounts
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "bench-writer"}}))?,
+        )
+        .await?;
+    Api::<Role>::namespaced(admin.clone(), NAMESPACE)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "bench-writer"},
+                "rules": [{"apiGroups": ["apps.clusternet.io"],
+                    "resources": ["descriptions", "descriptions/status"], "verbs": ["*"]}]}))?,
+        )
+        .await?;
+    Api::<RoleBinding>::namespaced(admin.clone(), NAMESPACE)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "bench-writer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "bench-writer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "bench-writer",
+                    "namespace": NAMESPACE}]}))?,
+        )
+        .await?;
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token = accounts
+        .create_token_request("bench-writer", &pp, &request)
+        .await?
+        .status
+        .context("the TokenRequest has no status")?
+        .token;
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..kube::config::AuthInfo::default()
+    };
+    Ok(Client::try_from(config)?)
+}
+
+async fn run(
+    client: Client,
+    kubeconfig: &std::path::Path,
+    pids: (u32, u32),
+    opts: &Options,
+) -> Result<Vec<Row>> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd: CustomResourceDefinition =
         serde_yaml::from_str(&std::fs::read_to_string(DESCRIPTION_CRD)?)?;
@@ -540,6 +642,7 @@ async fn run(client: Client, pids: (u32, u32), opts: &Options) -> Result<Vec<Row
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    let service_account = service_account_client(&client, kubeconfig).await?;
     let start = cpu(pids);
     tokio::time::sleep(IDLE).await;
     let end = cpu(pids);
@@ -555,9 +658,17 @@ async fn run(client: Client, pids: (u32, u32), opts: &Options) -> Result<Vec<Row
     let mut rows = Vec::new();
     for &objects in &opts.objects {
         for way in WAYS {
-            let row = measure(&client, pids, idle, objects, way, opts.writes)
-                .await
-                .with_context(|| format!("{} of {objects} objects", way.label()))?;
+            let row = measure(
+                &client,
+                &service_account,
+                pids,
+                idle,
+                objects,
+                way,
+                opts.writes,
+            )
+            .await
+            .with_context(|| format!("{} of {objects} objects", way.label()))?;
             eprintln!(
                 "{objects:>3} objects  {:<20} kube-apiserver {:>6.2} ms  etcd {:>5.2} ms  wall {:>6.2} ms",
                 way.label(),
@@ -622,7 +733,7 @@ async fn bench() -> Result<String> {
         };
         let pids = (pid(Role::Parent)?, pid(Role::Etcd)?);
         let client = atoll_e2e::kubectl::client_for(&kubeconfig).await?;
-        let rows = run(client, pids, &opts).await?;
+        let rows = run(client, &kubeconfig, pids, &opts).await?;
         Ok::<_, anyhow::Error>(table(&rows, &opts))
     }
     .await;
