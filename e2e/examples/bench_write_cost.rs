@@ -330,15 +330,27 @@ where
 }
 
 /// Sends write `revision` of `way` to Description `name`.
-async fn write(
-    client: &Client,
-    api: &Api<Description>,
+/// Who writes which Description of how many objects, and how.
+struct Writer<'a> {
+    client: &'a Client,
+    api: Api<Description>,
     way: Way,
-    name: &str,
+    name: &'a str,
     objects: usize,
+}
+
+async fn write(
+    writer: &Writer<'_>,
     revision: usize,
     last: &mut Option<Description>,
 ) -> Result<usize> {
+    let Writer {
+        client,
+        ref api,
+        way,
+        name,
+        objects,
+    } = *writer;
     let apply = PatchParams::apply("atoll-scheduler").force();
     let body = description(name, objects, revision);
     let size = serde_json::to_vec(&body)?.len();
@@ -467,34 +479,22 @@ async fn measure(
         Way::ApplyAsServiceAccount | Way::StatusApplyAsServiceAccount => service_account,
         _ => client,
     };
-    let writer_api: Api<Description> = Api::namespaced(writer.clone(), NAMESPACE);
+    let writer = Writer {
+        client: writer,
+        api: Api::namespaced(writer.clone(), NAMESPACE),
+        way,
+        name: &name,
+        objects,
+    };
     let mut last = None;
     let mut body_bytes = 0;
     for revision in 1..=WARM_UP {
-        body_bytes = write(
-            writer,
-            &writer_api,
-            way,
-            &name,
-            objects,
-            revision,
-            &mut last,
-        )
-        .await?;
+        body_bytes = write(&writer, revision, &mut last).await?;
     }
     let before = cpu(pids);
     let started = Instant::now();
     for revision in WARM_UP + 1..=WARM_UP + writes {
-        write(
-            writer,
-            &writer_api,
-            way,
-            &name,
-            objects,
-            revision,
-            &mut last,
-        )
-        .await?;
+        write(&writer, revision, &mut last).await?;
     }
     let elapsed = started.elapsed().as_secs_f64();
     let after = cpu(pids);
