@@ -573,18 +573,17 @@ impl Applier {
         // An object that cannot be read may be the one that replaces an object applied before:
         // pruning now could delete what the Description still means to run. Everything stays
         // (in the inventory) until every object reads.
-        let kept = if unreadable {
+        let dropped = if unreadable {
             tracing::warn!(description = %key, "an object of the Description cannot be read; nothing it applied before is pruned until every object can be");
-            before
-                .entries
-                .iter()
-                .filter(|e| !desired.contains(&e.object))
-                .cloned()
-                .collect()
+            Dropped::Keep
+        } else if desc.orphan {
+            Dropped::Orphan
         } else {
-            self.prune_removed(key, &before.entries, &desired, desc.orphan)
-                .await
+            Dropped::Delete
         };
+        let kept = self
+            .prune_removed(key, &before.entries, &desired, dropped)
+            .await;
         let kinds = self
             .record_applied(desc, key, order, results, &before.entries, kept)
             .await;
@@ -896,21 +895,28 @@ impl Applier {
         results
     }
 
-    /// Deletes the objects the Description applied before but no longer has (an orphaning
-    /// Description lets go of them instead). Returns the entries whose deletion failed: they
-    /// stay in the inventory, to be pruned again.
+    /// Deals with the objects the Description applied before but no longer has, as `dropped`
+    /// says. Returns the entries that stay in the inventory (kept, or their deletion failed), to
+    /// be pruned again.
     async fn prune_removed(
         &self,
         key: &str,
         before: &[Entry],
         desired: &HashSet<ObjectRef>,
-        orphan: bool,
+        dropped: Dropped,
     ) -> Vec<Entry> {
         let mut kept = Vec::new();
         for entry in before.iter().filter(|e| !desired.contains(&e.object)) {
-            if orphan {
-                tracing::info!(object = %entry.object, description = %key, "orphaning an object the Description no longer has");
-                continue;
+            match dropped {
+                Dropped::Keep => {
+                    kept.push(entry.clone());
+                    continue;
+                }
+                Dropped::Orphan => {
+                    tracing::info!(object = %entry.object, description = %key, "orphaning an object the Description no longer has");
+                    continue;
+                }
+                Dropped::Delete => {}
             }
             if let Err(e) = self.delete_object(key, &entry.object, false).await {
                 tracing::warn!(object = %entry.object, error = %e, "prune failed; keeping it in the inventory");
@@ -1936,6 +1942,17 @@ fn prepare_all(desc: &Description, key: &str) -> Prepare {
         objects: unique,
         unreadable,
     }
+}
+
+/// What becomes of the objects a Description applied before and no longer has.
+#[derive(Clone, Copy, Debug)]
+enum Dropped {
+    /// Deleted from the cluster (a prune).
+    Delete,
+    /// Let go of, left in the cluster (an orphaning Description).
+    Orphan,
+    /// Kept, and kept in the inventory (some object of the Description cannot be read).
+    Keep,
 }
 
 /// A Description's objects made ready to apply ([`prepare_all`]).
